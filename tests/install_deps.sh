@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs every build, test and demo dependency of drun from Debian 12's archive.
+# Idempotent and non-interactive: packages already present are skipped by apt-get.
+set -euo pipefail
+PKGS=(
+  # build
+  build-essential cmake ninja-build pkg-config
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libssh-dev libyaml-cpp-dev libgtest-dev libgmock-dev
+  # end-to-end tests and the demo: Debian's PyTorch 1.13, LibTorch, Fashion-MNIST
+  python3 python3-torch python3-torchvision dataset-fashion-mnist libtorch-dev
+  # multi-host and cluster testbeds, fuzzing, pseudo-terminal checks
+  iproute2 procps psmisc openssh-server openssh-client
+  slurmctld slurmd slurm-client munge
+  clang libclang-rt-14-dev tmux util-linux
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
