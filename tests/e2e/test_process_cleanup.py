@@ -1,0 +1,60 @@
+"""No process outlives its job: workers and the grandchildren they fork (staying in the
+worker's process group) are gone after success, after Ctrl-C, SIGTERM and kill -9 of drun."""
+import os
+import signal
+
+from drun_testlib import DrunTestCase, main, program, read_pid_files, wait_pids_dead
+
+NPROC = 4
+MARKER = "fork_grandchild.py"
+
+
+class ProcessCleanupTest(DrunTestCase):
+
+    def pids(self):
+        pids = read_pid_files(self.tmp, "worker_")
+        pids.update(read_pid_files(self.tmp, "grandchild_"))
+        self.assertEqual(len(pids), 2 * NPROC, pids)
+        return pids
+
+    def assertAllDead(self, pids):
+        alive = wait_pids_dead(pids.values(), marker=MARKER)
+        self.assertEqual(alive, [], "still alive 2 s after drun ended: "
+                         + ", ".join(f"{n}={p}" for n, p in pids.items() if p in alive))
+
+    def start_waiting_workers(self):
+        run = self.start("--standalone", "--nproc-per-node", NPROC, "--shutdown-timeout", 5,
+                         program("fork_grandchild.py"), self.tmp, "wait")
+        run.wait_for_line(r"^\[rank\d+\]: ready rank", count=NPROC)
+        return run, self.pids()
+
+    def test_nothing_left_after_success(self):
+        run = self.drun("--standalone", "--nproc-per-node", NPROC,
+                        program("fork_grandchild.py"), self.tmp, "exit")
+        self.assertExit(run, 0)
+        self.assertAllDead(self.pids())
+
+    def test_nothing_left_after_sigint(self):
+        run, pids = self.start_waiting_workers()
+        run.send_signal(signal.SIGINT)
+        run.wait(timeout=30)
+        self.assertExit(run, 130)
+        self.assertAllDead(pids)
+
+    def test_nothing_left_after_sigterm(self):
+        run, pids = self.start_waiting_workers()
+        run.send_signal(signal.SIGTERM)
+        run.wait(timeout=30)
+        self.assertExit(run, 143)
+        self.assertAllDead(pids)
+
+    def test_nothing_left_after_kill_9(self):
+        run, pids = self.start_waiting_workers()
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=10)
+        self.assertExit(run, -signal.SIGKILL)
+        self.assertAllDead(pids)
+
+
+if __name__ == "__main__":
+    main()
