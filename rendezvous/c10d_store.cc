@@ -25,7 +25,7 @@
 namespace drun {
 namespace {
 
-using c10d::ConnId;
+using c10d_store::ConnId;
 
 // epoll user data for the two non-client descriptors; client connections use their ConnId,
 // which starts above these.
@@ -122,7 +122,7 @@ absl::StatusOr<int> BindListener(const std::string& bind_addr, int port) {
 }  // namespace
 
 // Everything the loop thread owns. Only the loop thread touches it after Start returns.
-class C10dStoreServer::Loop : public c10d::ReplySink {
+class C10dStoreServer::Loop : public c10d_store::ReplySink {
  public:
   Loop(C10dStoreServer* owner, Options options, int listen_fd, int epoll_fd)
       : owner_(owner),
@@ -186,13 +186,13 @@ class C10dStoreServer::Loop : public c10d::ReplySink {
   struct Conn {
     int fd = -1;
     ConnId id = 0;
-    c10d::C10dStoreParser parser;
+    c10d_store::C10dStoreParser parser;
     std::string out;
     size_t out_off = 0;
     bool dirty = false;           // in dirty_, to be flushed this round
     bool writable_armed = false;  // EPOLLOUT requested
     bool read_paused = false;     // EPOLLIN dropped because output backed up
-    explicit Conn(const c10d::ParserLimits& limits) : parser(limits) {}
+    explicit Conn(const c10d_store::ParserLimits& limits) : parser(limits) {}
     size_t pending() const { return out.size() - out_off; }
   };
 
@@ -264,7 +264,7 @@ class C10dStoreServer::Loop : public c10d::ReplySink {
           c.parser.Feed(absl::string_view(read_buf_.get(), static_cast<size_t>(n)),
                         &requests_);
       // Serve what was complete before any bad bytes, in order, then drop the client.
-      for (c10d::Request& req : requests_) {
+      for (c10d_store::Request& req : requests_) {
         absl::Status applied = state_.Apply(id, c.parser.dialect(), std::move(req), *this);
         if (!applied.ok()) {
           ProtocolError(id, applied);
@@ -359,10 +359,10 @@ class C10dStoreServer::Loop : public c10d::ReplySink {
   bool stopping_ = false;
   ConnId next_id_ = kFirstConnId;
   std::unique_ptr<char[]> read_buf_;
-  std::vector<c10d::Request> requests_;
+  std::vector<c10d_store::Request> requests_;
   std::vector<ConnId> dirty_;
   absl::flat_hash_map<ConnId, std::unique_ptr<Conn>> conns_;
-  c10d::C10dStoreState state_;
+  c10d_store::C10dStoreState state_;
 };
 
 absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Start(

@@ -37,7 +37,7 @@ namespace drun {
 class C10dStoreServer {
  public:
   struct Options {
-    c10d::ParserLimits limits;
+    c10d_store::ParserLimits limits;
     // A connection whose unsent replies exceed this is not read from until they drain
     // (a client that pipelines requests but never reads cannot grow the server unbounded).
     size_t max_pending_output = 16 * 1024 * 1024;

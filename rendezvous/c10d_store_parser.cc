@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace drun {
-namespace c10d {
+namespace c10d_store {
 namespace {
 
 // Opcode tables (spec §3). Index = wire byte.
@@ -344,5 +344,5 @@ void C10dStoreParser::Emit(std::vector<Request>* out) {
 
 #undef DRUN_FIELDS
 
-}  // namespace c10d
+}  // namespace c10d_store
 }  // namespace drun

@@ -28,7 +28,7 @@
 #include "absl/strings/string_view.h"
 
 namespace drun {
-namespace c10d {
+namespace c10d_store {
 
 // Which opcode numbering a connection speaks.
 enum class Dialect : uint8_t {
@@ -162,7 +162,7 @@ class C10dStoreParser {
   uint64_t requests_ = 0;  // requests emitted so far (VALIDATE included)
 };
 
-}  // namespace c10d
+}  // namespace c10d_store
 }  // namespace drun
 
 #endif  // DRUN_RENDEZVOUS_C10D_STORE_PARSER_H_

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace drun {
-namespace c10d {
+namespace c10d_store {
 namespace {
 
 // Integers go out in host byte order, as torch's servers send them (spec §1).
@@ -392,5 +392,5 @@ void C10dStoreState::Disconnect(ConnId conn) {
   conn_watches_.erase(cw);
 }
 
-}  // namespace c10d
+}  // namespace c10d_store
 }  // namespace drun

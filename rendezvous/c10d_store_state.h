@@ -29,7 +29,7 @@
 #include "rendezvous/c10d_store_parser.h"
 
 namespace drun {
-namespace c10d {
+namespace c10d_store {
 
 // Identifies a client connection for the lifetime of a state object; never reused.
 using ConnId = uint64_t;
@@ -113,7 +113,7 @@ class C10dStoreState {
   absl::flat_hash_map<ConnId, std::vector<std::string>> conn_watches_;
 };
 
-}  // namespace c10d
+}  // namespace c10d_store
 }  // namespace drun
 
 #endif  // DRUN_RENDEZVOUS_C10D_STORE_STATE_H_

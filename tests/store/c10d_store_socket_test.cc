@@ -21,17 +21,17 @@
 namespace drun {
 namespace {
 
-using c10d::Dialect;
-using c10d::Op;
-using c10d::wire::Byte;
-using c10d::wire::Encode;
-using c10d::wire::Handshake;
-using c10d::wire::Hex;
-using c10d::wire::I64;
-using c10d::wire::Req;
-using c10d::wire::Str;
-using c10d::wire::U32;
-using c10d::wire::U64;
+using c10d_store::Dialect;
+using c10d_store::Op;
+using c10d_store::wire::Byte;
+using c10d_store::wire::Encode;
+using c10d_store::wire::Handshake;
+using c10d_store::wire::Hex;
+using c10d_store::wire::I64;
+using c10d_store::wire::Req;
+using c10d_store::wire::Str;
+using c10d_store::wire::U32;
+using c10d_store::wire::U64;
 
 // A blocking client socket with a receive deadline.
 class Client {
@@ -266,7 +266,7 @@ TEST_F(SocketTest, BadClientsAreClosedWhileOthersCarryOn) {
   const std::vector<Bad> bad = {
       {"garbage", "\xff\xfe garbage"},
       {"wrong VALIDATE magic", std::string("\x00\xce\xf7\x85\x3d\x0d\x01\x00\x00", 9)},
-      {"VALIDATE twice", Handshake(1) + Byte(0) + U32(c10d::kValidateMagic)},
+      {"VALIDATE twice", Handshake(1) + Byte(0) + U32(c10d_store::kValidateMagic)},
       {"unknown 2.x opcode", Handshake(1) + Byte(0x40)},
       {"unknown 1.13 opcode", Byte(9)},
       {"key over the limit", Byte(2) + U64(1 << 20)},

@@ -8,7 +8,7 @@
 #include "tests/unit/c10d_store_wire.h"
 
 namespace drun {
-namespace c10d {
+namespace c10d_store {
 namespace {
 
 using wire::Byte;
@@ -369,5 +369,5 @@ TEST(ParserTest, WireOpcodeNumbering) {
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d_store
 }  // namespace drun

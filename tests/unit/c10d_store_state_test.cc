@@ -9,7 +9,7 @@
 #include "tests/unit/c10d_store_wire.h"
 
 namespace drun {
-namespace c10d {
+namespace c10d_store {
 namespace {
 
 using wire::Byte;
@@ -384,5 +384,5 @@ TEST_F(StateTest, GloInitSequenceOfTwoRanks) {
 }
 
 }  // namespace
-}  // namespace c10d
+}  // namespace c10d_store
 }  // namespace drun

@@ -11,7 +11,7 @@
 #include "rendezvous/c10d_store_parser.h"
 
 namespace drun {
-namespace c10d {
+namespace c10d_store {
 namespace wire {
 
 inline std::string U64(uint64_t v) {
@@ -98,7 +98,7 @@ inline std::string Handshake(uint32_t nonce) {
 }
 
 }  // namespace wire
-}  // namespace c10d
+}  // namespace c10d_store
 }  // namespace drun
 
 #endif  // DRUN_TESTS_UNIT_C10D_STORE_WIRE_H_

@@ -1,0 +1,245 @@
+#!/usr/bin/python3
+"""Real PyTorch 1.13 clients (Debian's python3-torch) against drun_store_server.
+
+Run with Debian's interpreter, which has torch:
+    /usr/bin/python3 tests/store/c10d_store_torch_test.py --server build/rendezvous/drun_store_server
+
+Every blocking step has a deadline (store timeouts, subprocess timeouts); nothing sleeps.
+"""
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import unittest
+
+SERVER = None  # path of drun_store_server, from --server
+HOST = "127.0.0.1"
+TIMEOUT = datetime.timedelta(seconds=30)
+
+
+class StoreServer:
+    """drun_store_server in a subprocess; stops when its stdin is closed."""
+
+    def __init__(self):
+        self.proc = subprocess.Popen(
+            [SERVER, "--host", HOST, "--log"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        line = self.proc.stdout.readline()
+        if not line.strip():
+            raise RuntimeError("drun_store_server did not print its port: "
+                               + self.proc.stderr.read())
+        self.port = int(line)
+
+    def stop(self):
+        """Stops the server; returns its stderr (protocol error log)."""
+        _, err = self.proc.communicate(timeout=30)  # closes stdin: the stop signal
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"drun_store_server exited {self.proc.returncode}: {err}")
+        return err
+
+
+def client(port, world_size=1):
+    import torch.distributed as dist
+    return dist.TCPStore(HOST, port, world_size, is_master=False, timeout=TIMEOUT)
+
+
+class TorchStoreOpsTest(unittest.TestCase):
+    def setUp(self):
+        self.server = StoreServer()
+        self.store = client(self.server.port)
+
+    def tearDown(self):
+        del self.store
+        err = self.server.stop()
+        # Real clients never trip the server's protocol checks.
+        self.assertIn("(0 protocol errors)", err)
+
+    def test_set_and_get(self):
+        self.store.set("k1", "v1")
+        self.assertEqual(self.store.get("k1"), b"v1")
+        self.store.set("k1", b"\x00\xffbin")
+        self.assertEqual(self.store.get("k1"), b"\x00\xffbin")
+        big = bytes(range(256)) * 4096  # 1 MiB
+        self.store.set("big", big)
+        self.assertEqual(self.store.get("big"), big)
+
+    def test_values_are_shared_between_clients(self):
+        other = client(self.server.port)
+        self.store.set("shared", "x")
+        self.assertEqual(other.get("shared"), b"x")
+
+    def test_add_stores_decimal_text(self):
+        self.assertEqual(self.store.add("cnt", 5), 5)
+        self.assertEqual(self.store.add("cnt", -2), 3)
+        self.assertEqual(self.store.get("cnt"), b"3")
+        self.store.set("num", "40")
+        self.assertEqual(self.store.add("num", 2), 42)
+
+    def test_compare_set(self):
+        self.store.set("k", "v1")
+        self.assertEqual(self.store.compare_set("k", "v1", "v2"), b"v2")
+        self.assertEqual(self.store.compare_set("k", "zz", "v3"), b"v2")
+        self.assertEqual(self.store.get("k"), b"v2")
+        self.assertEqual(self.store.compare_set("absent", "", "n1"), b"n1")
+        self.assertEqual(self.store.get("absent"), b"n1")
+        # Absent key, non-empty expectation: torch's server answers `expected`.
+        self.assertEqual(self.store.compare_set("absent2", "x", "y"), b"x")
+
+    def test_wait_for_present_keys(self):
+        self.store.set("a", "1")
+        self.store.set("b", "2")
+        self.store.wait(["a", "b"])
+        self.store.wait(["a"], datetime.timedelta(seconds=5))
+
+    def test_wait_is_released_by_another_client(self):
+        other = client(self.server.port)
+        done = threading.Event()
+        errors = []
+
+        def waiter():
+            try:
+                self.store.wait(["late1", "late2"])
+                done.set()
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        other.set("late1", "x")
+        other.add("late2", 1)
+        t.join(timeout=30)
+        self.assertFalse(errors)
+        self.assertTrue(done.is_set())
+        self.assertEqual(self.store.get("late2"), b"1")
+
+    def test_wait_with_timeout_then_connection_still_usable(self):
+        with self.assertRaisesRegex(RuntimeError, "[Tt]imeout"):
+            self.store.wait(["never"], datetime.timedelta(milliseconds=200))
+        # The key appears after the client gave up. torch's own 1.13 server would now push
+        # a stray STOP_WAITING byte that corrupts this client's next reply; drun's server
+        # drops the abandoned wait when the client's next request arrives.
+        self.store.set("other", "ok")
+        client(self.server.port).set("never", "late")
+        self.assertEqual(self.store.get("other"), b"ok")
+        self.assertEqual(self.store.get("never"), b"late")
+
+    def test_delete_key(self):
+        self.store.set("k1", "v")
+        self.assertTrue(self.store.delete_key("k1"))
+        self.assertFalse(self.store.delete_key("k1"))
+
+    def test_num_keys(self):
+        # "init/" (the worker counter every client adds to) is a key too.
+        self.assertEqual(self.store.num_keys(), 1)
+        self.store.set("a", "1")
+        self.store.add("b", 1)
+        self.assertEqual(self.store.num_keys(), 3)
+        self.store.delete_key("a")
+        self.assertEqual(self.store.num_keys(), 2)
+
+    def test_worker_counter(self):
+        # With world_size given every client adds 1 to the one key "init/" (sent without
+        # the "/" prefix), so more clients add no keys.
+        client(self.server.port, world_size=3)
+        client(self.server.port, world_size=3)
+        self.assertEqual(self.store.num_keys(), 1)
+
+    def test_prefix_store(self):
+        import torch.distributed as dist
+        p = dist.PrefixStore("pfx", self.store)
+        p.set("k", "v")
+        self.assertEqual(self.store.get("pfx/k"), b"v")
+        self.assertEqual(p.add("n", 2), 2)
+
+    def test_set_timeout_applies_to_wait(self):
+        self.store.set_timeout(datetime.timedelta(milliseconds=200))
+        with self.assertRaisesRegex(RuntimeError, "[Tt]imeout"):
+            self.store.get("missing")  # get = wait + get
+
+
+WORKER = textwrap.dedent("""
+    import datetime, os, sys
+    import torch
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method="env://",
+                            timeout=datetime.timedelta(seconds=60))
+    rank = dist.get_rank()
+    t = torch.tensor([float(rank + 1)])
+    dist.all_reduce(t)
+    dist.barrier()
+    print(f"rank {rank} of {dist.get_world_size()}: sum {t.item():.0f}", flush=True)
+    dist.destroy_process_group()
+""")
+
+
+class TorchInitProcessGroupTest(unittest.TestCase):
+    WORLD_SIZE = 4
+
+    def test_gloo_all_reduce_with_agent_store(self):
+        server = StoreServer()
+        try:
+            procs = []
+            for rank in range(self.WORLD_SIZE):
+                env = dict(os.environ)
+                env.update({
+                    "RANK": str(rank),
+                    "LOCAL_RANK": str(rank),
+                    "WORLD_SIZE": str(self.WORLD_SIZE),
+                    "MASTER_ADDR": HOST,
+                    "MASTER_PORT": str(server.port),
+                    "TORCHELASTIC_USE_AGENT_STORE": "True",
+                    "TORCHELASTIC_RESTART_COUNT": "0",
+                    "OMP_NUM_THREADS": "1",
+                    "GLOO_SOCKET_IFNAME": "lo",
+                })
+                procs.append(subprocess.Popen(
+                    [sys.executable, "-c", WORKER], env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, text=True))
+            outputs = []
+            for rank, p in enumerate(procs):
+                try:
+                    out, err = p.communicate(timeout=180)
+                except subprocess.TimeoutExpired:
+                    for q in procs:
+                        q.kill()
+                    raise
+                self.assertEqual(p.returncode, 0, f"rank {rank} failed:\n{err}")
+                outputs.append(out.strip())
+            expected_sum = self.WORLD_SIZE * (self.WORLD_SIZE + 1) // 2
+            self.assertEqual(outputs, [f"rank {r} of {self.WORLD_SIZE}: sum {expected_sum}"
+                                       for r in range(self.WORLD_SIZE)])
+            # The ranks used the agent store: their keys (under /worker/attempt_0) are there,
+            # and so is the worker counter they all added to.
+            store = client(server.port)
+            self.assertEqual(store.add("/worker/attempt_0/default_pg/store_based_barrier_key:1", 0),
+                             self.WORLD_SIZE)
+            del store
+        finally:
+            err = server.stop()
+        self.assertIn("(0 protocol errors)", err)
+
+
+def main():
+    global SERVER
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server", required=True, help="path of drun_store_server")
+    args, rest = parser.parse_known_args()
+    SERVER = os.path.abspath(args.server)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print(f"{sys.executable} has no torch: run with /usr/bin/python3", file=sys.stderr)
+        return 1
+    prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
+    return 0 if prog.result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
