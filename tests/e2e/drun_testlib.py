@@ -246,7 +246,10 @@ def texts_of(lines, rank):
 
 
 def parse_summary(stderr_lines):
-    """The root-cause summary as {field: value, ..., "stderr_tail": [lines]}, or None."""
+    """The root-cause summary as {field: value, ..., "stderr_tail": [lines]}, or None.
+
+    Shape: "drun: ===== root cause: first failure =====", then "drun:   <field>: <value>"
+    lines, then "drun:   stderr (last N lines):" followed by "drun:     <line>" lines."""
     try:
         start = stderr_lines.index(SUMMARY_HEADER)
     except ValueError:
@@ -254,16 +257,16 @@ def parse_summary(stderr_lines):
     fields = {"stderr_tail": []}
     in_tail = False
     for line in stderr_lines[start + 1:]:
-        if not line.startswith("drun:"):
-            continue
-        body = line[len("drun:"):]
+        if not line.startswith("drun: "):
+            continue  # a worker's line interleaved with the summary
+        body = line[len("drun: "):]
         if in_tail and body.startswith("    "):
             fields["stderr_tail"].append(body[4:])
             continue
-        m = re.match(r"^  (\w[\w ]*?):\s*(.*)$", body)
-        if m and m.group(1).startswith("stderr"):
+        if not in_tail and body.startswith("  stderr"):
             in_tail = True
             continue
+        m = re.match(r"^  (\w+):\s*(.*)$", body)
         if m and not in_tail:
             fields[m.group(1)] = m.group(2).strip()
             continue
