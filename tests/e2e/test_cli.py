@@ -1,5 +1,7 @@
 """The command line: usage errors, both flag spellings, PET_* variables, --help/--version."""
-from drun_testlib import DrunTestCase, base_env, main, program, rank_lines
+import socket
+
+from drun_testlib import DrunTestCase, base_env, main, rank_lines
 
 ECHO = ["--no-python", "/bin/sh", "-c", 'echo "world=$WORLD_SIZE"']
 
@@ -58,6 +60,26 @@ class CliTest(DrunTestCase):
         run = self.drun("--standalone", "--nproc-per-node", 1, "--no-python", "/bin/echo",
                         "--nproc-per-node", "5", "--help")
         self.assertEqual(self.workers(run), [(0, "--nproc-per-node 5 --help")], run.describe())
+
+    def test_torchrun_flags_accepted(self):
+        # Accepted for torchrun compatibility: --nnodes 1, --monitor-interval (ignored),
+        # --start-method, in both spellings.
+        for args in (("--nnodes", 1, "--monitor-interval", 5, "--start-method", "spawn"),
+                     ("--nnodes=1", "--monitor_interval", "0.1", "--start_method", "fork")):
+            with self.subTest(args=args):
+                run = self.drun("--standalone", "--nproc-per-node", 2, *args, *ECHO)
+                self.assertEqual(self.workers(run), [(0, "world=2"), (1, "world=2")],
+                                 run.describe())
+
+    def test_master_addr_and_port(self):
+        with socket.socket() as s:  # a port that was free a moment ago
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        run = self.drun("--standalone", "--nproc-per-node", 2, "--master-addr", "127.0.0.1",
+                        "--master_port", port, "--no-python", "/bin/sh", "-c",
+                        'echo "$MASTER_ADDR:$MASTER_PORT"')
+        self.assertEqual(self.workers(run), [(0, f"127.0.0.1:{port}"), (1, f"127.0.0.1:{port}")],
+                         run.describe())
 
     def test_help(self):
         run = self.drun("--help", timeout=30)

@@ -22,6 +22,16 @@ class ProcessCleanupTest(DrunTestCase):
         self.assertEqual(alive, [], "still alive 2 s after drun ended: "
                          + ", ".join(f"{n}={p}" for n, p in pids.items() if p in alive))
 
+    def assertWorkersGot(self, signame):
+        got = {}
+        for rank in range(NPROC):
+            path = os.path.join(self.tmp, f"signal_{rank}")
+            if os.path.exists(path):
+                with open(path) as f:
+                    got[rank] = f.read()
+        self.assertEqual(got, {rank: signame for rank in range(NPROC)},
+                         f"drun did not forward {signame} to every worker")
+
     def start_waiting_workers(self):
         run = self.start("--standalone", "--nproc-per-node", NPROC, "--shutdown-timeout", 5,
                          program("fork_grandchild.py"), self.tmp, "wait")
@@ -40,6 +50,7 @@ class ProcessCleanupTest(DrunTestCase):
         run.wait(timeout=30)
         self.assertExit(run, 130)
         self.assertAllDead(pids)
+        self.assertWorkersGot("SIGINT")
 
     def test_nothing_left_after_sigterm(self):
         run, pids = self.start_waiting_workers()
@@ -47,6 +58,7 @@ class ProcessCleanupTest(DrunTestCase):
         run.wait(timeout=30)
         self.assertExit(run, 143)
         self.assertAllDead(pids)
+        self.assertWorkersGot("SIGTERM")
 
     def test_nothing_left_after_kill_9(self):
         run, pids = self.start_waiting_workers()
