@@ -35,9 +35,7 @@ std::string QuotePath(absl::string_view path) {
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-bool IsAlnum(char c) {
-  return IsDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
+bool IsAlnum(char c) { return IsDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 bool IsNameChar(char c) { return IsAlnum(c) || c == '-' || c == '.' || c == '_'; }
 
 bool AllDigits(absl::string_view s) {
@@ -51,8 +49,7 @@ bool IsIpv6(absl::string_view s) {
   if (s.empty() || s.size() > 45) return false;  // INET6_ADDRSTRLEN - 1
   // inet_pton stops at a NUL; check the characters first so "::1\0junk" is refused.
   for (char c : s) {
-    if (!IsDigit(c) && !(c >= 'a' && c <= 'f') && !(c >= 'A' && c <= 'F') && c != ':' &&
-        c != '.') {
+    if (!IsDigit(c) && !(c >= 'a' && c <= 'f') && !(c >= 'A' && c <= 'F') && c != ':' && c != '.') {
       return false;
     }
   }
@@ -75,11 +72,11 @@ absl::Status CheckHost(const Where& where, absl::string_view host, bool in_hostf
     const std::size_t colon = host.rfind(':');
     if (in_hostfile && host.find(':') == colon && AllDigits(host.substr(colon + 1))) {
       // MPICH's "host:N" machine-file form: say what to write instead.
-      return Error(where, absl::StrCat("invalid host name ", Quote(host),
-                                       " (to give slots in a host file write ",
-                                       Quote(absl::StrCat(host.substr(0, colon), " slots=",
-                                                          host.substr(colon + 1))),
-                                       ")"));
+      return Error(
+          where,
+          absl::StrCat(
+              "invalid host name ", Quote(host), " (to give slots in a host file write ",
+              Quote(absl::StrCat(host.substr(0, colon), " slots=", host.substr(colon + 1))), ")"));
     }
     return Error(where, absl::StrCat("invalid host name ", Quote(host),
                                      " (':' only belongs in an IPv6 address)"));
@@ -132,8 +129,7 @@ absl::Status SplitUserHost(const Where& where, absl::string_view spec, bool in_h
 }
 
 // A positive count no larger than kMaxHostSlots; `what` names it in messages ("slots=").
-absl::StatusOr<int> ParseCount(const Where& where, absl::string_view what,
-                               absl::string_view text) {
+absl::StatusOr<int> ParseCount(const Where& where, absl::string_view what, absl::string_view text) {
   if (!AllDigits(text)) {
     return Error(where, absl::StrCat("expected a positive integer after ", Quote(what), ", got ",
                                      text.empty() ? "nothing" : Quote(text)));
@@ -142,8 +138,8 @@ absl::StatusOr<int> ParseCount(const Where& where, absl::string_view what,
   for (char c : text) {
     v = v * 10 + (c - '0');
     if (v > kMaxHostSlots) {
-      return Error(where, absl::StrCat(Quote(absl::StrCat(what, text)),
-                                       " is above the limit of ", kMaxHostSlots));
+      return Error(where, absl::StrCat(Quote(absl::StrCat(what, text)), " is above the limit of ",
+                                       kMaxHostSlots));
     }
   }
   if (v == 0) {
@@ -175,8 +171,8 @@ class Merger {
       auto describe = [](const std::string& u) {
         return u.empty() ? std::string("no user") : absl::StrCat("user ", Quote(u));
       };
-      return Error(where, absl::StrCat("host ", Quote(e.host), " is given with ",
-                                       describe(e.user), " here but with ", describe(first.user),
+      return Error(where, absl::StrCat("host ", Quote(e.host), " is given with ", describe(e.user),
+                                       " here but with ", describe(first.user),
                                        first.line > 0 ? absl::StrCat(" on line ", first.line)
                                                       : std::string(" earlier"),
                                        " (a host has one user name)"));
@@ -220,9 +216,9 @@ enum class Key { kSlots, kMaxSlots };
 // Open MPI's spellings (orte/util/hostfile/hostfile_lex.l) for the two keys drun uses.
 bool LookupKey(absl::string_view word, Key* key) {
   static constexpr absl::string_view kSlots[] = {"slots", "count", "cpu"};
-  static constexpr absl::string_view kMax[] = {
-      "max_slots", "max-slots", "slots_max", "slots-max", "max_count", "max-count",
-      "count_max", "count-max", "max_cpu",   "max-cpu",   "cpu_max",   "cpu-max"};
+  static constexpr absl::string_view kMax[] = {"max_slots", "max-slots", "slots_max", "slots-max",
+                                               "max_count", "max-count", "count_max", "count-max",
+                                               "max_cpu",   "max-cpu",   "cpu_max",   "cpu-max"};
   for (absl::string_view k : kSlots) {
     if (word == k) {
       *key = Key::kSlots;
@@ -345,9 +341,8 @@ absl::StatusOr<std::vector<HostEntry>> ReadHostfile(const std::string& path) {
     text.append(buf, static_cast<std::size_t>(n));
     if (text.size() > kMaxHostfileBytes) {
       close(fd);
-      return absl::InvalidArgumentError(absl::StrCat("hostfile ", QuotePath(path),
-                                                     " is larger than ",
-                                                     kMaxHostfileBytes >> 20, " MiB"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "hostfile ", QuotePath(path), " is larger than ", kMaxHostfileBytes >> 20, " MiB"));
     }
   }
   close(fd);
@@ -383,8 +378,8 @@ absl::StatusOr<std::vector<HostEntry>> ParseHostArg(std::string_view arg_in) {
       if (close == absl::string_view::npos) return Error(where, "missing ']' after IPv6 address");
       host = rest.substr(1, close - 1);
       if (!IsIpv6(host)) {
-        return Error(where, absl::StrCat(Quote(host),
-                                         " is not an IPv6 address (only those take brackets)"));
+        return Error(
+            where, absl::StrCat(Quote(host), " is not an IPv6 address (only those take brackets)"));
       }
       const absl::string_view after = rest.substr(close + 1);
       if (!after.empty()) {
@@ -396,7 +391,8 @@ absl::StatusOr<std::vector<HostEntry>> ParseHostArg(std::string_view arg_in) {
       }
     } else {
       const std::size_t colon = rest.find(':');
-      if (colon != absl::string_view::npos && rest.find(':', colon + 1) == absl::string_view::npos) {
+      if (colon != absl::string_view::npos &&
+          rest.find(':', colon + 1) == absl::string_view::npos) {
         host = rest.substr(0, colon);
         slots_text = rest.substr(colon + 1);
         has_slots = true;

@@ -25,8 +25,7 @@ std::string Quote(absl::string_view s) {
 }
 
 absl::Status EntryError(absl::string_view entry, absl::string_view problem) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("hostlist entry ", Quote(entry), ": ", problem));
+  return absl::InvalidArgumentError(absl::StrCat("hostlist entry ", Quote(entry), ": ", problem));
 }
 
 bool IsSpace(char c) {
@@ -109,9 +108,8 @@ absl::StatusOr<Group> ParseGroup(absl::string_view entry, absl::string_view body
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = body.find(',', start);
-    const absl::string_view item =
-        body.substr(start, comma == absl::string_view::npos ? absl::string_view::npos
-                                                            : comma - start);
+    const absl::string_view item = body.substr(
+        start, comma == absl::string_view::npos ? absl::string_view::npos : comma - start);
     if (item.empty()) return EntryError(entry, "empty range inside '[...]'");
     const std::size_t dash = item.find('-');
     const absl::string_view lo_text = item.substr(0, dash);
@@ -168,9 +166,9 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view text, std::size_t max_hosts) 
     }
     const auto u = static_cast<unsigned char>(c);
     if (u < 0x21 || u > 0x7e) {
-      return EntryError(text, absl::StrCat("invalid character '",
-                                           absl::CHexEscape(absl::string_view(&c, 1)),
-                                           "' (host names are printable ASCII)"));
+      return EntryError(
+          text, absl::StrCat("invalid character '", absl::CHexEscape(absl::string_view(&c, 1)),
+                             "' (host names are printable ASCII)"));
     }
     ++i;
   }
@@ -178,8 +176,8 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view text, std::size_t max_hosts) 
   e.count = 1;
   for (const Group& g : e.groups) e.count = SaturatingMul(e.count, g.count, max_hosts);
   if (MaxNameLength(e) > kMaxHostNameLength) {
-    return EntryError(text, absl::StrCat("expands to host names longer than ",
-                                         kMaxHostNameLength, " characters"));
+    return EntryError(text, absl::StrCat("expands to host names longer than ", kMaxHostNameLength,
+                                         " characters"));
   }
   return e;
 }
@@ -211,9 +209,8 @@ absl::StatusOr<std::vector<Entry>> ParseList(absl::string_view list, std::size_t
     if (!e.ok()) return e.status();
     *total = SaturatingAdd(*total, e->count, max_hosts);
     if (*total > max_hosts) {
-      return absl::InvalidArgumentError(absl::StrCat("hostlist expands to more than ",
-                                                     max_hosts, " hosts (at entry ",
-                                                     Quote(e->text), ")"));
+      return absl::InvalidArgumentError(absl::StrCat("hostlist expands to more than ", max_hosts,
+                                                     " hosts (at entry ", Quote(e->text), ")"));
     }
     entries.push_back(*std::move(e));
   }
@@ -306,15 +303,14 @@ absl::StatusOr<std::vector<int>> ExpandTasksPerNode(std::string_view spec_in,
   std::vector<int> counts;
   if (spec.empty()) return counts;
   auto error = [&](absl::string_view item, absl::string_view problem) {
-    return absl::InvalidArgumentError(absl::StrCat("tasks-per-node list ", Quote(spec),
-                                                   ": item ", Quote(item), ": ", problem));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tasks-per-node list ", Quote(spec), ": item ", Quote(item), ": ", problem));
   };
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = spec.find(',', start);
-    const absl::string_view item =
-        spec.substr(start, comma == absl::string_view::npos ? absl::string_view::npos
-                                                            : comma - start);
+    const absl::string_view item = spec.substr(
+        start, comma == absl::string_view::npos ? absl::string_view::npos : comma - start);
     if (item.empty()) return error(item, "empty (expected N or N(xR))");
     absl::string_view count_text = item;
     std::uint64_t repeat = 1;

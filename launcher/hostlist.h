@@ -60,8 +60,8 @@ inline constexpr std::size_t kMaxHostNameLength = 255;
 // naming the offending entry, if the list is malformed, expands to more than `max_hosts`
 // hosts, or would produce a name longer than kMaxHostNameLength. On failure nothing is
 // expanded (the size is checked before any name is built).
-absl::StatusOr<std::vector<std::string>> ExpandHostlist(
-    std::string_view list, std::size_t max_hosts = kMaxHostlistHosts);
+absl::StatusOr<std::vector<std::string>> ExpandHostlist(std::string_view list,
+                                                        std::size_t max_hosts = kMaxHostlistHosts);
 
 // The first host of `list` (the rendezvous host is the first node of SLURM_STEP_NODELIST),
 // built without expanding the rest. Succeeds exactly when ExpandHostlist(list, max_hosts)

@@ -78,8 +78,8 @@ TEST(ParseHostfile, NoTrailingNewline) {
 
 TEST(ParseHostfile, SlotsAndMaxSlots) {
   EXPECT_THAT(Parse("a slots=4\nb max_slots=8\nc slots=2 max_slots=6\nd max_slots=3 slots=3\n"),
-              ElementsAre(Entry("", "a", 4, 0, 1), Entry("", "b", 0, 8, 2),
-                          Entry("", "c", 2, 6, 3), Entry("", "d", 3, 3, 4)));
+              ElementsAre(Entry("", "a", 4, 0, 1), Entry("", "b", 0, 8, 2), Entry("", "c", 2, 6, 3),
+                          Entry("", "d", 3, 3, 4)));
 }
 
 TEST(ParseHostfile, SpacesAroundEquals) {
@@ -104,8 +104,9 @@ TEST(ParseHostfile, CommentsBlankLinesTabsCrlf) {
 }
 
 TEST(ParseHostfile, UserAtHost) {
-  EXPECT_THAT(Parse("alice@node01 slots=2\nbob.smith@node02\n"),
-              ElementsAre(Entry("alice", "node01", 2, 0, 1), Entry("bob.smith", "node02", 0, 0, 2)));
+  EXPECT_THAT(
+      Parse("alice@node01 slots=2\nbob.smith@node02\n"),
+      ElementsAre(Entry("alice", "node01", 2, 0, 1), Entry("bob.smith", "node02", 0, 0, 2)));
 }
 
 TEST(ParseHostfile, DeepSpeedStyle) {
@@ -143,8 +144,7 @@ TEST(ParseHostfile, RepeatedLinesAddSlotsInFirstAppearanceOrder) {
 
 TEST(ParseHostfile, RepeatedBareLinesCountOneEach) {
   // mpirun/MPICH machine files: a host listed N times has N slots.
-  EXPECT_THAT(Parse("a\nb\na\na\n"),
-              ElementsAre(Entry("", "a", 3, 0, 1), Entry("", "b", 0, 0, 2)));
+  EXPECT_THAT(Parse("a\nb\na\na\n"), ElementsAre(Entry("", "a", 3, 0, 1), Entry("", "b", 0, 0, 2)));
   EXPECT_THAT(Parse("a slots=4\na\n"), ElementsAre(Entry("", "a", 5, 0, 1)));
   EXPECT_THAT(Parse("a\na slots=4\n"), ElementsAre(Entry("", "a", 5, 0, 1)));
 }
@@ -184,7 +184,8 @@ TEST(ParseHostfileError, KeyWithoutEquals) {
 }
 
 TEST(ParseHostfileError, BadCount) {
-  EXPECT_EQ(ParseError("c slots=\n"), "hosts:1: expected a positive integer after 'slots=', got nothing");
+  EXPECT_EQ(ParseError("c slots=\n"),
+            "hosts:1: expected a positive integer after 'slots=', got nothing");
   EXPECT_EQ(ParseError("c slots=abc\n"),
             "hosts:1: expected a positive integer after 'slots=', got 'abc'");
   EXPECT_EQ(ParseError("c slots=-1\n"),
@@ -196,7 +197,8 @@ TEST(ParseHostfileError, BadCount) {
   EXPECT_EQ(ParseError("c slots=0\n"),
             "hosts:1: 'slots=0': the count must be at least 1 (leave the host out to give it "
             "no processes)");
-  EXPECT_EQ(ParseError("c slots=1000001\n"), "hosts:1: 'slots=1000001' is above the limit of 1000000");
+  EXPECT_EQ(ParseError("c slots=1000001\n"),
+            "hosts:1: 'slots=1000001' is above the limit of 1000000");
   EXPECT_EQ(ParseError("c slots=99999999999999999999999\n"),
             "hosts:1: 'slots=99999999999999999999999' is above the limit of 1000000");
 }
@@ -237,7 +239,8 @@ TEST(ParseHostfileError, BadHostNames) {
 TEST(ParseHostfileError, BadUserHost) {
   EXPECT_EQ(ParseError("@node\n"), "hosts:1: empty user name before '@'");
   EXPECT_EQ(ParseError("bob@\n"), "hosts:1: missing host name");
-  EXPECT_EQ(ParseError("a@b@c\n"), "hosts:1: invalid host 'a@b@c' (expected [user@]host with one '@')");
+  EXPECT_EQ(ParseError("a@b@c\n"),
+            "hosts:1: invalid host 'a@b@c' (expected [user@]host with one '@')");
   EXPECT_EQ(ParseError("b!b@node\n"),
             "hosts:1: invalid user name 'b!b' (expected letters, digits, '-', '.', '_')");
   EXPECT_EQ(ParseError("-b@node\n"),
@@ -312,8 +315,7 @@ TEST_F(ReadHostfileTest, MissingFile) {
   absl::StatusOr<std::vector<HostEntry>> v = ReadHostfile(path);
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(v.status().message(),
-            "cannot open hostfile '" + path + "': No such file or directory");
+  EXPECT_EQ(v.status().message(), "cannot open hostfile '" + path + "': No such file or directory");
 }
 
 TEST_F(ReadHostfileTest, Directory) {
@@ -387,8 +389,9 @@ TEST(ParseHostArgError, BadSlots) {
 
 TEST(ParseHostArgError, BadHosts) {
   EXPECT_EQ(ArgError(":4"), "--host entry ':4': missing host name");
-  EXPECT_EQ(ArgError("a b"),
-            "--host entry 'a b': invalid host name 'a b' (expected letters, digits, '-', '.', '_')");
+  EXPECT_EQ(
+      ArgError("a b"),
+      "--host entry 'a b': invalid host name 'a b' (expected letters, digits, '-', '.', '_')");
   EXPECT_EQ(ArgError("a:b:c"),
             "--host entry 'a:b:c': invalid host 'a:b:c' (expected host[:N]; write an IPv6 "
             "address with slots as [addr]:N)");

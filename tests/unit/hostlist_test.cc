@@ -49,8 +49,8 @@ TEST(ExpandHostlist, ZeroPaddingFromLowBound) {
   EXPECT_THAT(Expand("n[08-10]"), ElementsAre("n08", "n09", "n10"));
   // Slurm takes the width from the low bound only.
   EXPECT_THAT(Expand("n[001-3]"), ElementsAre("n001", "n002", "n003"));
-  EXPECT_THAT(Expand("n[1-010]"), ElementsAre("n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8",
-                                              "n9", "n10"));
+  EXPECT_THAT(Expand("n[1-010]"),
+              ElementsAre("n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8", "n9", "n10"));
   // Each range of a group keeps its own width.
   EXPECT_THAT(Expand("n[01-02,7,010]"), ElementsAre("n01", "n02", "n7", "n010"));
 }
@@ -64,9 +64,8 @@ TEST(ExpandHostlist, UnpaddedRangeCrossesDigitCount) {
 TEST(ExpandHostlist, CrossProductLeftGroupOuter) {
   EXPECT_THAT(Expand("a[1-2]b[3-4]"), ElementsAre("a1b3", "a1b4", "a2b3", "a2b4"));
   EXPECT_THAT(Expand("r[1-2]n[1-2]"), ElementsAre("r1n1", "r1n2", "r2n1", "r2n2"));
-  EXPECT_THAT(Expand("r[1-2]n[1,3]x[5-6]"),
-              ElementsAre("r1n1x5", "r1n1x6", "r1n3x5", "r1n3x6", "r2n1x5", "r2n1x6",
-                          "r2n3x5", "r2n3x6"));
+  EXPECT_THAT(Expand("r[1-2]n[1,3]x[5-6]"), ElementsAre("r1n1x5", "r1n1x6", "r1n3x5", "r1n3x6",
+                                                        "r2n1x5", "r2n1x6", "r2n3x5", "r2n3x6"));
   EXPECT_THAT(Expand("[1-2][1-2]"), ElementsAre("11", "12", "21", "22"));
 }
 
@@ -78,8 +77,7 @@ TEST(ExpandHostlist, PrefixWithDigits) {
 
 TEST(ExpandHostlist, OrderAndDuplicatesKept) {
   EXPECT_THAT(Expand("b,a,b"), ElementsAre("b", "a", "b"));
-  EXPECT_THAT(Expand("n[3-4],n[1-4]"),
-              ElementsAre("n3", "n4", "n1", "n2", "n3", "n4"));
+  EXPECT_THAT(Expand("n[3-4],n[1-4]"), ElementsAre("n3", "n4", "n1", "n2", "n3", "n4"));
   EXPECT_THAT(Expand("n[2,1,2]"), ElementsAre("n2", "n1", "n2"));
 }
 
@@ -158,8 +156,7 @@ TEST(ExpandHostlistError, GarbageInsideBrackets) {
   // Slurm's strtoul() would accept these; drun does not.
   for (const char* range : {"1-", "-3", "+1", " 2", "1-2-3", "0x10", "1--2", "1x2"}) {
     const std::string list = std::string("n[") + range + "]";
-    EXPECT_THAT(ExpandError(list), HasSubstr(std::string("invalid range '") + range + "'"))
-        << list;
+    EXPECT_THAT(ExpandError(list), HasSubstr(std::string("invalid range '") + range + "'")) << list;
   }
   EXPECT_THAT(ExpandError("n[1, 2]"), HasSubstr("invalid range ' 2'"));
 }
@@ -171,7 +168,9 @@ TEST(ExpandHostlistError, NumberTooLarge) {
 }
 
 TEST(ExpandHostlistError, ControlAndNonAsciiBytes) {
-  EXPECT_EQ(ExpandError(std::string("a\x01" "z", 3)),
+  EXPECT_EQ(ExpandError(std::string("a\x01"
+                                    "z",
+                                    3)),
             "hostlist entry 'a\\x01z': invalid character '\\x01' (host names are printable "
             "ASCII)");
   EXPECT_THAT(ExpandError("n\xc3\xa9"), HasSubstr("invalid character '\\xc3'"));
@@ -199,8 +198,7 @@ TEST(ExpandHostlistError, CustomCap) {
   EXPECT_TRUE(ExpandHostlist("n[1-3]", 3).ok());
   absl::StatusOr<Hosts> hosts = ExpandHostlist("n[1-4]", 3);
   ASSERT_FALSE(hosts.ok());
-  EXPECT_EQ(hosts.status().message(),
-            "hostlist expands to more than 3 hosts (at entry 'n[1-4]')");
+  EXPECT_EQ(hosts.status().message(), "hostlist expands to more than 3 hosts (at entry 'n[1-4]')");
 }
 
 TEST(ExpandHostlistError, HostNameTooLong) {
