@@ -1,0 +1,482 @@
+#include "agent/agent.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace drun {
+
+namespace {
+
+constexpr int kHandledSignals[] = {SIGCHLD, SIGINT,  SIGTERM, SIGHUP,
+                                   SIGQUIT, SIGUSR1, SIGUSR2};
+
+int FreePort(const std::string& local_addr) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = 0;
+  if (local_addr.empty() || inet_pton(AF_INET, local_addr.c_str(), &sa.sin_addr) != 1) {
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+  }
+  int port = 0;
+  socklen_t len = sizeof sa;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
+    port = ntohs(sa.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+Duration Seconds(double s) {
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+
+}  // namespace
+
+void Agent::BlockHandledSignals() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : kHandledSignals) sigaddset(&mask, s);
+  pthread_sigmask(SIG_BLOCK, &mask, nullptr);
+}
+
+Agent::Agent(AgentOptions options, std::unique_ptr<RendezvousClient> rdzv, Guardian* guardian)
+    : opt_(std::move(options)), rdzv_(std::move(rdzv)), guardian_(guardian) {}
+
+Agent::~Agent() {
+  if (signal_fd_ >= 0) close(signal_fd_);
+}
+
+void Agent::Log(const std::string& line) const {
+  std::string s = absl::StrCat("drun: ", line, "\n");
+  WriteAll(2, s);
+}
+
+int Agent::Run() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : kHandledSignals) sigaddset(&mask, s);
+  signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) {
+    Log(absl::StrCat("cannot create signalfd: ", strerror(errno)));
+    return 1;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  BecomeSubreaper();
+  if (opt_.spec.log_dir().empty()) {
+    // Error files need a home even when no logs are kept; removed at exit.
+    std::string tmpl = (std::filesystem::temp_directory_path() / "drun-XXXXXX").string();
+    if (mkdtemp(tmpl.data())) tmp_dir_ = tmpl;
+  }
+
+  TimePoint now = Clock::now();
+  v1::AgentMessage hello;
+  auto* h = hello.mutable_hello();
+  h->set_run_id(opt_.spec.run_id());
+  h->set_hostname(opt_.hostname);
+  h->set_local_world_size(opt_.nproc.count);
+  h->set_requested_node_rank(opt_.spec.node_rank());
+  if (const char* token = getenv("DRUN_RDZV_TOKEN")) h->set_token(token);
+  rdzv_->Send(hello, now);
+  SendJoin(now);
+
+  std::vector<pollfd> fds;
+  while (phase_ != Phase::kDone) {
+    // Step() may send, and an in-process rendezvous answers at once: go on
+    // until neither side has anything left to say.
+    for (bool progress = true; progress;) {
+      progress = false;
+      while (auto msg = rdzv_->Receive()) {
+        HandleServer(*msg, now);
+        progress = true;
+      }
+      Step(now);
+      if (auto msg = rdzv_->Receive()) {
+        HandleServer(*msg, now);
+        progress = true;
+      }
+    }
+    if (phase_ == Phase::kDone) break;
+    console_.Flush();
+
+    std::optional<TimePoint> deadline = rdzv_->NextDeadline();
+    if (group_) {
+      auto g = group_->NextDeadline();
+      if (g && (!deadline || *g < *deadline)) deadline = g;
+    }
+    int timeout_ms = -1;
+    if (deadline) {
+      auto ms = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+      timeout_ms = static_cast<int>(std::clamp<int64_t>(ms, 0, 1 << 30));
+    }
+    fds.clear();
+    fds.push_back({signal_fd_, POLLIN, 0});
+    if (rdzv_->wakeup_fd() >= 0) fds.push_back({rdzv_->wakeup_fd(), POLLIN, 0});
+    if (group_) group_->AppendPollFds(&fds);
+    int n = poll(fds.data(), fds.size(), timeout_ms);
+    now = Clock::now();
+    if (n < 0 && errno != EINTR) {
+      Log(absl::StrCat("poll failed: ", strerror(errno)));
+      exit_code_ = 1;
+      break;
+    }
+    for (const pollfd& p : fds) {
+      if (!p.revents) continue;
+      if (p.fd == signal_fd_) {
+        signalfd_siginfo si;
+        while (read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+          if (static_cast<int>(si.ssi_signo) == SIGCHLD) {
+            ReapChildren(now);
+          } else {
+            HandleSignal(static_cast<int>(si.ssi_signo), now);
+          }
+        }
+      } else if (group_ && p.fd != rdzv_->wakeup_fd()) {
+        group_->OnReadable(p.fd);
+      }
+    }
+    // A SIGCHLD can be merged with one already pending; reaping on every
+    // wake-up costs one syscall and never misses an exit.
+    ReapChildren(now);
+    if (group_) group_->OnTick(now);
+    rdzv_->OnTick(now);
+  }
+  console_.Flush();
+  if (exit_code_ != 0) {
+    if (!exit_message_.empty()) Log(exit_message_);
+    if (exit_failure_) PrintSummary(*exit_failure_);
+  }
+  if (!tmp_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp_dir_, ec);
+  }
+  return exit_code_;
+}
+
+void Agent::ReapChildren(TimePoint now) {
+  int status;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+    if (group_) group_->OnChildExit(pid, status, now);
+  }
+  if (group_) group_->Sweep();
+}
+
+void Agent::SendJoin(TimePoint now) {
+  v1::AgentMessage m;
+  int port = 0;
+  if (!opt_.spec.agent_store() && opt_.spec.master_port() == 0) {
+    port = FreePort(opt_.spec.local_addr());
+  }
+  m.mutable_join()->set_free_port(port);
+  phase_ = Phase::kRendezvous;
+  rdzv_->Send(m, now);
+}
+
+void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
+  switch (msg.kind_case()) {
+    case v1::ServerMessage::kAssignment:
+      if (shutting_down_) return;
+      OnAssignment(msg.assignment(), now);
+      return;
+    case v1::ServerMessage::kStop:
+      if (opt_.spec.max_nodes() > 1 || opt_.spec.max_restarts() > 0) {
+        Log(absl::StrCat("stopping round ", msg.stop().round(), ": ", msg.stop().reason()));
+      }
+      if (group_) {
+        StopGroup(SIGTERM, AfterStop::kRejoin, now);
+      } else if (!shutting_down_) {
+        SendJoin(now);
+      }
+      return;
+    case v1::ServerMessage::kFinish: {
+      const auto& f = msg.finish();
+      if (!shutting_down_) {
+        exit_code_ = f.exit_code();
+        exit_message_ = f.exit_code() == 0 ? "" : absl::StrCat("job failed: ", f.message());
+        if (f.has_failure()) exit_failure_ = f.failure();
+      }
+      if (group_) {
+        StopGroup(SIGTERM, AfterStop::kExit, now);
+      } else {
+        phase_ = Phase::kDone;
+      }
+      return;
+    }
+    case v1::ServerMessage::kReject:
+      if (!shutting_down_) {
+        exit_code_ = 1;
+        exit_message_ = absl::StrCat("the rendezvous (", rdzv_->Describe(),
+                                     ") rejected this node: ", msg.reject().message());
+      }
+      if (group_) {
+        StopGroup(SIGTERM, AfterStop::kExit, now);
+      } else {
+        phase_ = Phase::kDone;
+      }
+      return;
+    case v1::ServerMessage::kWaiting:
+      if (opt_.spec.max_nodes() > 1) {
+        const auto& w = msg.waiting();
+        Log(absl::StrCat("waiting: ", w.joined(), " of ", w.min_nodes(), "..", w.max_nodes(),
+                         " nodes joined (", w.reason(), ")"));
+      }
+      return;
+    case v1::ServerMessage::KIND_NOT_SET:
+      return;
+  }
+}
+
+void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
+  assignment_ = a;
+  reported_ = false;
+  if (!opt_.spec.node_setup().empty() && !setup_done_) {
+    StartSetup(now);
+  } else {
+    StartWorkers(now);
+  }
+}
+
+std::string Agent::AttemptDir(int local_rank) const {
+  const std::string& base = opt_.spec.log_dir().empty() ? tmp_dir_ : opt_.spec.log_dir();
+  std::filesystem::path dir = std::filesystem::path(base) / opt_.spec.run_id() /
+                              absl::StrCat("attempt_", assignment_->round()) /
+                              std::to_string(local_rank);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  return dir.string();
+}
+
+void Agent::StartSetup(TimePoint now) {
+  EnvMap env = opt_.base_env;
+  for (const auto& [k, v] : opt_.spec.env()) env[k] = v;
+  WorkerLaunch l;
+  l.prefix = "[setup]: ";
+  l.request.argv = {"/bin/sh", "-c", opt_.spec.node_setup()};
+  l.request.env = EnvToList(env);
+  l.request.cwd = opt_.spec.working_dir();
+  group_ = std::make_unique<WorkerGroup>(guardian_, &console_);
+  phase_ = Phase::kSetup;
+  std::vector<WorkerLaunch> launches;
+  launches.push_back(std::move(l));
+  if (absl::Status s = group_->Start(std::move(launches), now); !s.ok()) {
+    Log(absl::StrCat("cannot start --node-setup: ", s.message()));
+  }
+}
+
+void Agent::StartWorkers(TimePoint now) {
+  const v1::Assignment& a = *assignment_;
+  const v1::JobSpec& spec = opt_.spec;
+  StdSpec redirects = ParseStdSpec(spec.redirects()).value_or(StdSpec{});
+  StdSpec tee = ParseStdSpec(spec.tee()).value_or(StdSpec{});
+  std::vector<int> filter = ParseRankList(spec.local_ranks_filter()).value_or(std::vector<int>{});
+  std::string python = spec.python_exec();
+  if (python.empty()) {
+    auto it = opt_.base_env.find("PYTHON_EXEC");
+    python = it != opt_.base_env.end() && !it->second.empty() ? it->second : "python3";
+  }
+
+  std::vector<WorkerLaunch> launches;
+  const int n = opt_.nproc.count;
+  for (int lr = 0; lr < n; ++lr) {
+    WorkerLaunch l;
+    l.local_rank = lr;
+    l.rank = a.rank_offset() + lr;
+    l.colour = l.rank;
+    l.prefix = opt_.host_in_prefix ? absl::StrCat("[", opt_.hostname, ":rank", l.rank, "]: ")
+                                   : absl::StrCat("[rank", l.rank, "]: ");
+    const std::string dir = AttemptDir(lr);
+    l.error_file = dir + "/error.json";
+    const int to_file = redirects.ForRank(lr) | tee.ForRank(lr);
+    if (to_file & 1) l.stdout_file = dir + "/stdout.log";
+    if (to_file & 2) l.stderr_file = dir + "/stderr.log";
+    const bool shown = filter.empty() || std::find(filter.begin(), filter.end(), lr) != filter.end();
+    l.console_stdout = shown && !(redirects.ForRank(lr) & 1);
+    l.console_stderr = shown && !(redirects.ForRank(lr) & 2);
+
+    WorkerEnvInput in;
+    in.local_rank = lr;
+    in.local_world_size = n;
+    in.error_file = l.error_file;
+    if (!opt_.nproc.devices.empty()) in.cuda_visible_device = opt_.nproc.devices[lr];
+    EnvMap env = BuildWorkerEnv(opt_.base_env, spec, a, in);
+
+    auto& argv = l.request.argv;
+    switch (spec.kind()) {
+      case v1::JobSpec::PYTHON_SCRIPT:
+        argv = {python, "-u", spec.entrypoint()};
+        break;
+      case v1::JobSpec::PYTHON_MODULE:
+        argv = {python, "-u", "-m", spec.entrypoint()};
+        break;
+      default:
+        argv = {spec.entrypoint()};
+        break;
+    }
+    argv.insert(argv.end(), spec.args().begin(), spec.args().end());
+    l.request.env = EnvToList(env);
+    l.request.cwd = spec.working_dir();
+    launches.push_back(std::move(l));
+  }
+  group_ = std::make_unique<WorkerGroup>(guardian_, &console_);
+  phase_ = Phase::kRunning;
+  if (absl::Status s = group_->Start(std::move(launches), now); !s.ok()) {
+    Log(absl::StrCat("cannot start workers: ", s.message()));
+    WorkerExit e;
+    e.exit_code = 1;
+    e.error_message = std::string(s.message());
+    ReportFailure(e, now);
+    reported_ = true;
+    StopGroup(SIGKILL, AfterStop::kNothing, now);
+  }
+}
+
+void Agent::StopGroup(int sig, AfterStop after, TimePoint now) {
+  if (static_cast<int>(after) > static_cast<int>(after_stop_)) after_stop_ = after;
+  if (!group_) return;
+  group_->Stop(sig, now, Seconds(opt_.spec.shutdown_timeout_s()));
+  phase_ = Phase::kStopping;
+}
+
+void Agent::ReportFailure(const WorkerExit& e, TimePoint now) {
+  v1::AgentMessage m;
+  auto* f = m.mutable_failed();
+  f->set_round(assignment_ ? assignment_->round() : 0);
+  auto* fl = f->mutable_failure();
+  fl->set_host(opt_.hostname);
+  fl->set_group_rank(assignment_ ? assignment_->group_rank() : 0);
+  fl->set_rank(e.rank);
+  fl->set_local_rank(e.local_rank);
+  fl->set_pid(e.pid);
+  fl->set_exit_code(e.exit_code);
+  fl->set_signal(e.signal);
+  fl->set_attempt(assignment_ ? assignment_->round() : 0);
+  for (const auto& line : e.stderr_tail) fl->add_stderr_tail(line);
+  fl->set_error_message(e.error_message);
+  fl->set_time_unix_s(
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  rdzv_->Send(m, now);
+}
+
+void Agent::Step(TimePoint now) {
+  if (!group_) return;
+  switch (phase_) {
+    case Phase::kSetup:
+      if (group_->first_failure() && !reported_) {
+        ReportFailure(*group_->first_failure(), now);
+        reported_ = true;
+      }
+      if (group_->done()) {
+        const bool ok = group_->all_succeeded();
+        group_.reset();
+        phase_ = Phase::kRendezvous;
+        if (ok) {
+          setup_done_ = true;
+          StartWorkers(now);
+        }
+      }
+      return;
+    case Phase::kRunning:
+      if (group_->first_failure() && !reported_) {
+        reported_ = true;
+        ReportFailure(*group_->first_failure(), now);
+        StopGroup(SIGTERM, AfterStop::kNothing, now);
+      } else if (group_->done() && group_->all_succeeded() && !reported_) {
+        reported_ = true;
+        group_.reset();
+        phase_ = Phase::kRendezvous;
+        v1::AgentMessage m;
+        m.mutable_succeeded()->set_round(assignment_->round());
+        rdzv_->Send(m, now);
+      }
+      return;
+    case Phase::kStopping:
+      if (group_->done()) {
+        group_.reset();
+        const AfterStop after = after_stop_;
+        after_stop_ = AfterStop::kNothing;
+        phase_ = Phase::kRendezvous;
+        if (after == AfterStop::kExit) {
+          phase_ = Phase::kDone;
+        } else if (after == AfterStop::kRejoin) {
+          SendJoin(now);
+        }
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+void Agent::HandleSignal(int sig, TimePoint now) {
+  if (sig == SIGUSR1 || sig == SIGUSR2) {
+    if (group_) group_->Forward(sig);
+    return;
+  }
+  if (shutting_down_) {
+    Log(absl::StrCat("got ", SignalName(sig), " again: killing the workers now"));
+    if (group_) group_->KillNow();
+    return;
+  }
+  shutting_down_ = true;
+  exit_code_ = 128 + sig;
+  exit_message_.clear();
+  exit_failure_.reset();
+  if (!group_) {
+    phase_ = Phase::kDone;
+    return;
+  }
+  Log(absl::StrCat("got ", SignalName(sig), ": stopping the workers (", SignalName(sig),
+                   " again kills them at once)"));
+  const bool already = group_->stopping();
+  StopGroup(sig, AfterStop::kExit, now);
+  if (already) group_->Forward(sig);
+}
+
+void Agent::PrintSummary(const v1::Failure& f) const {
+  std::vector<std::string> lines;
+  lines.push_back("===== root cause: first failure =====");
+  lines.push_back(absl::StrCat("  host:       ", f.host()));
+  if (f.rank() < 0) {
+    lines.push_back("  rank:       none (the --node-setup command)");
+  } else {
+    lines.push_back(absl::StrCat("  rank:       ", f.rank(), " (local rank ", f.local_rank(),
+                                 ", group rank ", f.group_rank(), ")"));
+  }
+  lines.push_back(absl::StrCat("  pid:        ", f.pid()));
+  if (f.signal() > 0) {
+    lines.push_back(absl::StrCat("  exit:       signal ", SignalName(f.signal()), " (exit ",
+                                 f.exit_code(), ")"));
+  } else {
+    lines.push_back(absl::StrCat("  exit:       code ", f.exit_code()));
+  }
+  lines.push_back(absl::StrCat("  attempt:    ", f.attempt()));
+  if (!f.error_message().empty()) {
+    lines.push_back(absl::StrCat("  error:      ", f.error_message()));
+  }
+  if (f.stderr_tail_size() > 0) {
+    lines.push_back(absl::StrCat("  stderr (last ", f.stderr_tail_size(), " lines):"));
+    for (const auto& l : f.stderr_tail()) lines.push_back(absl::StrCat("    ", l));
+  }
+  std::string out;
+  for (const auto& l : lines) absl::StrAppend(&out, "drun: ", l, "\n");
+  WriteAll(2, out);
+}
+
+}  // namespace drun

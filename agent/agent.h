@@ -1,0 +1,84 @@
+// Agent: one per node. Joins the rendezvous, runs the node-setup command and
+// the workers of each round it is assigned, reports their outcome, obeys
+// Stop/Finish, forwards signals, and returns the job's exit code.
+//
+// The loop is event driven: poll() over a signalfd (SIGCHLD and the forwarded
+// signals), the workers' pipes and the rendezvous client's wakeup fd, with a
+// timeout from the nearest deadline. Nothing sleeps.
+#ifndef DRUN_AGENT_AGENT_H_
+#define DRUN_AGENT_AGENT_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/nproc.h"
+#include "agent/output.h"
+#include "agent/process.h"
+#include "agent/rendezvous_client.h"
+#include "agent/worker_env.h"
+#include "agent/worker_group.h"
+#include "drun/v1/rendezvous.pb.h"
+
+namespace drun {
+
+struct AgentOptions {
+  v1::JobSpec spec;
+  std::string hostname;
+  NprocPlan nproc;
+  EnvMap base_env;
+  // Console prefix style: "[rank3]: " on one node, "[host:rank3]: " on many.
+  bool host_in_prefix = false;
+};
+
+class Agent {
+ public:
+  Agent(AgentOptions options, std::unique_ptr<RendezvousClient> rdzv, Guardian* guardian);
+  ~Agent();
+  // Runs the job to its end and returns drun's exit code. Must be called with
+  // the signals of kHandledSignals blocked in every thread.
+  int Run();
+
+  // The signals the agent handles through its signalfd.
+  static void BlockHandledSignals();
+
+ private:
+  enum class Phase { kRendezvous, kSetup, kRunning, kStopping, kDone };
+  enum class AfterStop { kNothing, kRejoin, kExit };
+
+  void HandleServer(const v1::ServerMessage& msg, TimePoint now);
+  void OnAssignment(const v1::Assignment& a, TimePoint now);
+  void StartSetup(TimePoint now);
+  void StartWorkers(TimePoint now);
+  void StopGroup(int sig, AfterStop after, TimePoint now);
+  void Step(TimePoint now);
+  void HandleSignal(int sig, TimePoint now);
+  void ReapChildren(TimePoint now);
+  void SendJoin(TimePoint now);
+  void ReportFailure(const WorkerExit& e, TimePoint now);
+  void Exit(int code, const std::string& message, const v1::Failure* failure);
+  void PrintSummary(const v1::Failure& f) const;
+  std::string AttemptDir(int local_rank) const;
+  void Log(const std::string& line) const;
+
+  AgentOptions opt_;
+  std::unique_ptr<RendezvousClient> rdzv_;
+  Guardian* guardian_;
+  Console console_;
+  std::unique_ptr<WorkerGroup> group_;
+  Phase phase_ = Phase::kRendezvous;
+  AfterStop after_stop_ = AfterStop::kNothing;
+  int exit_code_ = 0;
+  std::string exit_message_;
+  std::optional<v1::Failure> exit_failure_;
+  std::optional<v1::Assignment> assignment_;
+  bool setup_done_ = false;
+  bool reported_ = false;  // this round's outcome was sent
+  bool shutting_down_ = false;  // a signal asked drun to stop
+  int signal_fd_ = -1;
+  std::string tmp_dir_;  // holds error files when there is no --log-dir
+};
+
+}  // namespace drun
+
+#endif  // DRUN_AGENT_AGENT_H_

@@ -1,0 +1,42 @@
+#include "agent/local_rendezvous.h"
+
+namespace drun {
+
+void LocalRendezvous::Deliver(RendezvousState::Outbox out) {
+  for (auto& o : out) {
+    if (o.node == kSelf) inbox_.push_back(std::move(o.msg));
+  }
+}
+
+void LocalRendezvous::Send(const v1::AgentMessage& msg, TimePoint now) {
+  switch (msg.kind_case()) {
+    case v1::AgentMessage::kHello:
+      Deliver(state_.OnHello(kSelf, msg.hello(), "127.0.0.1", now));
+      break;
+    case v1::AgentMessage::kJoin:
+      Deliver(state_.OnJoin(kSelf, msg.join().free_port(), now));
+      break;
+    case v1::AgentMessage::kSucceeded:
+      Deliver(state_.OnSucceeded(kSelf, msg.succeeded().round(), now));
+      break;
+    case v1::AgentMessage::kFailed:
+      Deliver(state_.OnFailed(kSelf, msg.failed().round(), msg.failed().failure(), now));
+      break;
+    case v1::AgentMessage::kHeartbeat:
+      Deliver(state_.OnHeartbeat(kSelf, now));
+      break;
+    case v1::AgentMessage::KIND_NOT_SET:
+      break;
+  }
+}
+
+std::optional<v1::ServerMessage> LocalRendezvous::Receive() {
+  if (inbox_.empty()) return std::nullopt;
+  v1::ServerMessage m = std::move(inbox_.front());
+  inbox_.pop_front();
+  return m;
+}
+
+void LocalRendezvous::OnTick(TimePoint now) { Deliver(state_.OnTick(now)); }
+
+}  // namespace drun

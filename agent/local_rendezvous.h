@@ -1,0 +1,32 @@
+// LocalRendezvous: the rendezvous of a single-node job, in-process. It drives
+// the same RendezvousState as the gRPC server does, so restarts, budget and
+// completion behave identically on one node and many.
+#ifndef DRUN_AGENT_LOCAL_RENDEZVOUS_H_
+#define DRUN_AGENT_LOCAL_RENDEZVOUS_H_
+
+#include <deque>
+
+#include "agent/rendezvous_client.h"
+
+namespace drun {
+
+class LocalRendezvous : public RendezvousClient {
+ public:
+  explicit LocalRendezvous(RendezvousState::Config config) : state_(std::move(config)) {}
+  void Send(const v1::AgentMessage& msg, TimePoint now) override;
+  std::optional<v1::ServerMessage> Receive() override;
+  int wakeup_fd() const override { return -1; }
+  void OnTick(TimePoint now) override;
+  std::optional<TimePoint> NextDeadline() const override { return state_.NextDeadline(); }
+  std::string Describe() const override { return "in-process rendezvous"; }
+
+ private:
+  void Deliver(RendezvousState::Outbox out);
+  static constexpr RendezvousState::NodeId kSelf = 1;
+  RendezvousState state_;
+  std::deque<v1::ServerMessage> inbox_;
+};
+
+}  // namespace drun
+
+#endif  // DRUN_AGENT_LOCAL_RENDEZVOUS_H_

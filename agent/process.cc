@@ -1,0 +1,204 @@
+#include "agent/process.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace drun {
+
+std::string FindOnPath(const std::string& file, const std::string& path) {
+  if (file.find('/') != std::string::npos) return file;
+  for (absl::string_view dir : absl::StrSplit(path, ':')) {
+    std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", file);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+namespace {
+
+// Only async-signal-safe calls between fork and exec.
+[[noreturn]] void ChildFail(const char* what, const char* arg, int code) {
+  const char* err = strerror(errno);
+  const char* parts[] = {"drun: cannot start ", arg, ": ", what, ": ", err, "\n"};
+  for (const char* p : parts) {
+    ssize_t r = write(2, p, strlen(p));
+    (void)r;
+  }
+  _exit(code);
+}
+
+}  // namespace
+
+absl::StatusOr<pid_t> SpawnProcessGroup(const SpawnRequest& req) {
+  if (req.argv.empty()) return absl::InvalidArgumentError("empty command");
+  // Everything the child needs is prepared before fork.
+  std::string path_value = "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& e : req.env) {
+    if (e.rfind("PATH=", 0) == 0) path_value = e.substr(5);
+  }
+  std::string exe = FindOnPath(req.argv[0], path_value);
+  std::vector<char*> argv;
+  for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : req.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const pid_t parent = getpid();
+
+  pid_t pid = fork();
+  if (pid < 0) return absl::ErrnoToStatus(errno, "fork");
+  if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(137);  // drun died before prctl took effect
+    sigset_t none;
+    sigemptyset(&none);
+    for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (req.stdout_fd >= 0 && dup2(req.stdout_fd, 1) < 0) ChildFail("dup2", argv[0], 127);
+    if (req.stderr_fd >= 0 && dup2(req.stderr_fd, 2) < 0) ChildFail("dup2", argv[0], 127);
+    if (!req.cwd.empty() && chdir(req.cwd.c_str()) != 0) {
+      ChildFail("cannot change directory", req.cwd.c_str(), 127);
+    }
+    if (exe.empty()) {
+      errno = ENOENT;
+      ChildFail("not found on PATH", argv[0], 127);
+    }
+    execve(exe.c_str(), argv.data(), envp.data());
+    ChildFail("exec failed", exe.c_str(), errno == ENOENT ? 127 : 126);
+  }
+  // Also from the parent, so the group exists before we signal it even if
+  // the child has not been scheduled yet.
+  setpgid(pid, pid);
+  return pid;
+}
+
+void BecomeSubreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+
+namespace {
+
+[[noreturn]] void GuardianMain(int fd) {
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTSTP}) {
+    signal(s, SIG_IGN);
+  }
+  // Hold no one's terminal or pipes: a test reading drun's stdout to EOF must
+  // not wait for us.
+  int devnull = open("/dev/null", O_RDWR);
+  if (devnull >= 0) {
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    if (devnull > 2) close(devnull);
+  }
+  std::set<pid_t> groups;
+  char buf[4096];
+  std::string pending;
+  bool released = false;
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    pending.append(buf, static_cast<size_t>(n));
+    size_t pos;
+    while ((pos = pending.find('\n')) != std::string::npos) {
+      std::string line = pending.substr(0, pos);
+      pending.erase(0, pos + 1);
+      if (line.empty()) continue;
+      if (line[0] == 'D') {
+        released = true;
+        continue;
+      }
+      pid_t pg = static_cast<pid_t>(atol(line.c_str() + 1));
+      if (pg <= 1) continue;
+      if (line[0] == '+') groups.insert(pg);
+      if (line[0] == '-') groups.erase(pg);
+    }
+  }
+  if (!released) {
+    for (pid_t pg : groups) kill(-pg, SIGKILL);
+  }
+  _exit(0);
+}
+
+}  // namespace
+
+Guardian Guardian::Start() {
+  Guardian g;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return g;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return g;
+  }
+  if (pid == 0) {
+    close(fds[1]);
+    // Leave drun's process group: a terminal's Ctrl-C or a kill of drun's
+    // group must not reach the guardian.
+    setpgid(0, 0);
+    GuardianMain(fds[0]);
+  }
+  close(fds[0]);
+  g.fd_ = fds[1];
+  g.pid_ = pid;
+  return g;
+}
+
+Guardian::Guardian(Guardian&& other) noexcept : fd_(other.fd_), pid_(other.pid_) {
+  other.fd_ = -1;
+  other.pid_ = -1;
+}
+
+Guardian& Guardian::operator=(Guardian&& other) noexcept {
+  if (this != &other) {
+    Release();
+    fd_ = other.fd_;
+    pid_ = other.pid_;
+    other.fd_ = -1;
+    other.pid_ = -1;
+  }
+  return *this;
+}
+
+Guardian::~Guardian() { Release(); }
+
+void Guardian::Send(char op, pid_t pgid) {
+  if (fd_ < 0) return;
+  char line[32];
+  int len = snprintf(line, sizeof line, "%c%d\n", op, static_cast<int>(pgid));
+  // Writes of < PIPE_BUF bytes are atomic; a full pipe means the guardian is
+  // gone, in which case there is nothing better to do.
+  while (write(fd_, line, static_cast<size_t>(len)) < 0 && errno == EINTR) {
+  }
+}
+
+void Guardian::Watch(pid_t pgid) { Send('+', pgid); }
+void Guardian::Forget(pid_t pgid) { Send('-', pgid); }
+
+void Guardian::Release() {
+  if (fd_ < 0) return;
+  Send('D', 0);
+  close(fd_);
+  fd_ = -1;
+  if (pid_ > 0) {
+    // Reap it so no zombie is left for the duration of a long-lived parent.
+    int status;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_ = -1;
+}
+
+}  // namespace drun

@@ -1,0 +1,69 @@
+// Process primitives for the agent: spawning a child into its own process
+// group, and the guardian that kills every live worker group if drun itself
+// dies without cleaning up (kill -9, OOM killer).
+#ifndef DRUN_AGENT_PROCESS_H_
+#define DRUN_AGENT_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace drun {
+
+struct SpawnRequest {
+  std::vector<std::string> argv;  // argv[0] is looked up on the env's PATH
+  std::vector<std::string> env;   // "NAME=value"
+  std::string cwd;                // empty: inherit
+  int stdout_fd = -1;             // -1: inherit
+  int stderr_fd = -1;
+};
+
+// Forks and execs `req` as the leader of a new process group (pgid == pid),
+// with the default signal mask and dispositions, and PR_SET_PDEATHSIG=SIGKILL
+// so the leader cannot outlive drun even before the guardian knows its group.
+// An exec failure surfaces as the child exiting 127 (126: not executable),
+// with a one-line reason on its stderr, like a shell.
+absl::StatusOr<pid_t> SpawnProcessGroup(const SpawnRequest& req);
+
+// Looks `file` up on `path` (a PATH value) the way execvp would; returns
+// `file` unchanged when it contains a slash, "" when nothing is found.
+std::string FindOnPath(const std::string& file, const std::string& path);
+
+// The guardian is a tiny child process forked at start-up (before any thread
+// exists). drun tells it over a pipe which process groups are live; when the
+// pipe closes without a clean "done" (drun died), it SIGKILLs every group it
+// still knows and exits. It ignores terminal signals so a Ctrl-C cannot take
+// it down before drun has finished its own cleanup.
+class Guardian {
+ public:
+  // Returns a disabled guardian (all calls no-ops) if fork fails.
+  static Guardian Start();
+  Guardian() = default;
+  Guardian(Guardian&& other) noexcept;
+  Guardian& operator=(Guardian&& other) noexcept;
+  Guardian(const Guardian&) = delete;
+  Guardian& operator=(const Guardian&) = delete;
+  ~Guardian();
+
+  void Watch(pid_t pgid);
+  void Forget(pid_t pgid);
+  // Clean shutdown: the guardian exits without killing anything.
+  void Release();
+  pid_t pid() const { return pid_; }
+
+ private:
+  void Send(char op, pid_t pgid);
+  int fd_ = -1;
+  pid_t pid_ = -1;
+};
+
+// Marks this process as a child subreaper, so orphaned grandchildren of the
+// workers are re-parented to drun and reaped by it.
+void BecomeSubreaper();
+
+}  // namespace drun
+
+#endif  // DRUN_AGENT_PROCESS_H_

@@ -1,0 +1,34 @@
+// The worker environment: a pure function from the job, the node's round
+// assignment and a local rank to the environment torchrun would give that
+// worker, on top of the agent's own environment.
+#ifndef DRUN_AGENT_WORKER_ENV_H_
+#define DRUN_AGENT_WORKER_ENV_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "drun/v1/rendezvous.pb.h"
+
+namespace drun {
+
+using EnvMap = std::map<std::string, std::string>;
+
+struct WorkerEnvInput {
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string error_file;          // TORCHELASTIC_ERROR_FILE
+  std::string cuda_visible_device;  // non-empty: narrow CUDA_VISIBLE_DEVICES to it
+};
+
+// `base` is the agent's environment; spec.env (forwarded with -x/--env-file)
+// overrides it, and torchrun's variables override both.
+EnvMap BuildWorkerEnv(const EnvMap& base, const v1::JobSpec& spec, const v1::Assignment& assignment,
+                      const WorkerEnvInput& in);
+
+EnvMap EnvironToMap(char** environ);
+std::vector<std::string> EnvToList(const EnvMap& env);
+
+}  // namespace drun
+
+#endif  // DRUN_AGENT_WORKER_ENV_H_

@@ -1,0 +1,124 @@
+// WorkerGroup: the processes of one round on one node (or the node-setup
+// command), passive in the style of ninja's SubprocessSet: the agent's event
+// loop owns poll() and the signalfd and notifies the group of readable pipes,
+// reaped children and the passing of time.
+//
+// Promises:
+//  - every worker leads its own process group, known to the guardian while
+//    it may have members;
+//  - a worker is finished only when its leader is reaped, its group is empty
+//    (leftover grandchildren are SIGKILLed as soon as the leader exits) and
+//    its output is drained;
+//  - Stop() sends the signal to every live group and SIGKILL once the grace
+//    period has passed;
+//  - the first non-zero exit seen while not stopping is the group's failure.
+#ifndef DRUN_AGENT_WORKER_GROUP_H_
+#define DRUN_AGENT_WORKER_GROUP_H_
+
+#include <poll.h>
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "agent/output.h"
+#include "agent/process.h"
+#include "rendezvous/rendezvous_state.h"
+
+namespace drun {
+
+struct WorkerLaunch {
+  std::string prefix;  // console prefix, e.g. "[rank3]: "
+  int colour = -1;
+  int local_rank = -1;  // -1 for the node-setup command
+  int rank = -1;
+  SpawnRequest request;  // fds are filled in by the group
+  bool console_stdout = true;
+  bool console_stderr = true;
+  std::string stdout_file;  // empty: none
+  std::string stderr_file;
+  std::string error_file;  // TORCHELASTIC_ERROR_FILE, read on failure
+};
+
+struct WorkerExit {
+  int local_rank = -1;
+  int rank = -1;
+  pid_t pid = 0;
+  int exit_code = 0;  // 128+N for signal N
+  int signal = 0;
+  TimePoint when;
+  std::vector<std::string> stderr_tail;
+  std::string error_message;
+};
+
+class WorkerGroup {
+ public:
+  WorkerGroup(Guardian* guardian, Console* console);
+  ~WorkerGroup();  // SIGKILLs whatever is still alive (a last resort)
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  // Spawns every worker. On error, the ones already started are stopped.
+  absl::Status Start(std::vector<WorkerLaunch> launches, TimePoint now);
+
+  void AppendPollFds(std::vector<pollfd>* fds) const;
+  void OnReadable(int fd);
+  // Returns true if `pid` was one of this group's leaders.
+  bool OnChildExit(pid_t pid, int status, TimePoint now);
+  // Re-checks lingering process groups; call after every batch of reaps.
+  void Sweep();
+
+  void Forward(int sig);
+  void Stop(int sig, TimePoint now, Duration grace);
+  void KillNow();
+  void OnTick(TimePoint now);
+  std::optional<TimePoint> NextDeadline() const;
+
+  bool stopping() const { return stopping_; }
+  bool done() const;
+  bool all_succeeded() const;
+  const std::optional<WorkerExit>& first_failure() const { return first_failure_; }
+  std::vector<pid_t> pids() const;
+
+ private:
+  struct Worker {
+    WorkerLaunch launch;
+    pid_t pid = -1;
+    int out_fd = -1;
+    int err_fd = -1;
+    int out_file = -1;
+    int err_file = -1;
+    LineSplitter out_split, err_split;
+    TailBuffer tail;
+    bool exited = false;
+    bool group_gone = false;
+    int status = 0;
+  };
+  // Reads at most max_reads chunks; true if the stream may have more.
+  bool ReadStream(Worker& w, bool is_err, int max_reads);
+  void Drain(Worker& w, bool is_err);
+  void Emit(Worker& w, bool is_err, absl::string_view line);
+  void CloseStreams(Worker& w);
+  void CheckGroup(Worker& w);
+
+  Guardian* guardian_;
+  Console* console_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  bool stopping_ = false;
+  std::optional<TimePoint> kill_at_;
+  std::optional<WorkerExit> first_failure_;
+};
+
+// The message of a TORCHELASTIC_ERROR_FILE written by torch's @record
+// ({"message": {"message": "...", "extraInfo": {...}}} or {"message": "..."}),
+// or "" when the file is absent or unreadable.
+std::string ReadErrorFileMessage(const std::string& path);
+
+std::string SignalName(int sig);
+
+}  // namespace drun
+
+#endif  // DRUN_AGENT_WORKER_GROUP_H_

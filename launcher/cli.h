@@ -1,0 +1,34 @@
+// The command line: torchrun's flags in both spellings (--nproc-per-node and
+// --nproc_per_node), their PET_<NAME> environment equivalents (drun's own
+// flags read DRUN_<NAME>), and drun's additions. The command line wins over
+// the environment. The result is a JobSpec plus what only the launcher needs.
+#ifndef DRUN_LAUNCHER_CLI_H_
+#define DRUN_LAUNCHER_CLI_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "drun/v1/job.pb.h"
+
+namespace drun {
+
+struct CommandLine {
+  v1::JobSpec spec;
+  bool help = false;
+  bool version = false;
+  bool standalone = false;
+};
+
+// `args` excludes argv[0]. Errors are one line saying what is wrong and what
+// to write instead; the caller prints "drun: <message>" and exits 2.
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
+                                             const std::map<std::string, std::string>& env);
+
+std::string HelpText();
+std::string VersionText();
+
+}  // namespace drun
+
+#endif  // DRUN_LAUNCHER_CLI_H_

@@ -1,0 +1,393 @@
+#include "rendezvous/rendezvous_state.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace drun {
+
+namespace {
+
+v1::ServerMessage RejectMessage(const std::string& text) {
+  v1::ServerMessage m;
+  m.mutable_reject()->set_message(text);
+  return m;
+}
+
+std::string HostOf(const v1::Hello& hello) {
+  return hello.hostname().empty() ? std::string("?") : hello.hostname();
+}
+
+}  // namespace
+
+RendezvousState::RendezvousState(Config config) : config_(std::move(config)) {
+  if (config_.min_nodes < 1) config_.min_nodes = 1;
+  if (config_.max_nodes < config_.min_nodes) config_.max_nodes = config_.min_nodes;
+}
+
+int RendezvousState::num_waiting() const { return static_cast<int>(JoinedNodes().size()); }
+
+std::string RendezvousState::phase_name() const {
+  switch (phase_) {
+    case Phase::kWaiting: return "waiting";
+    case Phase::kRunning: return "running";
+    case Phase::kStopping: return "stopping";
+    case Phase::kFinished: return "finished";
+  }
+  return "?";
+}
+
+std::vector<RendezvousState::NodeId> RendezvousState::JoinedNodes() const {
+  std::vector<NodeId> out;
+  for (const auto& [id, n] : nodes_) {
+    if (n.state == NodeState::kJoined) out.push_back(id);
+  }
+  return out;
+}
+
+bool RendezvousState::AnyStopping() const {
+  for (const auto& [id, n] : nodes_) {
+    if (n.state == NodeState::kStopping) return true;
+  }
+  return false;
+}
+
+RendezvousState::Outbox RendezvousState::OnHello(NodeId node, const v1::Hello& hello,
+                                                 const std::string& peer_addr, TimePoint now) {
+  if (finished_) return {{node, RejectMessage("the job has already finished")}};
+  if (hello.run_id() != config_.run_id) {
+    return {{node, RejectMessage(absl::StrCat("run id '", hello.run_id(),
+                                              "' does not match this job's run id '",
+                                              config_.run_id, "'"))}};
+  }
+  if (!config_.token.empty() && hello.token() != config_.token) {
+    return {{node, RejectMessage("wrong job token: set DRUN_RDZV_TOKEN (or --rdzv-token-file) "
+                                 "to the token of this job")}};
+  }
+  if (nodes_.count(node)) return {{node, RejectMessage("duplicate hello on one stream")}};
+  int want = hello.requested_node_rank();
+  if (want >= config_.max_nodes) {
+    return {{node, RejectMessage(absl::StrCat("--node-rank ", want, " is out of range: the job has ",
+                                              config_.max_nodes, " nodes (ranks 0..",
+                                              config_.max_nodes - 1, ")"))}};
+  }
+  if (want >= 0) {
+    for (const auto& [id, n] : nodes_) {
+      if (n.hello.requested_node_rank() == want) {
+        return {{node, RejectMessage(absl::StrCat("duplicate --node-rank ", want,
+                                                  ": already taken by host ", HostOf(n.hello)))}};
+      }
+    }
+  }
+  if (hello.local_world_size() < 1) {
+    return {{node, RejectMessage("local world size must be at least 1")}};
+  }
+  if (!clock_started_) {
+    // join_timeout counts from the first node's arrival.
+    clock_started_ = true;
+    waiting_since_ = now;
+  }
+  Node& n = nodes_[node];
+  n.hello = hello;
+  n.addr = peer_addr;
+  n.last_seen = now;
+  return {};
+}
+
+RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, TimePoint now) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return {};
+  Node& n = it->second;
+  n.last_seen = now;
+  n.free_port = free_port;
+  if (finished_) return {};
+  if (n.state == NodeState::kJoined) return {};
+  const bool was_stopping = n.state == NodeState::kStopping;
+  if (n.state == NodeState::kRunning || n.state == NodeState::kSucceeded) {
+    // A participant asking for a new round: treat it like an ack of a stop.
+    return {};
+  }
+  n.state = NodeState::kJoined;
+  n.join_seq = ++join_counter_;
+
+  switch (phase_) {
+    case Phase::kWaiting: {
+      Outbox out = MaybeClose(now);
+      if (phase_ == Phase::kWaiting) out.push_back({node, WaitingMessage("waiting for nodes")});
+      return out;
+    }
+    case Phase::kRunning: {
+      if (static_cast<int>(participants_.size()) < config_.max_nodes) {
+        return StopRound(absl::StrCat("host ", HostOf(n.hello),
+                                      " joined; restarting to include it"),
+                         now);
+      }
+      return {{node, WaitingMessage("spare: the job runs at its maximum size")}};
+    }
+    case Phase::kStopping: {
+      if (was_stopping && !AnyStopping()) {
+        EnterWaiting(now);
+        return MaybeClose(now);
+      }
+      return {{node, WaitingMessage("waiting for the current round to stop")}};
+    }
+    case Phase::kFinished:
+      return {};
+  }
+  return {};
+}
+
+RendezvousState::Outbox RendezvousState::OnSucceeded(NodeId node, int64_t round, TimePoint now) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return {};
+  it->second.last_seen = now;
+  if (phase_ != Phase::kRunning || round != round_) return {};
+  if (it->second.state != NodeState::kRunning) return {};
+  it->second.state = NodeState::kSucceeded;
+  for (NodeId p : participants_) {
+    if (nodes_.at(p).state != NodeState::kSucceeded) return {};
+  }
+  return Finish(0, "all workers succeeded", nullptr);
+}
+
+RendezvousState::Outbox RendezvousState::OnFailed(NodeId node, int64_t round,
+                                                  const v1::Failure& failure, TimePoint now) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return {};
+  it->second.last_seen = now;
+  // Failures reported while a round is already stopping are consequences of
+  // the stop (or of the first failure), not new root causes.
+  if (phase_ != Phase::kRunning || round != round_) return {};
+  v1::Failure f = failure;
+  if (f.exit_code() == 0) f.set_exit_code(1);
+  const std::string what =
+      f.signal() > 0 ? absl::StrCat("signal ", f.signal()) : absl::StrCat("exit code ", f.exit_code());
+  if (restarts_used_ < config_.max_restarts) {
+    ++restarts_used_;
+    return StopRound(absl::StrCat("rank ", f.rank(), " on host ", f.host(), " failed (", what,
+                                  "); restart ", restarts_used_, " of ", config_.max_restarts),
+                     now);
+  }
+  std::string msg = absl::StrCat("rank ", f.rank(), " on host ", f.host(), " failed (", what, ")");
+  if (config_.max_restarts > 0) {
+    absl::StrAppend(&msg, " after ", restarts_used_, " restart(s); the restart budget is spent");
+  }
+  return Finish(f.exit_code(), msg, &f);
+}
+
+RendezvousState::Outbox RendezvousState::OnHeartbeat(NodeId node, TimePoint now) {
+  auto it = nodes_.find(node);
+  if (it != nodes_.end()) it->second.last_seen = now;
+  return {};
+}
+
+RendezvousState::Outbox RendezvousState::OnLost(NodeId node, TimePoint now) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return {};
+  const NodeState state = it->second.state;
+  const std::string host = HostOf(it->second.hello);
+  nodes_.erase(it);
+  participants_.erase(std::remove(participants_.begin(), participants_.end(), node),
+                      participants_.end());
+  if (finished_) return {};
+  switch (phase_) {
+    case Phase::kRunning:
+      if (state == NodeState::kRunning || state == NodeState::kSucceeded) {
+        return StopRound(absl::StrCat("host ", host, " was lost"), now);
+      }
+      return {};
+    case Phase::kStopping:
+      if (!AnyStopping()) {
+        EnterWaiting(now);
+        return MaybeClose(now);
+      }
+      return {};
+    case Phase::kWaiting:
+      return MaybeClose(now);
+    case Phase::kFinished:
+      return {};
+  }
+  return {};
+}
+
+RendezvousState::Outbox RendezvousState::OnTick(TimePoint now) {
+  Outbox out;
+  if (finished_) return out;
+  if (config_.keepalive_timeout > Duration::zero()) {
+    std::vector<NodeId> expired;
+    for (const auto& [id, n] : nodes_) {
+      if (now - n.last_seen > config_.keepalive_timeout) expired.push_back(id);
+    }
+    for (NodeId id : expired) {
+      Outbox o = OnLost(id, now);
+      out.insert(out.end(), o.begin(), o.end());
+    }
+  }
+  if (phase_ == Phase::kWaiting) {
+    Outbox o = MaybeClose(now);
+    out.insert(out.end(), o.begin(), o.end());
+  }
+  if (phase_ == Phase::kWaiting && clock_started_ && now - waiting_since_ >= config_.join_timeout) {
+    const int joined = num_waiting();
+    Outbox o = Finish(1,
+                      absl::StrCat("rendezvous timed out: ", joined, " of at least ",
+                                   config_.min_nodes, " nodes joined within join_timeout (",
+                                   std::chrono::duration_cast<std::chrono::seconds>(
+                                       config_.join_timeout)
+                                       .count(),
+                                   " s)"),
+                      nullptr);
+    out.insert(out.end(), o.begin(), o.end());
+  }
+  return out;
+}
+
+std::optional<TimePoint> RendezvousState::NextDeadline() const {
+  if (finished_) return std::nullopt;
+  std::optional<TimePoint> next;
+  auto consider = [&](TimePoint t) {
+    if (!next || t < *next) next = t;
+  };
+  if (config_.keepalive_timeout > Duration::zero()) {
+    for (const auto& [id, n] : nodes_) consider(n.last_seen + config_.keepalive_timeout);
+  }
+  if (phase_ == Phase::kWaiting && clock_started_) {
+    consider(waiting_since_ + config_.join_timeout);
+    if (min_reached_at_) consider(*min_reached_at_ + config_.last_call_timeout);
+  }
+  return next;
+}
+
+void RendezvousState::EnterWaiting(TimePoint now) {
+  phase_ = Phase::kWaiting;
+  waiting_since_ = now;
+  min_reached_at_.reset();
+}
+
+v1::ServerMessage RendezvousState::WaitingMessage(const std::string& reason) const {
+  v1::ServerMessage m;
+  auto* w = m.mutable_waiting();
+  w->set_joined(num_waiting());
+  w->set_min_nodes(config_.min_nodes);
+  w->set_max_nodes(config_.max_nodes);
+  w->set_reason(reason);
+  return m;
+}
+
+RendezvousState::Outbox RendezvousState::MaybeClose(TimePoint now) {
+  if (phase_ != Phase::kWaiting) return {};
+  const int joined = num_waiting();
+  if (joined >= config_.max_nodes) return CloseRound(now);
+  if (joined < config_.min_nodes) {
+    min_reached_at_.reset();
+    return {};
+  }
+  // A restart closes as soon as the survivors are back: waiting for the last
+  // call again would add 30 s to every restart.
+  if (restart_round_) return CloseRound(now);
+  if (!min_reached_at_) min_reached_at_ = now;
+  if (now - *min_reached_at_ >= config_.last_call_timeout) return CloseRound(now);
+  return {};
+}
+
+RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
+  std::vector<NodeId> joined = JoinedNodes();
+  const bool static_ranks = std::any_of(joined.begin(), joined.end(), [&](NodeId id) {
+    return nodes_.at(id).hello.requested_node_rank() >= 0;
+  });
+  // Order: requested ranks (static), else previous participants by their old
+  // group rank, then newcomers by join order.
+  std::sort(joined.begin(), joined.end(), [&](NodeId a, NodeId b) {
+    const Node& na = nodes_.at(a);
+    const Node& nb = nodes_.at(b);
+    if (static_ranks) {
+      return na.hello.requested_node_rank() < nb.hello.requested_node_rank();
+    }
+    const bool pa = na.group_rank >= 0, pb = nb.group_rank >= 0;
+    if (pa != pb) return pa;
+    if (pa) return na.group_rank < nb.group_rank;
+    return na.join_seq < nb.join_seq;
+  });
+  if (static_cast<int>(joined.size()) > config_.max_nodes) joined.resize(config_.max_nodes);
+
+  ++round_;
+  participants_ = joined;
+  restart_round_ = false;
+  phase_ = Phase::kRunning;
+
+  int world_size = 0;
+  for (NodeId id : participants_) world_size += nodes_.at(id).hello.local_world_size();
+  const Node& head = nodes_.at(participants_.front());
+  const std::string master_addr =
+      config_.fixed_master_addr.empty() ? head.addr : config_.fixed_master_addr;
+  const int master_port =
+      config_.fixed_master_port > 0 ? config_.fixed_master_port : head.free_port;
+
+  Outbox out;
+  int offset = 0;
+  for (size_t i = 0; i < participants_.size(); ++i) {
+    Node& n = nodes_.at(participants_[i]);
+    n.state = NodeState::kRunning;
+    n.group_rank = static_cast<int>(i);
+    v1::ServerMessage m;
+    auto* a = m.mutable_assignment();
+    a->set_round(round_);
+    a->set_group_rank(static_cast<int>(i));
+    a->set_group_world_size(static_cast<int>(participants_.size()));
+    a->set_rank_offset(offset);
+    a->set_world_size(world_size);
+    a->set_restart_count(restarts_used_);
+    a->set_master_addr(master_addr);
+    a->set_master_port(master_port);
+    a->set_use_agent_store(config_.use_agent_store);
+    *a->mutable_spec() = config_.spec;
+    offset += n.hello.local_world_size();
+    out.push_back({participants_[i], std::move(m)});
+  }
+  for (NodeId id : JoinedNodes()) {
+    out.push_back({id, WaitingMessage("spare: the job runs at its maximum size")});
+  }
+  (void)now;
+  return out;
+}
+
+RendezvousState::Outbox RendezvousState::StopRound(const std::string& reason, TimePoint now) {
+  phase_ = Phase::kStopping;
+  restart_round_ = true;
+  Outbox out;
+  for (NodeId id : participants_) {
+    Node& n = nodes_.at(id);
+    if (n.state == NodeState::kRunning || n.state == NodeState::kSucceeded) {
+      n.state = NodeState::kStopping;
+      v1::ServerMessage m;
+      m.mutable_stop()->set_round(round_);
+      m.mutable_stop()->set_reason(reason);
+      out.push_back({id, std::move(m)});
+    }
+  }
+  if (!AnyStopping()) {
+    EnterWaiting(now);
+    Outbox o = MaybeClose(now);
+    out.insert(out.end(), o.begin(), o.end());
+  }
+  return out;
+}
+
+RendezvousState::Outbox RendezvousState::Finish(int exit_code, const std::string& message,
+                                                const v1::Failure* failure) {
+  phase_ = Phase::kFinished;
+  finished_ = true;
+  exit_code_ = exit_code;
+  Outbox out;
+  for (const auto& [id, n] : nodes_) {
+    v1::ServerMessage m;
+    auto* f = m.mutable_finish();
+    f->set_exit_code(exit_code);
+    f->set_message(message);
+    if (failure) *f->mutable_failure() = *failure;
+    out.push_back({id, std::move(m)});
+  }
+  return out;
+}
+
+}  // namespace drun

@@ -1,0 +1,139 @@
+// RendezvousState: the job's membership, rounds, rank assignment, restart
+// budget and completion, as a pure state machine.
+//
+// No I/O, no threads, no clock: every input carries `now`, and every output is
+// a list of messages addressed to nodes. The in-process rendezvous of
+// `--standalone` and the gRPC service of a multi-node job both drive this one
+// class, so the semantics below hold for both.
+//
+// Vocabulary (torchrun's): a *round* is one assignment of group ranks to a set
+// of nodes; its workers run until they all succeed (the job finishes), one
+// fails (a restart costs one unit of --max-restarts, or the job fails), or the
+// membership changes (a restart that costs nothing).
+//
+// Promises:
+//  - A round closes at max_nodes joined, or once min_nodes have joined and
+//    last_call_timeout has passed since min was reached. A restart round closes
+//    as soon as every surviving node of the previous round has re-joined.
+//  - Surviving nodes keep their relative group-rank order; newcomers fill the
+//    gaps; ranks are compact (0..n-1). RANK offsets add up local world sizes.
+//  - Every node of a round gets the same restart_count.
+//  - A node joining while the job runs below max triggers a free restart;
+//    at max it waits as a spare and replaces the next node lost.
+//  - Every node receives the same Finish (exit code and root-cause failure).
+#ifndef DRUN_RENDEZVOUS_RENDEZVOUS_STATE_H_
+#define DRUN_RENDEZVOUS_RENDEZVOUS_STATE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "drun/v1/rendezvous.pb.h"
+
+namespace drun {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+using Duration = Clock::duration;
+
+class RendezvousState {
+ public:
+  using NodeId = uint64_t;
+
+  struct Config {
+    int min_nodes = 1;
+    int max_nodes = 1;
+    int max_restarts = 0;
+    std::string run_id;
+    std::string token;  // empty: no token required
+    Duration last_call_timeout = std::chrono::seconds(30);
+    Duration join_timeout = std::chrono::seconds(600);
+    // Zero disables keepalive checking (in-process rendezvous).
+    Duration keepalive_timeout = Duration::zero();
+    bool use_agent_store = false;
+    // When set, every Assignment carries this MASTER_ADDR/PORT instead of
+    // group rank 0's (static backend, or a store the host serves).
+    std::string fixed_master_addr;
+    int fixed_master_port = 0;
+    v1::JobSpec spec;
+  };
+
+  struct Outgoing {
+    NodeId node;
+    v1::ServerMessage msg;
+  };
+  using Outbox = std::vector<Outgoing>;
+
+  explicit RendezvousState(Config config);
+
+  // A node opened its stream and said hello. `peer_addr` is its address as
+  // the server sees it (MASTER_ADDR when it becomes group rank 0).
+  Outbox OnHello(NodeId node, const v1::Hello& hello, const std::string& peer_addr,
+                 TimePoint now);
+  // A node wants to be in the next round; `free_port` is a port free on it,
+  // used as MASTER_PORT if it becomes group rank 0. Also acknowledges a Stop.
+  Outbox OnJoin(NodeId node, int free_port, TimePoint now);
+  Outbox OnSucceeded(NodeId node, int64_t round, TimePoint now);
+  Outbox OnFailed(NodeId node, int64_t round, const v1::Failure& failure, TimePoint now);
+  Outbox OnHeartbeat(NodeId node, TimePoint now);
+  // The node's stream ended or its keepalive expired.
+  Outbox OnLost(NodeId node, TimePoint now);
+  // Deadlines: last call, join timeout, keepalives.
+  Outbox OnTick(TimePoint now);
+  // The earliest time OnTick has something to do, if any.
+  std::optional<TimePoint> NextDeadline() const;
+
+  bool finished() const { return finished_; }
+  int exit_code() const { return exit_code_; }
+  int64_t round() const { return round_; }
+  int restarts_used() const { return restarts_used_; }
+  // Nodes currently known (joined, running, stopping or spare).
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  int num_waiting() const;
+  std::string phase_name() const;
+
+ private:
+  enum class Phase { kWaiting, kRunning, kStopping, kFinished };
+  enum class NodeState { kHello, kJoined, kRunning, kSucceeded, kStopping };
+
+  struct Node {
+    NodeState state = NodeState::kHello;
+    v1::Hello hello;
+    std::string addr;
+    int free_port = 0;
+    int group_rank = -1;  // in the last round it took part in
+    int64_t join_seq = 0;
+    TimePoint last_seen;
+  };
+
+  Outbox Finish(int exit_code, const std::string& message, const v1::Failure* failure);
+  Outbox StopRound(const std::string& reason, TimePoint now);
+  Outbox MaybeClose(TimePoint now);
+  Outbox CloseRound(TimePoint now);
+  void EnterWaiting(TimePoint now);
+  v1::ServerMessage WaitingMessage(const std::string& reason) const;
+  std::vector<NodeId> JoinedNodes() const;
+  bool AnyStopping() const;
+
+  Config config_;
+  Phase phase_ = Phase::kWaiting;
+  std::map<NodeId, Node> nodes_;
+  std::vector<NodeId> participants_;  // of the current/last round, by group rank
+  int64_t round_ = -1;
+  int restarts_used_ = 0;
+  int64_t join_counter_ = 0;
+  bool restart_round_ = false;  // waiting for the previous round's nodes
+  std::optional<TimePoint> min_reached_at_;
+  TimePoint waiting_since_;
+  bool clock_started_ = false;
+  bool finished_ = false;
+  int exit_code_ = 0;
+};
+
+}  // namespace drun
+
+#endif  // DRUN_RENDEZVOUS_RENDEZVOUS_STATE_H_
