@@ -1,5 +1,7 @@
 #include "rendezvous/rendezvous_state.h"
 
+#include <string.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +14,20 @@ v1::ServerMessage RejectMessage(const std::string& text) {
   v1::ServerMessage m;
   m.mutable_reject()->set_message(text);
   return m;
+}
+
+// "rank 3 on host a (exit code 1)", "the --node-setup command on host a (SIGKILL)".
+std::string DescribeFailure(const v1::Failure& f) {
+  std::string who = f.rank() < 0 ? absl::StrCat("the --node-setup command on host ", f.host())
+                                 : absl::StrCat("rank ", f.rank(), " on host ", f.host());
+  std::string how;
+  if (f.signal() > 0) {
+    const char* abbrev = sigabbrev_np(f.signal());
+    how = abbrev ? absl::StrCat("killed by SIG", abbrev) : absl::StrCat("killed by signal ", f.signal());
+  } else {
+    how = absl::StrCat("exit code ", f.exit_code());
+  }
+  return absl::StrCat(who, " failed (", how, ")");
 }
 
 std::string HostOf(const v1::Hello& hello) {
@@ -160,15 +176,13 @@ RendezvousState::Outbox RendezvousState::OnFailed(NodeId node, int64_t round,
   if (phase_ != Phase::kRunning || round != round_) return {};
   v1::Failure f = failure;
   if (f.exit_code() == 0) f.set_exit_code(1);
-  const std::string what =
-      f.signal() > 0 ? absl::StrCat("signal ", f.signal()) : absl::StrCat("exit code ", f.exit_code());
   if (restarts_used_ < config_.max_restarts) {
     ++restarts_used_;
-    return StopRound(absl::StrCat("rank ", f.rank(), " on host ", f.host(), " failed (", what,
-                                  "); restart ", restarts_used_, " of ", config_.max_restarts),
+    return StopRound(absl::StrCat(DescribeFailure(f), "; restart ", restarts_used_, " of ",
+                                  config_.max_restarts),
                      now);
   }
-  std::string msg = absl::StrCat("rank ", f.rank(), " on host ", f.host(), " failed (", what, ")");
+  std::string msg = DescribeFailure(f);
   if (config_.max_restarts > 0) {
     absl::StrAppend(&msg, " after ", restarts_used_, " restart(s); the restart budget is spent");
   }

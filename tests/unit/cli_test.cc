@@ -1,0 +1,145 @@
+#include "launcher/cli.h"
+
+#include <gtest/gtest.h>
+
+namespace drun {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+absl::StatusOr<CommandLine> Parse(std::vector<std::string> args, Env env = {}) {
+  return ParseCommandLine(args, env);
+}
+
+TEST(CliTest, BothSpellingsAndEqualsForm) {
+  for (const char* flag : {"--nproc-per-node", "--nproc_per_node"}) {
+    auto cl = Parse({flag, "4", "train.py", "--lr", "0.1"});
+    ASSERT_TRUE(cl.ok()) << cl.status();
+    EXPECT_EQ(cl->spec.nproc_per_node(), "4");
+    EXPECT_EQ(cl->spec.entrypoint(), "train.py");
+    ASSERT_EQ(cl->spec.args_size(), 2);
+    EXPECT_EQ(cl->spec.args(0), "--lr");
+  }
+  auto cl = Parse({"--max_restarts=3", "--nproc-per-node=2", "t.py"});
+  ASSERT_TRUE(cl.ok());
+  EXPECT_EQ(cl->spec.max_restarts(), 3);
+  EXPECT_EQ(cl->spec.nproc_per_node(), "2");
+}
+
+TEST(CliTest, ScriptArgumentsAreNotParsed) {
+  auto cl = Parse({"t.py", "--nproc-per-node", "bogus", "-m"});
+  ASSERT_TRUE(cl.ok());
+  EXPECT_EQ(cl->spec.nproc_per_node(), "1");
+  EXPECT_EQ(cl->spec.args_size(), 3);
+  EXPECT_EQ(cl->spec.kind(), v1::JobSpec::PYTHON_SCRIPT);
+}
+
+TEST(CliTest, PetEnvironmentAndCommandLineWins) {
+  auto cl = Parse({"t.py"}, {{"PET_NPROC_PER_NODE", "2"}, {"PET_MAX_RESTARTS", "4"}});
+  ASSERT_TRUE(cl.ok());
+  EXPECT_EQ(cl->spec.nproc_per_node(), "2");
+  EXPECT_EQ(cl->spec.max_restarts(), 4);
+  cl = Parse({"--nproc-per-node", "3", "t.py"}, {{"PET_NPROC_PER_NODE", "2"}});
+  ASSERT_TRUE(cl.ok());
+  EXPECT_EQ(cl->spec.nproc_per_node(), "3");
+  cl = Parse({"t.py"}, {{"PET_STANDALONE", "1"}, {"DRUN_SHUTDOWN_TIMEOUT", "5"}});
+  ASSERT_TRUE(cl.ok());
+  EXPECT_TRUE(cl->standalone);
+  EXPECT_EQ(cl->spec.shutdown_timeout_s(), 5);
+}
+
+TEST(CliTest, ShortOptions) {
+  auto cl = Parse({"-m", "-r", "3", "-t1", "pkg.train"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.kind(), v1::JobSpec::PYTHON_MODULE);
+  EXPECT_EQ(cl->spec.redirects(), "3");
+  EXPECT_EQ(cl->spec.tee(), "1");
+}
+
+TEST(CliTest, Defaults) {
+  auto cl = Parse({"t.py"});
+  ASSERT_TRUE(cl.ok());
+  EXPECT_EQ(cl->spec.min_nodes(), 1);
+  EXPECT_EQ(cl->spec.max_nodes(), 1);
+  EXPECT_EQ(cl->spec.shutdown_timeout_s(), 30);
+  EXPECT_EQ(cl->spec.role(), "default");
+  EXPECT_EQ(cl->spec.run_id(), "none");
+  EXPECT_EQ(cl->spec.node_rank(), -1);
+  EXPECT_FALSE(cl->spec.working_dir().empty());
+  auto sa = Parse({"--standalone", "t.py"});
+  ASSERT_TRUE(sa.ok());
+  EXPECT_NE(sa->spec.run_id(), "none");
+  EXPECT_EQ(sa->spec.run_id().size(), 12u);
+  auto id = Parse({"--rdzv_id", "abc", "t.py"});
+  EXPECT_EQ(id->spec.run_id(), "abc");
+}
+
+TEST(CliTest, NprocForms) {
+  for (const char* v : {"4", "cpu", "gpu", "auto", "gpu:1,3,5"}) {
+    EXPECT_TRUE(Parse({"--nproc-per-node", v, "t.py"}).ok()) << v;
+  }
+  for (const char* v : {"0", "-1", "x", "gpu:", "gpu:1,a", "4.5"}) {
+    auto cl = Parse({"--nproc-per-node", v, "t.py"});
+    ASSERT_FALSE(cl.ok()) << v;
+    EXPECT_NE(cl.status().message().find("--nproc-per-node"), std::string::npos);
+  }
+}
+
+TEST(CliTest, BadInputSaysWhatToWrite) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string needle;
+  } cases[] = {
+      {{"--nprocs-per-node", "2", "t.py"}, "did you mean --nproc-per-node"},
+      {{"--bogus", "t.py"}, "unknown option --bogus"},
+      {{"--max-restarts", "-1", "t.py"}, "--max-restarts"},
+      {{"--nnodes", "3:2", "t.py"}, "minimum is larger"},
+      {{"--nnodes", "a", "t.py"}, "MIN:MAX"},
+      {{"--shutdown-timeout", "soon", "t.py"}, "seconds"},
+      {{"--master-port", "70000", "t.py"}, "1-65535"},
+      {{"-r", "5", "t.py"}, "--redirects"},
+      {{"--tee", "0:9", "t.py"}, "--tee"},
+      {{"--local-ranks-filter", "a", "t.py"}, "--local-ranks-filter"},
+      {{"-m", "--no-python", "t.py"}, "exclude each other"},
+      {{"--standalone=1", "t.py"}, "takes no value"},
+      {{"--max-restarts"}, "needs a value"},
+      {{"--nproc-per-node", "2"}, "missing the training script"},
+      {{"--start-method", "thread", "t.py"}, "spawn, fork or forkserver"},
+      {{"--rdzv-conf", "join_timeout", "t.py"}, "KEY=VALUE"},
+      {{"--run-id", "a", "--rdzv-id", "b", "t.py"}, "only one"},
+  };
+  for (const auto& c : cases) {
+    auto cl = Parse(c.args);
+    ASSERT_FALSE(cl.ok()) << c.needle;
+    EXPECT_NE(cl.status().message().find(c.needle), std::string::npos)
+        << cl.status().message() << " lacks " << c.needle;
+    EXPECT_EQ(cl.status().message().find('\n'), std::string::npos);
+  }
+  auto env = Parse({"t.py"}, {{"PET_STANDALONE", "maybe"}});
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find("PET_STANDALONE"), std::string::npos);
+}
+
+TEST(CliTest, HelpAndVersion) {
+  auto h = Parse({"--help"});
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->help);
+  EXPECT_TRUE(Parse({"-h"})->help);
+  EXPECT_TRUE(Parse({"--version"})->version);
+  std::string text = HelpText();
+  for (const char* s : {"job options:", "rendezvous options:", "output options:", "--nproc-per-node",
+                        "--node-setup", "--shutdown-timeout"}) {
+    EXPECT_NE(text.find(s), std::string::npos) << s;
+  }
+  EXPECT_NE(VersionText().find("gRPC"), std::string::npos);
+}
+
+TEST(CliTest, RdzvConfPairs) {
+  auto cl = Parse({"--rdzv-conf", "join_timeout=5,last_call_timeout=1", "t.py"});
+  ASSERT_TRUE(cl.ok());
+  EXPECT_EQ(cl->spec.rdzv_conf().at("join_timeout"), "5");
+  EXPECT_EQ(cl->spec.rdzv_conf().at("last_call_timeout"), "1");
+}
+
+}  // namespace
+}  // namespace drun

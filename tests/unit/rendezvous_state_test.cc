@@ -1,0 +1,327 @@
+// Every transition of the rendezvous state machine, without sockets or sleeps:
+// time is a value the test advances.
+#include "rendezvous/rendezvous_state.h"
+
+#include <gtest/gtest.h>
+
+namespace drun {
+namespace {
+
+using std::chrono::seconds;
+using Outbox = RendezvousState::Outbox;
+
+class RendezvousStateTest : public ::testing::Test {
+ protected:
+  RendezvousState::Config Config(int min, int max, int restarts = 0) {
+    RendezvousState::Config c;
+    c.min_nodes = min;
+    c.max_nodes = max;
+    c.max_restarts = restarts;
+    c.run_id = "job1";
+    c.last_call_timeout = seconds(30);
+    c.join_timeout = seconds(600);
+    return c;
+  }
+  v1::Hello Hello(const std::string& host, int nproc = 2, int rank = -1) {
+    v1::Hello h;
+    h.set_run_id("job1");
+    h.set_hostname(host);
+    h.set_local_world_size(nproc);
+    h.set_requested_node_rank(rank);
+    return h;
+  }
+  // Hello + Join, returning everything sent.
+  Outbox Arrive(RendezvousState& s, uint64_t id, const std::string& host, int nproc = 2,
+                int port = 1000) {
+    Outbox out = s.OnHello(id, Hello(host, nproc), "10.0.0." + std::to_string(id), now);
+    Outbox j = s.OnJoin(id, port + static_cast<int>(id), now);
+    out.insert(out.end(), j.begin(), j.end());
+    return out;
+  }
+  static std::vector<const v1::ServerMessage*> For(const Outbox& out, uint64_t id,
+                                                  v1::ServerMessage::KindCase kind) {
+    std::vector<const v1::ServerMessage*> r;
+    for (const auto& o : out) {
+      if (o.node == id && o.msg.kind_case() == kind) r.push_back(&o.msg);
+    }
+    return r;
+  }
+  static int Count(const Outbox& out, v1::ServerMessage::KindCase kind) {
+    int n = 0;
+    for (const auto& o : out) n += o.msg.kind_case() == kind;
+    return n;
+  }
+  v1::Failure Fail(int rank, int code, int signal = 0) {
+    v1::Failure f;
+    f.set_host("h");
+    f.set_rank(rank);
+    f.set_exit_code(code);
+    f.set_signal(signal);
+    return f;
+  }
+  TimePoint now = TimePoint() + seconds(1000);
+};
+
+constexpr auto kAssign = v1::ServerMessage::kAssignment;
+constexpr auto kStop = v1::ServerMessage::kStop;
+constexpr auto kFinish = v1::ServerMessage::kFinish;
+constexpr auto kReject = v1::ServerMessage::kReject;
+constexpr auto kWaiting = v1::ServerMessage::kWaiting;
+
+TEST_F(RendezvousStateTest, SingleNodeClosesAtOnce) {
+  RendezvousState s(Config(1, 1));
+  Outbox out = Arrive(s, 1, "a", 4);
+  auto a = For(out, 1, kAssign);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0]->assignment().round(), 0);
+  EXPECT_EQ(a[0]->assignment().group_rank(), 0);
+  EXPECT_EQ(a[0]->assignment().world_size(), 4);
+  EXPECT_EQ(a[0]->assignment().master_addr(), "10.0.0.1");
+  EXPECT_EQ(a[0]->assignment().master_port(), 1001);
+}
+
+TEST_F(RendezvousStateTest, ClosesAtMaxWithRankOffsetsAddingUp) {
+  RendezvousState s(Config(3, 3));
+  Arrive(s, 1, "a", 2);
+  Arrive(s, 2, "b", 3);
+  Outbox out = Arrive(s, 3, "c", 1);
+  ASSERT_EQ(Count(out, kAssign), 3);
+  EXPECT_EQ(For(out, 1, kAssign)[0]->assignment().rank_offset(), 0);
+  EXPECT_EQ(For(out, 2, kAssign)[0]->assignment().rank_offset(), 2);
+  EXPECT_EQ(For(out, 3, kAssign)[0]->assignment().rank_offset(), 5);
+  for (uint64_t id : {1, 2, 3}) {
+    EXPECT_EQ(For(out, id, kAssign)[0]->assignment().world_size(), 6);
+    EXPECT_EQ(For(out, id, kAssign)[0]->assignment().group_world_size(), 3);
+    EXPECT_EQ(For(out, id, kAssign)[0]->assignment().master_addr(), "10.0.0.1");
+  }
+}
+
+TEST_F(RendezvousStateTest, ClosesAtMinOnlyAfterLastCall) {
+  RendezvousState s(Config(2, 4));
+  Arrive(s, 1, "a");
+  Outbox out = Arrive(s, 2, "b");
+  EXPECT_EQ(Count(out, kAssign), 0);
+  ASSERT_TRUE(s.NextDeadline().has_value());
+  EXPECT_EQ(*s.NextDeadline(), now + seconds(30));
+  EXPECT_EQ(Count(s.OnTick(now + seconds(29)), kAssign), 0);
+  out = s.OnTick(now + seconds(30));
+  EXPECT_EQ(Count(out, kAssign), 2);
+}
+
+TEST_F(RendezvousStateTest, LastCallResetsWhenBelowMinAgain) {
+  RendezvousState s(Config(2, 4));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnLost(2, now + seconds(10));
+  EXPECT_EQ(Count(s.OnTick(now + seconds(31)), kAssign), 0);
+}
+
+TEST_F(RendezvousStateTest, WorkerFailureRestartsEveryNodeWithSameCount) {
+  RendezvousState s(Config(2, 2, 3));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  Outbox out = s.OnFailed(2, 0, Fail(3, 7), now);
+  EXPECT_EQ(For(out, 1, kStop).size(), 1u);
+  EXPECT_EQ(For(out, 2, kStop).size(), 1u);
+  EXPECT_EQ(s.restarts_used(), 1);
+  // A second failure report of the same round is a consequence, not a cause.
+  EXPECT_TRUE(s.OnFailed(1, 0, Fail(0, 1), now).empty());
+  EXPECT_TRUE(s.OnJoin(1, 5, now).empty() || Count(s.OnJoin(1, 5, now), kAssign) == 0);
+  out = s.OnJoin(2, 6, now);
+  ASSERT_EQ(Count(out, kAssign), 2);
+  for (const auto& o : out) EXPECT_EQ(o.msg.assignment().restart_count(), 1);
+  EXPECT_EQ(For(out, 1, kAssign)[0]->assignment().round(), 1);
+}
+
+TEST_F(RendezvousStateTest, BudgetExhaustedFinishesWithWorkerExitCode) {
+  RendezvousState s(Config(2, 2, 1));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnFailed(1, 0, Fail(0, 3), now);
+  s.OnJoin(1, 1, now);
+  s.OnJoin(2, 2, now);
+  Outbox out = s.OnFailed(2, 1, Fail(2, 0, 11), now);  // exit code 0 + signal: treat as 1
+  ASSERT_EQ(Count(out, kFinish), 2);
+  for (const auto& o : out) {
+    EXPECT_EQ(o.msg.finish().exit_code(), 1);
+    EXPECT_EQ(o.msg.finish().failure().rank(), 2);
+  }
+  EXPECT_TRUE(s.finished());
+}
+
+TEST_F(RendezvousStateTest, FailureWithoutBudgetFinishesAtOnce) {
+  RendezvousState s(Config(1, 1, 0));
+  Arrive(s, 1, "a");
+  Outbox out = s.OnFailed(1, 0, Fail(0, 139, 11), now);
+  ASSERT_EQ(Count(out, kFinish), 1);
+  EXPECT_EQ(out[0].msg.finish().exit_code(), 139);
+  EXPECT_NE(out[0].msg.finish().message().find("SIGSEGV"), std::string::npos);
+}
+
+TEST_F(RendezvousStateTest, AllSucceededFinishesZero) {
+  RendezvousState s(Config(2, 2));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  EXPECT_TRUE(s.OnSucceeded(1, 0, now).empty());
+  Outbox out = s.OnSucceeded(2, 0, now);
+  ASSERT_EQ(Count(out, kFinish), 2);
+  EXPECT_EQ(out[0].msg.finish().exit_code(), 0);
+}
+
+TEST_F(RendezvousStateTest, StaleRoundReportsAreIgnored) {
+  RendezvousState s(Config(1, 1, 2));
+  Arrive(s, 1, "a");
+  s.OnFailed(1, 0, Fail(0, 1), now);
+  s.OnJoin(1, 1, now);
+  EXPECT_TRUE(s.OnSucceeded(1, 0, now).empty());
+  EXPECT_TRUE(s.OnFailed(1, 0, Fail(0, 1), now).empty());
+  EXPECT_EQ(s.restarts_used(), 1);
+}
+
+TEST_F(RendezvousStateTest, JoinBelowMaxRestartsForFree) {
+  RendezvousState s(Config(2, 3, 0));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnTick(now + seconds(30));
+  Outbox out = Arrive(s, 3, "c");
+  EXPECT_EQ(Count(out, kStop), 2);
+  s.OnJoin(1, 1, now);
+  out = s.OnJoin(2, 2, now);
+  ASSERT_EQ(Count(out, kAssign), 3);
+  EXPECT_EQ(For(out, 1, kAssign)[0]->assignment().world_size(), 6);
+  EXPECT_EQ(For(out, 3, kAssign)[0]->assignment().group_rank(), 2);
+  EXPECT_EQ(For(out, 3, kAssign)[0]->assignment().restart_count(), 0);
+  EXPECT_EQ(s.restarts_used(), 0);
+}
+
+TEST_F(RendezvousStateTest, SpareAtMaxTakesOverLostNodeKeepingRanks) {
+  RendezvousState s(Config(2, 3, 0));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  Arrive(s, 3, "c");  // closes at max
+  Outbox out = Arrive(s, 4, "spare");
+  EXPECT_EQ(For(out, 4, kWaiting).size(), 1u);
+  EXPECT_EQ(Count(out, kStop), 0);
+  out = s.OnLost(2, now);
+  EXPECT_EQ(Count(out, kStop), 2);
+  s.OnJoin(1, 1, now);
+  out = s.OnJoin(3, 3, now);
+  ASSERT_EQ(Count(out, kAssign), 3);
+  EXPECT_EQ(For(out, 1, kAssign)[0]->assignment().group_rank(), 0);
+  EXPECT_EQ(For(out, 3, kAssign)[0]->assignment().group_rank(), 1);
+  EXPECT_EQ(For(out, 4, kAssign)[0]->assignment().group_rank(), 2);
+}
+
+TEST_F(RendezvousStateTest, LostNodeBelowMinWaitsThenTimesOut) {
+  RendezvousState s(Config(2, 2, 0));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnLost(2, now);
+  Outbox out = s.OnJoin(1, 1, now + seconds(1));
+  EXPECT_EQ(Count(out, kAssign), 0);
+  EXPECT_EQ(Count(s.OnTick(now + seconds(600)), kFinish), 0);
+  out = s.OnTick(now + seconds(601));
+  ASSERT_EQ(Count(out, kFinish), 1);
+  EXPECT_EQ(out[0].msg.finish().exit_code(), 1);
+  EXPECT_NE(out[0].msg.finish().message().find("1 of at least 2"), std::string::npos);
+}
+
+TEST_F(RendezvousStateTest, LostNodeAboveMinContinuesSmaller) {
+  RendezvousState s(Config(2, 3, 0));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  Arrive(s, 3, "c");
+  s.OnLost(1, now);
+  s.OnJoin(2, 2, now);
+  Outbox out = s.OnJoin(3, 3, now);
+  ASSERT_EQ(Count(out, kAssign), 2);
+  EXPECT_EQ(For(out, 2, kAssign)[0]->assignment().group_rank(), 0);
+  EXPECT_EQ(For(out, 2, kAssign)[0]->assignment().world_size(), 4);
+  EXPECT_EQ(For(out, 2, kAssign)[0]->assignment().master_addr(), "10.0.0.2");
+}
+
+TEST_F(RendezvousStateTest, KeepaliveExpiryLosesSilentNode) {
+  auto c = Config(2, 2);
+  c.keepalive_timeout = seconds(3);
+  RendezvousState s(c);
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnHeartbeat(1, now + seconds(2));
+  EXPECT_EQ(*s.NextDeadline(), now + seconds(3));
+  Outbox out = s.OnTick(now + seconds(3) + std::chrono::milliseconds(1));
+  EXPECT_EQ(For(out, 1, kStop).size(), 1u);
+  EXPECT_EQ(s.num_nodes(), 1);
+}
+
+TEST_F(RendezvousStateTest, RejectsWrongRunIdTokenAndDuplicateRank) {
+  auto c = Config(2, 2);
+  c.token = "secret";
+  RendezvousState s(c);
+  v1::Hello h = Hello("a");
+  h.set_token("secret");
+  v1::Hello wrong_id = h;
+  wrong_id.set_run_id("other");
+  Outbox out = s.OnHello(1, wrong_id, "x", now);
+  ASSERT_EQ(Count(out, kReject), 1);
+  EXPECT_NE(out[0].msg.reject().message().find("run id 'other'"), std::string::npos);
+  v1::Hello wrong_token = h;
+  wrong_token.set_token("nope");
+  out = s.OnHello(2, wrong_token, "x", now);
+  ASSERT_EQ(Count(out, kReject), 1);
+  EXPECT_NE(out[0].msg.reject().message().find("token"), std::string::npos);
+  v1::Hello r0 = h;
+  r0.set_requested_node_rank(0);
+  EXPECT_TRUE(s.OnHello(3, r0, "x", now).empty());
+  out = s.OnHello(4, r0, "y", now);
+  ASSERT_EQ(Count(out, kReject), 1);
+  EXPECT_NE(out[0].msg.reject().message().find("duplicate --node-rank 0"), std::string::npos);
+  v1::Hello r9 = h;
+  r9.set_requested_node_rank(9);
+  EXPECT_EQ(Count(s.OnHello(5, r9, "z", now), kReject), 1);
+}
+
+TEST_F(RendezvousStateTest, StaticRanksFollowRequestedOrder) {
+  RendezvousState s(Config(2, 2));
+  s.OnHello(1, Hello("a", 2, 1), "10.0.0.1", now);
+  s.OnHello(2, Hello("b", 2, 0), "10.0.0.2", now);
+  s.OnJoin(1, 1, now);
+  Outbox out = s.OnJoin(2, 2, now);
+  ASSERT_EQ(Count(out, kAssign), 2);
+  EXPECT_EQ(For(out, 2, kAssign)[0]->assignment().group_rank(), 0);
+  EXPECT_EQ(For(out, 1, kAssign)[0]->assignment().group_rank(), 1);
+  EXPECT_EQ(For(out, 1, kAssign)[0]->assignment().master_addr(), "10.0.0.2");
+}
+
+TEST_F(RendezvousStateTest, FixedMasterAddressWins) {
+  auto c = Config(1, 1);
+  c.fixed_master_addr = "store-host";
+  c.fixed_master_port = 29500;
+  c.use_agent_store = true;
+  RendezvousState s(c);
+  Outbox out = Arrive(s, 1, "a");
+  EXPECT_EQ(out[0].msg.assignment().master_addr(), "store-host");
+  EXPECT_EQ(out[0].msg.assignment().master_port(), 29500);
+  EXPECT_TRUE(out[0].msg.assignment().use_agent_store());
+}
+
+TEST_F(RendezvousStateTest, HelloAfterFinishIsRejected) {
+  RendezvousState s(Config(1, 1));
+  Arrive(s, 1, "a");
+  s.OnSucceeded(1, 0, now);
+  EXPECT_EQ(Count(s.OnHello(2, Hello("b"), "x", now), kReject), 1);
+}
+
+TEST_F(RendezvousStateTest, LostDuringStopOpensNextRound) {
+  RendezvousState s(Config(2, 3, 1));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  Arrive(s, 3, "c");
+  s.OnFailed(1, 0, Fail(0, 1), now);
+  s.OnJoin(1, 1, now);
+  s.OnJoin(2, 2, now);
+  Outbox out = s.OnLost(3, now);
+  ASSERT_EQ(Count(out, kAssign), 2);
+}
+
+}  // namespace
+}  // namespace drun
