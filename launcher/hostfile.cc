@@ -70,13 +70,14 @@ absl::Status CheckHost(const Where& where, absl::string_view host, bool in_hostf
   if (host.find(':') != absl::string_view::npos) {
     if (IsIpv6(host)) return absl::OkStatus();
     const std::size_t colon = host.rfind(':');
-    if (in_hostfile && host.find(':') == colon && AllDigits(host.substr(colon + 1))) {
+    const absl::string_view name = host.substr(0, colon);
+    if (in_hostfile && host.find(':') == colon && AllDigits(host.substr(colon + 1)) &&
+        CheckHost(where, name, in_hostfile).ok()) {
       // MPICH's "host:N" machine-file form: say what to write instead.
       return Error(
           where,
-          absl::StrCat(
-              "invalid host name ", Quote(host), " (to give slots in a host file write ",
-              Quote(absl::StrCat(host.substr(0, colon), " slots=", host.substr(colon + 1))), ")"));
+          absl::StrCat("invalid host name ", Quote(host), " (to give slots in a host file write ",
+                       Quote(absl::StrCat(name, " slots=", host.substr(colon + 1))), ")"));
     }
     return Error(where, absl::StrCat("invalid host name ", Quote(host),
                                      " (':' only belongs in an IPv6 address)"));

@@ -178,6 +178,13 @@ TEST(ParseHostfileError, UnknownKey) {
             "slots=4')");
 }
 
+TEST(ParseHostfileError, HintOnlyForAValidName) {
+  EXPECT_EQ(ParseError("no\x01pe:4\n"),
+            "hosts:1: invalid host name 'no\\x01pe:4' (':' only belongs in an IPv6 address)");
+  EXPECT_EQ(ParseError("bob@n1:4\n"),
+            "hosts:1: invalid host name 'n1:4' (to give slots in a host file write 'n1 slots=4')");
+}
+
 TEST(ParseHostfileError, KeyWithoutEquals) {
   EXPECT_EQ(ParseError("c slots 2\n"), "hosts:1: expected 'slots=N', got 'slots'");
   EXPECT_EQ(ParseError("c max-slots\n"), "hosts:1: expected 'max_slots=N', got 'max-slots'");

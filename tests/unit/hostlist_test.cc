@@ -219,6 +219,14 @@ TEST(ExpandHostlistError, LongEntryIsTruncatedInMessage) {
   EXPECT_EQ(message, "hostlist entry '" + std::string(80, 'x') + "...': missing ']'");
 }
 
+TEST(ExpandHostlistError, EscapedEntryIsTruncatedAfterEscaping) {
+  std::string escaped;
+  for (int i = 0; i < 20; ++i) escaped += "\\x01";
+  EXPECT_EQ(ExpandError(std::string(100, '\x01')),
+            "hostlist entry '" + escaped +
+                "...': invalid character '\\x01' (host names are printable ASCII)");
+}
+
 TEST(ExpandHostlistError, FirstBadEntryIsReported) {
   EXPECT_EQ(ExpandError("ok[1-2],bad[2-1],worse["),
             "hostlist entry 'bad[2-1]': reversed range '2-1' (the low bound is above the "
