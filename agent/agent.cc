@@ -92,7 +92,9 @@ int Agent::Run() {
   h->set_hostname(opt_.hostname);
   h->set_local_world_size(opt_.nproc.count);
   h->set_requested_node_rank(opt_.spec.node_rank());
-  if (const char* token = getenv("DRUN_RDZV_TOKEN")) h->set_token(token);
+  h->set_token(opt_.token);
+  h->set_addr(opt_.advertise_addr);
+  h->set_version("0.1.0");
   rdzv_->Send(hello, now);
   SendJoin(now);
 
@@ -207,6 +209,8 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
       return;
     case v1::ServerMessage::kFinish: {
       const auto& f = msg.finish();
+      if (terminal_) return;
+      terminal_ = true;
       if (!shutting_down_) {
         exit_code_ = f.exit_code();
         exit_message_ = f.exit_code() == 0 ? "" : absl::StrCat("job failed: ", f.message());
@@ -220,6 +224,8 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
       return;
     }
     case v1::ServerMessage::kReject:
+      if (terminal_) return;
+      terminal_ = true;
       if (!shutting_down_) {
         exit_code_ = 1;
         exit_message_ = absl::StrCat("the rendezvous (", rdzv_->Describe(),
@@ -238,6 +244,7 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
                          " nodes joined (", w.reason(), ")"));
       }
       return;
+    case v1::ServerMessage::kHeartbeat:
     case v1::ServerMessage::KIND_NOT_SET:
       return;
   }

@@ -29,6 +29,8 @@ struct AgentOptions {
   EnvMap base_env;
   // Console prefix style: "[rank3]: " on one node, "[host:rank3]: " on many.
   bool host_in_prefix = false;
+  std::string advertise_addr;  // Hello.addr; empty: the server uses the peer address
+  std::string token;
 };
 
 class Agent {
@@ -75,6 +77,7 @@ class Agent {
   bool setup_done_ = false;
   bool reported_ = false;  // this round's outcome was sent
   bool shutting_down_ = false;  // a signal asked drun to stop
+  bool terminal_ = false;  // a Finish or Reject was handled; later ones are ignored
   int signal_fd_ = -1;
   std::string tmp_dir_;  // holds error files when there is no --log-dir
 };

@@ -62,6 +62,8 @@ const OptionDef kOptions[] = {
     {"master-addr", 0, Kind::kValue, kRdzv, "ADDR", "MASTER_ADDR given to the workers (default: this node, 127.0.0.1)", true},
     {"master-port", 0, Kind::kValue, kRdzv, "PORT", "MASTER_PORT given to the workers (default: a free port)", true},
     {"local-addr", 0, Kind::kValue, kRdzv, "ADDR", "address of this node as others should reach it", true},
+    {"rdzv-token-file", 0, Kind::kValue, kRdzv, "FILE",
+     "file holding the job token (else $DRUN_RDZV_TOKEN); nodes without it are rejected", false},
     {"log-dir", 0, Kind::kValue, kOut, "DIR", "write <DIR>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log", true},
     {"redirects", 'r', Kind::kValue, kOut, "0-3|R:0-3,...",
      "send workers' stdout (1), stderr (2) or both (3) to log files only", true},
@@ -305,14 +307,50 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     s.set_run_id(cl.standalone ? RandomRunId() : "none");
   }
   s.set_rdzv_backend(get("rdzv-backend").value_or(""));
+  if (!s.rdzv_backend().empty() && s.rdzv_backend() != "c10d" && s.rdzv_backend() != "static") {
+    return Bad(absl::StrCat("--rdzv-backend: '", s.rdzv_backend(),
+                            "' is not available; drun serves its own rendezvous: write c10d or static"));
+  }
   s.set_rdzv_endpoint(get("rdzv-endpoint").value_or(""));
+  s.set_join_timeout_s(600);
+  s.set_last_call_timeout_s(30);
+  s.set_close_timeout_s(30);
+  s.set_keepalive_interval_s(0.5);
+  s.set_keepalive_timeout_s(2);
   if (auto v = get("rdzv-conf")) {
+    int max_attempts = 4;
     for (absl::string_view kv : absl::StrSplit(*v, ',', absl::SkipEmpty())) {
       std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
       if (p.first.empty() || kv.find('=') == absl::string_view::npos) {
         return Bad(absl::StrCat("--rdzv-conf: '", kv, "' is not KEY=VALUE; write e.g. join_timeout=600,last_call_timeout=30"));
       }
       (*s.mutable_rdzv_conf())[p.first] = p.second;
+      const std::string& k = p.first;
+      if (k == "is_host") {
+        bool b;
+        if (!ParseBool(p.second, &b)) return Bad(absl::StrCat("--rdzv-conf is_host='", p.second, "': write true or false"));
+        continue;
+      }
+      if (k == "keep_alive_max_attempt") {
+        auto n = ParseInt("rdzv-conf keep_alive_max_attempt", p.second, 1, 1000, "a count of 1 or more");
+        if (!n.ok()) return n.status();
+        max_attempts = *n;
+        continue;
+      }
+      auto d = ParseSeconds(absl::StrCat("rdzv-conf ", k), p.second);
+      if (!d.ok()) return d.status();
+      if (k == "join_timeout" || k == "timeout") s.set_join_timeout_s(*d);
+      else if (k == "last_call_timeout") s.set_last_call_timeout_s(*d);
+      else if (k == "close_timeout") s.set_close_timeout_s(*d);
+      else if (k == "read_timeout") {}
+      else if (k == "keep_alive_interval") s.set_keepalive_interval_s(*d);
+      else {
+        return Bad(absl::StrCat("--rdzv-conf: unknown key '", k, "'; known: join_timeout, last_call_timeout, "
+                                "close_timeout, read_timeout, is_host, keep_alive_interval, keep_alive_max_attempt"));
+      }
+    }
+    if (s.rdzv_conf().count("keep_alive_interval") || s.rdzv_conf().count("keep_alive_max_attempt")) {
+      s.set_keepalive_timeout_s(s.keepalive_interval_s() * max_attempts);
     }
   }
   s.set_node_rank(-1);
@@ -343,9 +381,23 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   }
   s.set_local_ranks_filter(filter);
 
-  if (max_nodes > 1) {
-    return Bad(absl::StrCat("--nnodes ", min_nodes, ":", max_nodes,
-                            ": multi-node jobs are not supported by this build yet; run with --nnodes 1"));
+  cl.token_file = get("rdzv-token-file").value_or("");
+  if (s.rdzv_backend() == "static" || (s.node_rank() >= 0 && s.rdzv_endpoint().empty())) {
+    s.set_rdzv_backend("static");
+    if (min_nodes != max_nodes) {
+      return Bad("a static rendezvous has a fixed size: write --nnodes N, or use --rdzv-backend c10d for a range");
+    }
+    if (s.node_rank() < 0 && max_nodes > 1) return Bad("a static rendezvous needs --node-rank on every node");
+    if (s.node_rank() >= max_nodes) {
+      return Bad(absl::StrCat("--node-rank ", s.node_rank(), " is out of range for --nnodes ", max_nodes,
+                              "; write 0..", max_nodes - 1));
+    }
+    if (max_nodes > 1 && s.master_addr().empty() && s.rdzv_endpoint().empty()) {
+      return Bad("a static rendezvous needs --master-addr (the node with --node-rank 0)");
+    }
+  } else if (max_nodes > 1 && s.rdzv_endpoint().empty() && !cl.standalone) {
+    return Bad(absl::StrCat("--nnodes ", get("nnodes").value_or(""),
+                            " needs --rdzv-endpoint HOST:PORT (the node that hosts the rendezvous)"));
   }
 
   // The entrypoint.

@@ -19,6 +19,7 @@ struct CommandLine {
   bool help = false;
   bool version = false;
   bool standalone = false;
+  std::string token_file;  // --rdzv-token-file
 };
 
 // `args` excludes argv[0]. Errors are one line saying what is wrong and what
