@@ -1,8 +1,19 @@
 #include "agent/local_rendezvous.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace drun {
 
 void LocalRendezvous::Deliver(RendezvousState::Outbox out) {
+  if (absl::Status s = store_.Apply(&out); !s.ok()) {
+    // Without its store the round cannot run: end the job with the reason.
+    out.clear();
+    v1::ServerMessage m;
+    m.mutable_finish()->set_exit_code(1);
+    m.mutable_finish()->set_message(absl::StrCat("cannot start the c10d store: ", s.message()));
+    inbox_.push_back(std::move(m));
+    return;
+  }
   for (auto& o : out) {
     if (o.node == kSelf) inbox_.push_back(std::move(o.msg));
   }

@@ -7,12 +7,14 @@
 #include <deque>
 
 #include "agent/rendezvous_client.h"
+#include "rendezvous/round_store.h"
 
 namespace drun {
 
 class LocalRendezvous : public RendezvousClient {
  public:
-  explicit LocalRendezvous(RendezvousState::Config config) : state_(std::move(config)) {}
+  explicit LocalRendezvous(RendezvousState::Config config)
+      : state_(config), store_("127.0.0.1", config.fixed_master_port) {}
   void Send(const v1::AgentMessage& msg, TimePoint now) override;
   std::optional<v1::ServerMessage> Receive() override;
   int wakeup_fd() const override { return -1; }
@@ -24,6 +26,7 @@ class LocalRendezvous : public RendezvousClient {
   void Deliver(RendezvousState::Outbox out);
   static constexpr RendezvousState::NodeId kSelf = 1;
   RendezvousState state_;
+  RoundStore store_;
   std::deque<v1::ServerMessage> inbox_;
 };
 

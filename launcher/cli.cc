@@ -49,6 +49,9 @@ const OptionDef kOptions[] = {
     {"role", 0, Kind::kValue, kJob, "NAME", "worker role, ROLE_NAME (default 'default')", true},
     {"node-setup", 0, Kind::kValue, kJob, "CMD",
      "run CMD (/bin/sh -c) once per node before the workers start; they start only if it exits 0", false},
+    {"no-agent-store", 0, Kind::kFlag, kJob, nullptr,
+     "let rank 0 host the c10d store (torchrun 1.13's way) instead of drun serving a fresh one per round",
+     false},
     {"shutdown-timeout", 0, Kind::kValue, kJob, "SECONDS",
      "grace between forwarding a stop signal and SIGKILL (default 30)", false},
     {"monitor-interval", 0, Kind::kValue, kJob, "SECONDS", "accepted for torchrun compatibility; drun is event driven", true},
@@ -277,6 +280,9 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     if (!n.ok()) return n.status();
     s.set_max_restarts(*n);
   }
+  auto no_agent_store = flag("no-agent-store");
+  if (!no_agent_store.ok()) return no_agent_store.status();
+  s.set_agent_store(!*no_agent_store);
   s.set_role(get("role").value_or("default"));
   s.set_node_setup(get("node-setup").value_or(""));
   s.set_shutdown_timeout_s(30);

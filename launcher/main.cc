@@ -87,7 +87,7 @@ int Main(int argc, char** argv) {
   config.max_restarts = spec.max_restarts();
   config.run_id = spec.run_id();
   config.token = token;
-  config.use_agent_store = false;
+  config.use_agent_store = spec.agent_store();
   config.join_timeout = Seconds(spec.join_timeout_s());
   config.last_call_timeout = Seconds(spec.last_call_timeout_s());
   config.spec = spec;
@@ -105,6 +105,7 @@ int Main(int argc, char** argv) {
   if (!distributed) {
     config.fixed_master_addr = spec.master_addr().empty() ? "127.0.0.1" : spec.master_addr();
     config.fixed_master_port = spec.master_port();
+    if (spec.agent_store()) config.fixed_master_addr.clear();
     rdzv = std::make_unique<LocalRendezvous>(std::move(config));
   } else {
     const bool is_static = spec.rdzv_backend() == "static";
@@ -139,7 +140,7 @@ int Main(int argc, char** argv) {
     if (is_host) {
       auto started = RendezvousServer::Start(absl::StrCat(ip->find(':') == std::string::npos ? "0.0.0.0" : "[::]",
                                                           ":", ep->port),
-                                             config);
+                                             config, *ip);
       if (started.ok()) {
         server = std::move(*started);
       } else if (explicit_host) {

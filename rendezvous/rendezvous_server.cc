@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "drun/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/round_store.h"
 
 namespace drun {
 
@@ -36,7 +37,8 @@ class Stream;
 // Owns the state machine and the live streams; every entry point locks mu_.
 class Core {
  public:
-  explicit Core(RendezvousState::Config config) : state_(std::move(config)) {
+  Core(RendezvousState::Config config, const std::string& store_addr)
+      : state_(config), store_(store_addr, config.fixed_master_port) {
     timer_ = std::thread([this] { TimerLoop(); });
   }
   ~Core() {
@@ -68,6 +70,7 @@ class Core {
   std::mutex mu_;
   std::condition_variable cv_;
   RendezvousState state_;
+  RoundStore store_;
   std::map<RendezvousState::NodeId, Stream*> streams_;
   RendezvousState::NodeId next_id_ = 0;
   bool stop_ = false;
@@ -191,6 +194,14 @@ void Core::Lost(RendezvousState::NodeId id) {
 }
 
 void Core::Dispatch(RendezvousState::Outbox out) {
+  if (absl::Status s = store_.Apply(&out); !s.ok()) {
+    // Without its store the round cannot run: end the job for everyone.
+    for (auto& o : out) {
+      o.msg.Clear();
+      o.msg.mutable_finish()->set_exit_code(1);
+      o.msg.mutable_finish()->set_message(absl::StrCat("cannot start the c10d store: ", s.message()));
+    }
+  }
   for (auto& o : out) {
     auto it = streams_.find(o.node);
     if (it == streams_.end()) continue;
@@ -228,8 +239,8 @@ class Service final : public v1::Rendezvous::CallbackService {
 
 class ServerImpl : public RendezvousServer {
  public:
-  explicit ServerImpl(RendezvousState::Config config)
-      : core_(std::make_unique<Core>(std::move(config))), service_(core_.get()) {}
+  ServerImpl(RendezvousState::Config config, const std::string& store_addr)
+      : core_(std::make_unique<Core>(std::move(config), store_addr)), service_(core_.get()) {}
   ~ServerImpl() override { Shutdown(Duration::zero()); }
 
   absl::Status Listen(const std::string& addr) {
@@ -268,8 +279,8 @@ class ServerImpl : public RendezvousServer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
-    const std::string& listen_addr, RendezvousState::Config config) {
-  auto s = std::make_unique<ServerImpl>(std::move(config));
+    const std::string& listen_addr, RendezvousState::Config config, const std::string& store_addr) {
+  auto s = std::make_unique<ServerImpl>(std::move(config), store_addr);
   if (absl::Status st = s->Listen(listen_addr); !st.ok()) return st;
   return std::unique_ptr<RendezvousServer>(std::move(s));
 }

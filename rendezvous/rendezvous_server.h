@@ -21,8 +21,11 @@ class RendezvousServer {
  public:
   // Listens on listen_addr ("HOST:PORT"; PORT 0 picks one). Fails with a
   // one-line reason when the address cannot be bound (e.g. port in use).
+  // With config.use_agent_store, each round gets a fresh c10d store served
+  // here and advertised to workers as store_addr (what every node dials).
   static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(const std::string& listen_addr,
-                                                                 RendezvousState::Config config);
+                                                                 RendezvousState::Config config,
+                                                                 const std::string& store_addr);
   virtual ~RendezvousServer() = default;
   virtual int port() const = 0;
   // Stops accepting, gives open streams up to `grace` to finish, then cancels.
