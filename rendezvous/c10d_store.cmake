@@ -17,13 +17,14 @@ if(DRUN_BUILD_TESTS)
   foreach(_drun_store_test c10d_store_parser_test c10d_store_state_test)
     add_executable(${_drun_store_test} ${PROJECT_SOURCE_DIR}/tests/unit/${_drun_store_test}.cc)
     target_link_libraries(${_drun_store_test} PRIVATE drun_c10d_store GTest::gtest_main)
-    gtest_discover_tests(${_drun_store_test} DISCOVERY_TIMEOUT 30)
+    gtest_discover_tests(${_drun_store_test} TEST_PREFIX "c10d_store." DISCOVERY_TIMEOUT 30)
   endforeach()
 
   # Socket-level tests: raw protocol bytes against a live C10dStoreServer.
   add_executable(c10d_store_socket_test ${PROJECT_SOURCE_DIR}/tests/store/c10d_store_socket_test.cc)
   target_link_libraries(c10d_store_socket_test PRIVATE drun_c10d_store GTest::gtest_main)
-  gtest_discover_tests(c10d_store_socket_test DISCOVERY_TIMEOUT 30 PROPERTIES TIMEOUT 120)
+  gtest_discover_tests(c10d_store_socket_test TEST_PREFIX "c10d_store." DISCOVERY_TIMEOUT 30
+                       PROPERTIES TIMEOUT 120)
 
   # Test tool: serves a store, prints its port, runs until stdin closes or SIGTERM.
   add_executable(drun_store_server ${PROJECT_SOURCE_DIR}/tests/store/drun_store_server.cc)
@@ -58,7 +59,7 @@ if(DRUN_BUILD_TESTS)
     target_include_directories(c10d_store_libtorch_test PRIVATE ${TORCH_INCLUDE_DIRS})
     target_compile_options(c10d_store_libtorch_test PRIVATE -D_GLIBCXX_USE_CXX11_ABI=1
                            -Wno-deprecated-declarations)
-    gtest_discover_tests(c10d_store_libtorch_test DISCOVERY_TIMEOUT 60
+    gtest_discover_tests(c10d_store_libtorch_test TEST_PREFIX "c10d_store." DISCOVERY_TIMEOUT 60
                          PROPERTIES TIMEOUT 120)
   endfunction()
   drun_add_c10d_store_libtorch_test()
