@@ -130,6 +130,7 @@ int Agent::Run() {
     fds.clear();
     fds.push_back({signal_fd_, POLLIN, 0});
     if (rdzv_->wakeup_fd() >= 0) fds.push_back({rdzv_->wakeup_fd(), POLLIN, 0});
+    if (opt_.lifeline_fd >= 0) fds.push_back({opt_.lifeline_fd, POLLIN, 0});
     if (group_) group_->AppendPollFds(&fds);
     int n = poll(fds.data(), fds.size(), timeout_ms);
     now = Clock::now();
@@ -149,6 +150,14 @@ int Agent::Run() {
             HandleSignal(static_cast<int>(si.ssi_signo), now);
           }
         }
+      } else if (p.fd == opt_.lifeline_fd) {
+        char buf[256];
+        ssize_t r = read(p.fd, buf, sizeof buf);
+        if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+          opt_.lifeline_fd = -1;
+          Log("the launcher's channel closed: stopping");
+          HandleSignal(SIGHUP, now);
+        }
       } else if (group_ && p.fd != rdzv_->wakeup_fd()) {
         group_->OnReadable(p.fd);
       }
@@ -162,7 +171,7 @@ int Agent::Run() {
   console_.Flush();
   if (exit_code_ != 0) {
     if (!exit_message_.empty()) Log(exit_message_);
-    if (exit_failure_) PrintSummary(*exit_failure_);
+    if (exit_failure_) WriteAll(2, FormatRootCause(*exit_failure_));
   }
   if (!tmp_dir_.empty()) {
     std::error_code ec;
@@ -252,6 +261,9 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
 
 void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
   assignment_ = a;
+  if (a.use_agent_store() && a.master_addr().empty()) {
+    assignment_->set_master_addr(rdzv_->server_host());
+  }
   reported_ = false;
   if (!opt_.spec.node_setup().empty() && !setup_done_) {
     StartSetup(now);
@@ -456,7 +468,7 @@ void Agent::HandleSignal(int sig, TimePoint now) {
   if (already) group_->Forward(sig);
 }
 
-void Agent::PrintSummary(const v1::Failure& f) const {
+std::string FormatRootCause(const v1::Failure& f) {
   std::vector<std::string> lines;
   lines.push_back("===== root cause: first failure =====");
   lines.push_back(absl::StrCat("  host:       ", f.host()));
@@ -483,7 +495,7 @@ void Agent::PrintSummary(const v1::Failure& f) const {
   }
   std::string out;
   for (const auto& l : lines) absl::StrAppend(&out, "drun: ", l, "\n");
-  WriteAll(2, out);
+  return out;
 }
 
 }  // namespace drun

@@ -31,7 +31,14 @@ struct AgentOptions {
   bool host_in_prefix = false;
   std::string advertise_addr;  // Hello.addr; empty: the server uses the peer address
   std::string token;
+  // A descriptor whose EOF means "the launcher is gone" (a remote agent's
+  // ssh channel or srun's stdin): stop the workers and exit. -1: none.
+  int lifeline_fd = -1;
 };
+
+// The root-cause summary every node prints on a failed job, as lines each
+// starting with "drun: ".
+std::string FormatRootCause(const v1::Failure& f);
 
 class Agent {
  public:
@@ -59,7 +66,6 @@ class Agent {
   void SendJoin(TimePoint now);
   void ReportFailure(const WorkerExit& e, TimePoint now);
   void Exit(int code, const std::string& message, const v1::Failure* failure);
-  void PrintSummary(const v1::Failure& f) const;
   std::string AttemptDir(int local_rank) const;
   void Log(const std::string& line) const;
 

@@ -81,6 +81,12 @@ class GrpcClient : public RendezvousClient {
     return std::min(next_heartbeat_, last_rx_ + opt_.silence + std::chrono::milliseconds(1));
   }
 
+  std::string server_host() const override {
+    const std::string& t = opt_.target;
+    if (!t.empty() && t[0] == '[') return t.substr(1, t.find(']') - 1);
+    return t.substr(0, t.rfind(':'));
+  }
+
   std::string Describe() const override {
     return absl::StrCat("rendezvous server at ", opt_.target);
   }

@@ -14,13 +14,14 @@ namespace drun {
 class LocalRendezvous : public RendezvousClient {
  public:
   explicit LocalRendezvous(RendezvousState::Config config)
-      : state_(config), store_("127.0.0.1", config.fixed_master_port) {}
+      : state_(config), store_(config.fixed_master_port) {}
   void Send(const v1::AgentMessage& msg, TimePoint now) override;
   std::optional<v1::ServerMessage> Receive() override;
   int wakeup_fd() const override { return -1; }
   void OnTick(TimePoint now) override;
   std::optional<TimePoint> NextDeadline() const override { return state_.NextDeadline(); }
   std::string Describe() const override { return "in-process rendezvous"; }
+  std::string server_host() const override { return "127.0.0.1"; }
 
  private:
   void Deliver(RendezvousState::Outbox out);

@@ -25,6 +25,9 @@ class RendezvousClient {
   virtual std::optional<TimePoint> NextDeadline() const = 0;
   // A one-line description of where the rendezvous is, for messages.
   virtual std::string Describe() const = 0;
+  // The host this agent dials to reach the server; with the agent store it is
+  // also the workers' MASTER_ADDR (the store runs beside the server).
+  virtual std::string server_host() const = 0;
 };
 
 }  // namespace drun

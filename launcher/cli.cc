@@ -35,6 +35,8 @@ struct OptionDef {
 constexpr const char kJob[] = "job";
 constexpr const char kRdzv[] = "rendezvous";
 constexpr const char kOut[] = "output";
+constexpr const char kSsh[] = "ssh";
+constexpr const char kSlurm[] = "slurm";
 
 // The order here is the order of --help.
 const OptionDef kOptions[] = {
@@ -72,6 +74,17 @@ const OptionDef kOptions[] = {
      "send workers' stdout (1), stderr (2) or both (3) to log files only", true},
     {"tee", 't', Kind::kValue, kOut, "0-3|R:0-3,...", "copy workers' stdout (1), stderr (2) or both (3) to log files", true},
     {"local-ranks-filter", 0, Kind::kValue, kOut, "R,...", "show only these local ranks on the console", true},
+    {"hostfile", 0, Kind::kValue, kSsh, "FILE",
+     "start one agent per host of FILE over ssh (mpirun syntax: host [slots=N] [max_slots=N])", false},
+    {"host", 'H', Kind::kValue, kSsh, "HOST[:N],...", "the same for a list of hosts (mpirun's -H)", false},
+    {"x", 'x', Kind::kValue, kSsh, "VAR[=VALUE]", "forward VAR (or set it) on every host; repeatable (mpirun's -x)", false},
+    {"env-file", 0, Kind::kValue, kSsh, "FILE", "forward the VAR=VALUE lines of FILE to every host", false},
+    {"remote-drun", 0, Kind::kValue, kSsh, "PATH", "drun's path on the hosts (default: this drun's path)", false},
+    {"ssh-accept-new", 0, Kind::kFlag, kSsh, nullptr,
+     "accept and remember unknown host keys (StrictHostKeyChecking=accept-new)", false},
+    {"rsh", 0, Kind::kValue, kSsh, "CMD", "start agents with CMD HOST ... instead of libssh (e.g. 'ssh -p 2222')", false},
+    {"launcher", 0, Kind::kValue, kSlurm, "local|ssh|slurm",
+     "how agents start: slurm runs srun inside an allocation (default: from the other options)", false},
     {"help", 'h', Kind::kFlag, "", nullptr, "show this help and exit", false},
     {"version", 0, Kind::kFlag, "", nullptr, "show drun's version and its libraries' and exit", false},
 };
@@ -171,6 +184,7 @@ std::string RandomRunId() {
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                              const std::map<std::string, std::string>& env) {
   std::map<std::string, std::string> given;  // canonical name -> value ("1" for flags)
+  std::map<std::string, std::vector<std::string>> multi;  // repeatable options
   std::vector<std::string> rest;
   size_t i = 0;
   for (; i < args.size(); ++i) {
@@ -205,6 +219,10 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
         return Bad(absl::StrCat("--", o->name, " needs a value: --", o->name, " ", o->metavar));
       }
       value = args[++i];
+    }
+    if (std::string(o->name) == "x") {  // repeatable
+      multi[o->name].push_back(*value);
+      continue;
     }
     given[o->name] = *value;
   }
@@ -388,6 +406,28 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   s.set_local_ranks_filter(filter);
 
   cl.token_file = get("rdzv-token-file").value_or("");
+  cl.hostfile = get("hostfile").value_or("");
+  cl.hosts = get("host").value_or("");
+  cl.forward_env = multi["x"];
+  cl.env_file = get("env-file").value_or("");
+  cl.remote_drun = get("remote-drun").value_or("");
+  cl.rsh = get("rsh").value_or("");
+  auto accept_new = flag("ssh-accept-new");
+  if (!accept_new.ok()) return accept_new.status();
+  cl.ssh_accept_new = *accept_new;
+  cl.launcher = get("launcher").value_or("");
+  if (!cl.launcher.empty() && cl.launcher != "local" && cl.launcher != "ssh" && cl.launcher != "slurm") {
+    return Bad(absl::StrCat("--launcher: '", cl.launcher, "' is not valid; write local, ssh or slurm"));
+  }
+  if (!cl.hostfile.empty() && !cl.hosts.empty()) {
+    return Bad("--hostfile and -H/--host both name the hosts; give only one of them");
+  }
+  if (cl.launcher.empty()) {
+    cl.launcher = (!cl.hostfile.empty() || !cl.hosts.empty()) ? "ssh" : "local";
+  }
+  if (cl.launcher == "ssh" && cl.hostfile.empty() && cl.hosts.empty()) {
+    return Bad("--launcher ssh needs the hosts: --hostfile FILE or -H host1,host2");
+  }
   if (s.rdzv_backend() == "static" || (s.node_rank() >= 0 && s.rdzv_endpoint().empty())) {
     s.set_rdzv_backend("static");
     if (min_nodes != max_nodes) {
@@ -401,7 +441,9 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     if (max_nodes > 1 && s.master_addr().empty() && s.rdzv_endpoint().empty()) {
       return Bad("a static rendezvous needs --master-addr (the node with --node-rank 0)");
     }
-  } else if (max_nodes > 1 && s.rdzv_endpoint().empty() && !cl.standalone) {
+  } else if (max_nodes > 1 && s.rdzv_endpoint().empty() && !cl.standalone &&
+             get("hostfile").value_or("").empty() && get("host").value_or("").empty() &&
+             get("launcher").value_or("") != "slurm") {
     return Bad(absl::StrCat("--nnodes ", get("nnodes").value_or(""),
                             " needs --rdzv-endpoint HOST:PORT (the node that hosts the rendezvous)"));
   }
@@ -428,7 +470,7 @@ std::string HelpText() {
       "Every option may also be written with underscores (--nproc_per_node) or set in\n"
       "the environment as PET_<NAME> (torchrun's options) or DRUN_<NAME> (drun's own);\n"
       "the command line wins. The interpreter is $PYTHON_EXEC, else python3 on PATH.\n";
-  for (const char* group : {kJob, kRdzv, kOut, ""}) {
+  for (const char* group : {kJob, kRdzv, kOut, kSsh, kSlurm, ""}) {
     absl::StrAppend(&out, "\n", *group ? group : "other", " options:\n");
     for (const auto& o : kOptions) {
       if (std::string(o.group) != group) continue;

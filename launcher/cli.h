@@ -20,6 +20,15 @@ struct CommandLine {
   bool version = false;
   bool standalone = false;
   std::string token_file;  // --rdzv-token-file
+  // How agents start: "local" (this process is the node), "ssh", "slurm".
+  std::string launcher = "local";
+  std::string hostfile;                  // --hostfile
+  std::string hosts;                     // -H/--host
+  std::vector<std::string> forward_env;  // -x VAR or VAR=value, in order
+  std::string env_file;
+  std::string remote_drun;
+  std::string rsh;
+  bool ssh_accept_new = false;
 };
 
 // `args` excludes argv[0]. Errors are one line saying what is wrong and what

@@ -140,7 +140,7 @@ int Main(int argc, char** argv) {
     if (is_host) {
       auto started = RendezvousServer::Start(absl::StrCat(ip->find(':') == std::string::npos ? "0.0.0.0" : "[::]",
                                                           ":", ep->port),
-                                             config, *ip);
+                                             config);
       if (started.ok()) {
         server = std::move(*started);
       } else if (explicit_host) {

@@ -1,6 +1,8 @@
 #include "rendezvous/rendezvous_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <deque>
@@ -37,8 +39,9 @@ class Stream;
 // Owns the state machine and the live streams; every entry point locks mu_.
 class Core {
  public:
-  Core(RendezvousState::Config config, const std::string& store_addr)
-      : state_(config), store_(store_addr, config.fixed_master_port) {
+  explicit Core(RendezvousState::Config config)
+      : state_(config), store_(config.fixed_master_port) {
+    event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     timer_ = std::thread([this] { TimerLoop(); });
   }
   ~Core() {
@@ -48,6 +51,21 @@ class Core {
     }
     cv_.notify_all();
     timer_.join();
+    if (event_fd_ >= 0) close(event_fd_);
+  }
+
+  int event_fd() const { return event_fd_; }
+  std::optional<RendezvousServer::Event> NextEvent() {
+    std::lock_guard<std::mutex> l(mu_);
+    if (events_.empty()) {
+      uint64_t v;
+      while (read(event_fd_, &v, sizeof v) > 0) {
+      }
+      return std::nullopt;
+    }
+    RendezvousServer::Event e = std::move(events_.front());
+    events_.pop_front();
+    return e;
   }
 
   RendezvousState::NodeId Register(Stream* s) {
@@ -72,6 +90,9 @@ class Core {
   RendezvousState state_;
   RoundStore store_;
   std::map<RendezvousState::NodeId, Stream*> streams_;
+  std::deque<RendezvousServer::Event> events_;
+  bool finish_reported_ = false;
+  int event_fd_ = -1;
   RendezvousState::NodeId next_id_ = 0;
   bool stop_ = false;
   std::thread timer_;
@@ -202,6 +223,21 @@ void Core::Dispatch(RendezvousState::Outbox out) {
       o.msg.mutable_finish()->set_message(absl::StrCat("cannot start the c10d store: ", s.message()));
     }
   }
+  bool wake = false;
+  for (std::string& host : state_.TakeLostHosts()) {
+    events_.push_back({RendezvousServer::Event::kNodeLost, std::move(host), {}});
+    wake = true;
+  }
+  if (state_.finished() && !finish_reported_) {
+    finish_reported_ = true;
+    events_.push_back({RendezvousServer::Event::kFinished, "", state_.finish()});
+    wake = true;
+  }
+  if (wake) {
+    uint64_t one = 1;
+    ssize_t r = write(event_fd_, &one, sizeof one);
+    (void)r;
+  }
   for (auto& o : out) {
     auto it = streams_.find(o.node);
     if (it == streams_.end()) continue;
@@ -239,8 +275,8 @@ class Service final : public v1::Rendezvous::CallbackService {
 
 class ServerImpl : public RendezvousServer {
  public:
-  ServerImpl(RendezvousState::Config config, const std::string& store_addr)
-      : core_(std::make_unique<Core>(std::move(config), store_addr)), service_(core_.get()) {}
+  explicit ServerImpl(RendezvousState::Config config)
+      : core_(std::make_unique<Core>(std::move(config))), service_(core_.get()) {}
   ~ServerImpl() override { Shutdown(Duration::zero()); }
 
   absl::Status Listen(const std::string& addr) {
@@ -262,6 +298,8 @@ class ServerImpl : public RendezvousServer {
     return absl::OkStatus();
   }
   int port() const override { return port_; }
+  int event_fd() const override { return core_->event_fd(); }
+  std::optional<Event> NextEvent() override { return core_->NextEvent(); }
   void Shutdown(Duration grace) override {
     if (!server_) return;
     server_->Shutdown(std::chrono::system_clock::now() +
@@ -279,8 +317,8 @@ class ServerImpl : public RendezvousServer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
-    const std::string& listen_addr, RendezvousState::Config config, const std::string& store_addr) {
-  auto s = std::make_unique<ServerImpl>(std::move(config), store_addr);
+    const std::string& listen_addr, RendezvousState::Config config) {
+  auto s = std::make_unique<ServerImpl>(std::move(config));
   if (absl::Status st = s->Listen(listen_addr); !st.ok()) return st;
   return std::unique_ptr<RendezvousServer>(std::move(s));
 }

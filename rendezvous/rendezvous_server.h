@@ -10,6 +10,7 @@
 #define DRUN_RENDEZVOUS_RENDEZVOUS_SERVER_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -22,12 +23,21 @@ class RendezvousServer {
   // Listens on listen_addr ("HOST:PORT"; PORT 0 picks one). Fails with a
   // one-line reason when the address cannot be bound (e.g. port in use).
   // With config.use_agent_store, each round gets a fresh c10d store served
-  // here and advertised to workers as store_addr (what every node dials).
+  // here (see RoundStore).
   static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(const std::string& listen_addr,
-                                                                 RendezvousState::Config config,
-                                                                 const std::string& store_addr);
+                                                                 RendezvousState::Config config);
   virtual ~RendezvousServer() = default;
   virtual int port() const = 0;
+
+  // What a launcher that runs no agent itself needs to follow the job.
+  struct Event {
+    enum Kind { kNodeLost, kFinished } kind;
+    std::string host;  // kNodeLost
+    v1::Finish finish;  // kFinished
+  };
+  // Readable when NextEvent() may return something.
+  virtual int event_fd() const = 0;
+  virtual std::optional<Event> NextEvent() = 0;
   // Stops accepting, gives open streams up to `grace` to finish, then cancels.
   virtual void Shutdown(Duration grace) = 0;
 };

@@ -200,6 +200,7 @@ RendezvousState::Outbox RendezvousState::OnLost(NodeId node, TimePoint now) {
   if (it == nodes_.end()) return {};
   const NodeState state = it->second.state;
   const std::string host = HostOf(it->second.hello);
+  lost_hosts_.push_back(host);
   nodes_.erase(it);
   participants_.erase(std::remove(participants_.begin(), participants_.end(), node),
                       participants_.end());
@@ -392,6 +393,9 @@ RendezvousState::Outbox RendezvousState::Finish(int exit_code, const std::string
   phase_ = Phase::kFinished;
   finished_ = true;
   exit_code_ = exit_code;
+  finish_.set_exit_code(exit_code);
+  finish_.set_message(message);
+  if (failure) *finish_.mutable_failure() = *failure;
   Outbox out;
   for (const auto& [id, n] : nodes_) {
     v1::ServerMessage m;

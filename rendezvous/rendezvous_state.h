@@ -30,6 +30,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "drun/v1/rendezvous.pb.h"
@@ -87,6 +88,11 @@ class RendezvousState {
   // The earliest time OnTick has something to do, if any.
   std::optional<TimePoint> NextDeadline() const;
 
+  // Hosts lost since the last call (stream ended or keepalive expired), in
+  // order; for launchers that replace lost nodes with spares.
+  std::vector<std::string> TakeLostHosts() { return std::exchange(lost_hosts_, {}); }
+  // The Finish every node was sent, once finished().
+  const v1::Finish& finish() const { return finish_; }
   bool finished() const { return finished_; }
   int exit_code() const { return exit_code_; }
   int64_t round() const { return round_; }
@@ -131,6 +137,8 @@ class RendezvousState {
   TimePoint waiting_since_;
   bool clock_started_ = false;
   bool finished_ = false;
+  v1::Finish finish_;
+  std::vector<std::string> lost_hosts_;
   int exit_code_ = 0;
 };
 

@@ -17,7 +17,7 @@ absl::Status RoundStore::Apply(RendezvousState::Outbox* out) {
       store_ = std::move(*started);
       round_ = a->round();
     }
-    a->set_master_addr(addr_);
+    a->clear_master_addr();
     a->set_master_port(store_->port());
   }
   return absl::OkStatus();

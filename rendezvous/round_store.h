@@ -1,7 +1,10 @@
 // RoundStore: gives every rendezvous round a fresh c10d store, served by the
 // process that hosts the rendezvous (torchrun 2.x's "agent store"), so no key
 // of a failed attempt survives a restart and no worker races to bind
-// MASTER_PORT. It rewrites the round's Assignments to point at the store.
+// MASTER_PORT. It rewrites the round's Assignments to point at the store:
+// MASTER_PORT is the store's port and MASTER_ADDR is left empty, meaning "the
+// host you reach the rendezvous at" (the store lives in the same process), so
+// each agent fills in the address it dials, which may differ per host.
 // Used by both rendezvous adapters (in-process and gRPC); the state machine
 // stays pure.
 #ifndef DRUN_RENDEZVOUS_ROUND_STORE_H_
@@ -17,10 +20,8 @@ namespace drun {
 
 class RoundStore {
  public:
-  // `advertised_addr`: the address every node dials to reach this host.
   // `port`: the port to serve on (0: any free one).
-  explicit RoundStore(std::string advertised_addr, int port = 0)
-      : addr_(std::move(advertised_addr)), port_(port) {}
+  explicit RoundStore(int port = 0) : port_(port) {}
   // For Assignments with use_agent_store, of a round newer than the current
   // store's: starts a fresh store (stopping the previous one) and sets
   // MASTER_ADDR/MASTER_PORT to it. Returns an error if the store cannot start.
@@ -29,7 +30,6 @@ class RoundStore {
   void Stop() { store_.reset(); }
 
  private:
-  std::string addr_;
   int port_ = 0;
   int64_t round_ = -1;
   std::unique_ptr<C10dStoreServer> store_;
