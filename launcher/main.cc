@@ -2,6 +2,9 @@
 // jobs, the rendezvous in-process).
 #include <unistd.h>
 
+#include <errno.h>
+#include <string.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +21,7 @@
 #include "agent/grpc_rendezvous_client.h"
 #include "launcher/cli.h"
 #include "launcher/endpoint.h"
+#include "launcher/job_host.h"
 #include "rendezvous/rendezvous_server.h"
 
 extern char** environ;
@@ -40,7 +44,51 @@ std::string Hostname() {
   return buf;
 }
 
+// `drun agent`: a node started by a launcher (ssh, srun). The job arrives on
+// standard input, which then stays open as the lifeline to the launcher.
+int AgentMain() {
+  auto launch = ReadAgentLaunch(0);
+  if (!launch.ok()) return Fail(2, std::string(launch.status().message()));
+  const v1::JobSpec& spec = launch->spec();
+  if (!spec.working_dir().empty() && chdir(spec.working_dir().c_str()) != 0) {
+    return Fail(1, absl::StrCat("cannot enter the job's working directory ", spec.working_dir(),
+                                " on this host: ", strerror(errno)));
+  }
+  auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
+  if (!nproc.ok()) return Fail(2, std::string(nproc.status().message()));
+  Guardian guardian = Guardian::Start();
+  Agent::BlockHandledSignals();
+
+  GrpcClientOptions copt;
+  copt.target = launch->rdzv_target();
+  copt.connect_timeout = std::chrono::seconds(30);
+  copt.heartbeat = Seconds(spec.keepalive_interval_s() > 0 ? spec.keepalive_interval_s() : 0.5);
+  copt.silence = Seconds(spec.keepalive_timeout_s() > 0 ? spec.keepalive_timeout_s() : 2);
+  auto client = ConnectRendezvous(copt);
+  if (!client.ok()) return Fail(1, std::string(client.status().message()));
+
+  AgentOptions options;
+  options.spec = spec;
+  options.hostname = launch->hostname().empty() ? Hostname() : launch->hostname();
+  options.nproc = *nproc;
+  options.token = launch->token();
+  options.host_in_prefix = true;
+  options.lifeline_fd = 0;
+  options.advertise_addr = launch->local_addr();
+  if (options.advertise_addr.empty()) {
+    auto ep = ParseEndpoint(copt.target, 0);
+    auto ip = ep.ok() ? ResolveHost(ep->host) : absl::StatusOr<std::string>(ep.status());
+    if (ip.ok()) options.advertise_addr = RouteSourceAddress(*ip, ep->port);
+  }
+  options.base_env = EnvironToMap(environ);
+  Agent agent(std::move(options), std::move(*client), &guardian);
+  int code = agent.Run();
+  guardian.Release();
+  return code;
+}
+
 int Main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "agent") return AgentMain();
   EnvMap env = EnvironToMap(environ);
   auto cl = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
   if (!cl.ok()) return Fail(2, std::string(cl.status().message()));
@@ -81,16 +129,7 @@ int Main(int argc, char** argv) {
   Guardian guardian = Guardian::Start();
   Agent::BlockHandledSignals();
 
-  RendezvousState::Config config;
-  config.min_nodes = spec.min_nodes();
-  config.max_nodes = spec.max_nodes();
-  config.max_restarts = spec.max_restarts();
-  config.run_id = spec.run_id();
-  config.token = token;
-  config.use_agent_store = spec.agent_store();
-  config.join_timeout = Seconds(spec.join_timeout_s());
-  config.last_call_timeout = Seconds(spec.last_call_timeout_s());
-  config.spec = spec;
+  RendezvousState::Config config = RendezvousConfigFor(spec, token);
 
   AgentOptions options;
   options.spec = spec;
@@ -105,6 +144,7 @@ int Main(int argc, char** argv) {
   if (!distributed) {
     config.fixed_master_addr = spec.master_addr().empty() ? "127.0.0.1" : spec.master_addr();
     config.fixed_master_port = spec.master_port();
+    config.keepalive_timeout = Duration::zero();  // one process: nothing to lose
     if (spec.agent_store()) config.fixed_master_addr.clear();
     rdzv = std::make_unique<LocalRendezvous>(std::move(config));
   } else {

@@ -1,0 +1,47 @@
+// JobHost: what a launcher that starts agents elsewhere (ssh, srun) runs in
+// its own process: the rendezvous server (and its per-round c10d store), the
+// launch message each remote `drun agent` reads on its standard input, and
+// the end of the job (exit code and root-cause summary).
+#ifndef DRUN_LAUNCHER_JOB_HOST_H_
+#define DRUN_LAUNCHER_JOB_HOST_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "drun/v1/job.pb.h"
+#include "rendezvous/rendezvous_server.h"
+
+namespace drun {
+
+class JobHost {
+ public:
+  // Serves the job's rendezvous on listen_host:port (port 0: a free one).
+  static absl::StatusOr<std::unique_ptr<JobHost>> Start(const v1::JobSpec& spec,
+                                                        const std::string& token,
+                                                        const std::string& listen_host, int port);
+  int port() const { return server_->port(); }
+  RendezvousServer* server() { return server_.get(); }
+  // The bytes to write to a remote `drun agent`'s standard input.
+  // `dial_host`: the address that host reaches this launcher at.
+  std::string LaunchMessage(const std::string& dial_host, const std::string& hostname,
+                            const std::string& local_addr) const;
+  // Prints the job's end like an agent would and returns the exit code.
+  static int Report(const v1::Finish& finish);
+
+ private:
+  v1::JobSpec spec_;
+  std::string token_;
+  std::unique_ptr<RendezvousServer> server_;
+};
+
+// Encodes/decodes the AgentLaunch framing (uint32 little-endian length).
+std::string EncodeAgentLaunch(const v1::AgentLaunch& launch);
+absl::StatusOr<v1::AgentLaunch> ReadAgentLaunch(int fd);
+
+// RendezvousState::Config for a job described by `spec`.
+RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::string& token);
+
+}  // namespace drun
+
+#endif  // DRUN_LAUNCHER_JOB_HOST_H_
