@@ -247,6 +247,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     return b;
   };
 
+  for (const auto& o : kOptions) {
+    if (given.count(o.name) || multi.count(o.name) || env.count(EnvName(o))) {
+      cl.explicit_options.insert(o.name);
+    }
+  }
+
   auto help = flag("help");
   if (!help.ok()) return help.status();
   cl.help = *help;

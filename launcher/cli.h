@@ -6,6 +6,7 @@
 #define DRUN_LAUNCHER_CLI_H_
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct CommandLine {
   std::string remote_drun;
   std::string rsh;
   bool ssh_accept_new = false;
+  // Canonical names (dashed) of the options set on the command line or in the
+  // environment, so later stages (Slurm auto-configuration) can tell a
+  // default from a choice.
+  std::set<std::string> explicit_options;
 };
 
 // `args` excludes argv[0]. Errors are one line saying what is wrong and what

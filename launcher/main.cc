@@ -100,6 +100,7 @@ int Main(int argc, char** argv) {
     WriteAll(1, VersionText());
     return 0;
   }
+  // [slurm auto-configuration] (issue: Slurm) adjusts *cl from SLURM_* here.
   v1::JobSpec spec = cl->spec;
 
   auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
@@ -123,6 +124,9 @@ int Main(int argc, char** argv) {
   } else if (auto it = env.find("DRUN_RDZV_TOKEN"); it != env.end()) {
     token = it->second;
   }
+
+  // [launcher dispatch] Launchers that start the agents elsewhere (ssh, srun)
+  // host the rendezvous here and return the job's exit code.
 
   // The guardian is forked before any thread exists; the handled signals are
   // blocked before any thread exists, so only the agent's signalfd sees them.
