@@ -1,0 +1,154 @@
+// The ssh launcher's pure parts: host plan (nnodes, spares, per-host nproc),
+// env forwarding, --env-file, shell quoting and --rsh splitting.
+#include "launcher/ssh_plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "launcher/ssh_rsh.h"
+
+namespace drun {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+CommandLine Cl(std::vector<std::string> explicit_opts = {}) {
+  CommandLine cl;
+  cl.launcher = "ssh";
+  cl.hostfile = "hosts";
+  for (auto& o : explicit_opts) cl.explicit_options.insert(o);
+  cl.spec.set_nproc_per_node("1");
+  cl.spec.set_min_nodes(1);
+  cl.spec.set_max_nodes(1);
+  cl.spec.set_node_rank(-1);
+  return cl;
+}
+
+std::vector<HostEntry> Hosts(std::vector<std::pair<std::string, int>> hs, int max_slots = 0) {
+  std::vector<HostEntry> out;
+  int line = 1;
+  for (auto& [h, slots] : hs) {
+    HostEntry e;
+    e.host = h;
+    e.slots = slots;
+    e.max_slots = max_slots;
+    e.line = line++;
+    out.push_back(e);
+  }
+  return out;
+}
+
+TEST(PlanSshJob, EveryHostRunsWithoutNnodes) {
+  CommandLine cl = Cl();
+  auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 0}, {"b", 2}, {"c", 0}}), {}, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->min_nodes, 3);
+  EXPECT_EQ(plan->max_nodes, 3);
+  EXPECT_EQ(plan->spares, 0);
+  EXPECT_EQ(plan->hosts[0].spec.nproc_per_node(), "1");
+  EXPECT_EQ(plan->hosts[1].spec.nproc_per_node(), "2");  // slots set nproc
+  EXPECT_EQ(plan->hosts[1].spec.max_nodes(), 3);
+}
+
+TEST(PlanSshJob, HostsPastMaxAreSpares) {
+  CommandLine cl = Cl({"nnodes"});
+  cl.spec.set_min_nodes(2);
+  cl.spec.set_max_nodes(3);
+  auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 0}, {"b", 0}, {"c", 0}, {"d", 0}}), {}, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->spares, 1);
+  EXPECT_FALSE(plan->hosts[2].spare);
+  EXPECT_TRUE(plan->hosts[3].spare);
+  EXPECT_EQ(plan->hosts[3].spec.min_nodes(), 2);
+}
+
+TEST(PlanSshJob, TooFewHostsForMin) {
+  CommandLine cl = Cl({"nnodes"});
+  cl.spec.set_min_nodes(3);
+  cl.spec.set_max_nodes(3);
+  auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 0}, {"b", 0}}), {}, {});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("needs at least 3 hosts"));
+}
+
+TEST(PlanSshJob, MaxSlotsAloneSetsNproc) {
+  CommandLine cl = Cl();
+  auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 0}, {"b", 0}}, 2), {}, {});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->hosts[0].spec.nproc_per_node(), "2");
+}
+
+TEST(PlanSshJob, ExplicitNprocWinsButRespectsMaxSlots) {
+  CommandLine cl = Cl({"nproc-per-node"});
+  cl.spec.set_nproc_per_node("2");
+  auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 4}}), {}, {});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->hosts[0].spec.nproc_per_node(), "2");
+  cl.spec.set_nproc_per_node("3");
+  auto bad = PlanSshJob(cl, cl.spec, Hosts({{"a", 0}}, 2), {}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("hosts:1: host a has max_slots=2"));
+}
+
+TEST(PlanSshJob, EnvAndPythonExecAndNoLocalAddr) {
+  CommandLine cl = Cl();
+  cl.spec.set_local_addr("10.0.0.1");
+  auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 0}}), {{"FOO", "1"}},
+                         {{"PYTHON_EXEC", "/usr/bin/python3"}});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->hosts[0].spec.env().at("FOO"), "1");
+  EXPECT_EQ(plan->hosts[0].spec.python_exec(), "/usr/bin/python3");
+  EXPECT_EQ(plan->hosts[0].spec.local_addr(), "");
+}
+
+TEST(PlanSshJob, RejectsStaticRanks) {
+  CommandLine cl = Cl();
+  cl.spec.set_node_rank(0);
+  EXPECT_FALSE(PlanSshJob(cl, cl.spec, Hosts({{"a", 0}}), {}, {}).ok());
+}
+
+TEST(ForwardedEnv, OrderAndAlwaysForwarded) {
+  CommandLine cl = Cl();
+  cl.forward_env = {"HOME", "A=1", "A=2"};
+  cl.env_file = "envfile";
+  auto env = ForwardedEnv(cl, {{"PATH", "/p"}, {"HOME", "/h"}, {"OTHER", "x"}},
+                          "# comment\nexport B='two words'\nA=0\n\nPATH=/q\n");
+  ASSERT_TRUE(env.ok()) << env.status();
+  EXPECT_THAT(*env, ElementsAre(Pair("A", "2"), Pair("B", "two words"), Pair("HOME", "/h"),
+                                Pair("PATH", "/q")));
+}
+
+TEST(ForwardedEnv, UnsetVariableIsAnError) {
+  CommandLine cl = Cl();
+  cl.forward_env = {"NOPE"};
+  auto env = ForwardedEnv(cl, {}, "");
+  ASSERT_FALSE(env.ok());
+  EXPECT_THAT(env.status().message(), HasSubstr("-x NOPE: NOPE is not set"));
+}
+
+TEST(ParseEnvFile, ErrorsNameFileAndLine) {
+  auto r = ParseEnvFile("A=1\n1BAD=2\n", "my.env", {});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("my.env:2: expected VAR=VALUE"));
+  auto bare = ParseEnvFile("X\n", "my.env", {{"X", "v"}});
+  ASSERT_TRUE(bare.ok());
+  EXPECT_THAT(*bare, ElementsAre(Pair("X", "v")));
+}
+
+TEST(ShellQuote, QuotesSingleQuotes) {
+  EXPECT_EQ(ShellQuote("/opt/drun"), "'/opt/drun'");
+  EXPECT_EQ(ShellQuote("it's"), "'it'\\''s'");
+}
+
+TEST(SplitRshCommand, Words) {
+  auto w = SplitRshCommand("ssh -p 2222 -o 'ProxyCommand=nc %h %p' \"a b\"");
+  ASSERT_TRUE(w.ok());
+  EXPECT_THAT(*w, ElementsAre("ssh", "-p", "2222", "-o", "ProxyCommand=nc %h %p", "a b"));
+  EXPECT_FALSE(SplitRshCommand("  ").ok());
+  EXPECT_FALSE(SplitRshCommand("ssh 'x").ok());
+}
+
+}  // namespace
+}  // namespace drun
