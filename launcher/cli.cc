@@ -465,6 +465,15 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   return cl;
 }
 
+std::vector<OptionInfo> KnownOptions() {
+  std::vector<OptionInfo> out;
+  for (const auto& o : kOptions) {
+    out.push_back({o.name, o.short_name, o.kind == Kind::kFlag, std::string(o.name) == "x", o.group,
+                   o.metavar ? o.metavar : "", o.help, EnvName(o)});
+  }
+  return out;
+}
+
 std::string HelpText() {
   std::string out =
       "usage: drun [options] training_script [script args...]\n"

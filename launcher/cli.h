@@ -41,6 +41,19 @@ struct CommandLine {
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                              const std::map<std::string, std::string>& env);
 
+// The options drun knows, for other front ends (YAML job files, the man page).
+struct OptionInfo {
+  std::string name;  // canonical, dashed: "nproc-per-node"
+  char short_name;   // 0 when none
+  bool is_flag;      // takes no value
+  bool repeatable;   // may be given several times (-x)
+  std::string group;
+  std::string metavar;
+  std::string help;
+  std::string env;  // PET_<NAME> or DRUN_<NAME>
+};
+std::vector<OptionInfo> KnownOptions();
+
 std::string HelpText();
 std::string VersionText();
 
