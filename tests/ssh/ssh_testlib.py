@@ -1,0 +1,547 @@
+"""Shared harness of drun's ssh launcher tests: a testbed of hosts on this machine.
+
+Each "host" is a network namespace running Debian's own sshd (its own host key, its own
+hostname through a UTS namespace, its own mount namespace so a host can lack drun); the
+launcher runs in another namespace ("client") with a throwaway home bind-mounted over the
+real one (libssh and OpenSSH read ~/.ssh from the passwd entry, not $HOME), so /root/.ssh is
+never read or written. Names resolve through /etc/netns/<ns>/hosts.
+
+Network safety: before any namespace exists, the test subnet gets an `unreachable` route in
+the root namespace; the bridge and every test address live in namespaces created here; only
+loopback and those addresses are dialled. Everything is torn down afterwards (namespaces,
+route, /etc/netns directories); processes are recorded by pid and never matched by name.
+
+Rules (as in tests/multinode): wait for events, never sleep. Lines are read by threads and
+waited for with a condition variable; deaths are waited for with pidfd + poll; workers that
+must stay up wait on a Gate (a FIFO the test holds open). Timeouts are bounds only.
+"""
+import ctypes
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROGRAMS = os.path.join(HERE, "programs")
+PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
+RUN_TIMEOUT = float(os.environ.get("DRUN_SSH_RUN_TIMEOUT", "90"))
+SUBNET_PREFIX = "10.213.51"
+SUBNET = SUBNET_PREFIX + ".0/24"
+CLIENT_ADDR = SUBNET_PREFIX + ".1"
+GHOST = ("ghost", SUBNET_PREFIX + ".99")  # a name whose address nobody has
+PREFIX_RE = re.compile(r"^\[(?P<host>[^\]:]*):rank(?P<rank>\d+)\]: ?(?P<text>.*)$")
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def drun_path():
+    path = os.environ.get("DRUN")
+    if not path:
+        raise unittest.SkipTest("DRUN is not set (ctest sets it to the built drun binary)")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"DRUN={path} is not an executable file")
+    return path
+
+
+def unavailable_reason():
+    if os.geteuid() != 0:
+        return "needs root (network namespaces, sshd, bind mounts): run the suite as root"
+    for tool in ("ip", "unshare", "ssh-keygen", "mount"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    if not os.access("/usr/sbin/sshd", os.X_OK):
+        return "openssh-server (/usr/sbin/sshd) is not installed"
+    probe = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"`ip netns` is unavailable: {probe.stderr.strip()}"
+    return None
+
+
+def run(*args, check=True, **kw):
+    proc = subprocess.run([str(a) for a in args], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60, **kw)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, args))}: exit {proc.returncode}: "
+                           f"{proc.stderr.strip()}")
+    return proc
+
+
+def become_subreaper():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def wait_pids_dead(pids, timeout=10.0):
+    """Waits (pidfd + poll) until every pid has exited; returns those still alive."""
+    fds = {}
+    try:
+        for pid in pids:
+            try:
+                fds[os.pidfd_open(pid)] = pid
+            except ProcessLookupError:
+                continue
+        poller = select.poll()
+        for fd in fds:
+            poller.register(fd, select.POLLIN)
+        alive = dict(fds)
+        deadline = time.monotonic() + timeout
+        while alive:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            for fd, _ in poller.poll(remaining * 1000):
+                poller.unregister(fd)
+                alive.pop(fd, None)
+        return sorted(alive.values())
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+class Lines:
+    """A process's stdout and stderr read by two threads into line lists."""
+
+    def __init__(self, proc, name):
+        self.proc = proc
+        self.name = name
+        self._lines = {"stdout": [], "stderr": []}
+        self._eof = {"stdout": False, "stderr": False}
+        self._cond = threading.Condition()
+        self._threads = []
+        for stream, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+            if pipe is None:
+                self._eof[stream] = True
+                continue
+            t = threading.Thread(target=self._pump, args=(stream, pipe), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _pump(self, stream, pipe):
+        partial = b""
+        fd = pipe.fileno()
+        while True:
+            chunk = os.read(fd, 65536)
+            with self._cond:
+                data = partial + chunk
+                if chunk:
+                    *complete, partial = data.split(b"\n")
+                else:
+                    complete, partial = ([data] if data else []), b""
+                self._lines[stream].extend(c.decode("utf-8", "replace") for c in complete)
+                if not chunk:
+                    self._eof[stream] = True
+                self._cond.notify_all()
+            if not chunk:
+                break
+        pipe.close()
+
+    def wait_for(self, pattern, stream="stdout", count=1, timeout=RUN_TIMEOUT):
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                found = [line for line in self._lines[stream] if regex.search(line)]
+                if len(found) >= count:
+                    return found
+                remaining = deadline - time.monotonic()
+                if self._eof[stream] or remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+        raise AssertionError(f"{self.name}: waited for {count} line(s) matching {pattern!r} on "
+                             f"{stream}, got {len(found)}\n{self.describe()}")
+
+    def lines(self, stream="stdout"):
+        with self._cond:
+            return list(self._lines[stream])
+
+    def join(self, timeout=10):
+        for t in self._threads:
+            t.join(timeout)
+
+    def describe(self, limit=60):
+        with self._cond:
+            out = self._lines["stdout"][-limit:]
+            err = self._lines["stderr"][-limit:]
+        return (f"=== {self.name} exit={self.proc.poll()}\n--- stdout ---\n" + "\n".join(out)
+                + "\n--- stderr ---\n" + "\n".join(err))
+
+
+class Gate:
+    """A FIFO the test holds open for writing; workers waiting on it exit 0 once opened."""
+
+    def __init__(self, directory, name="gate"):
+        self.path = os.path.join(directory, name + ".fifo")
+        os.mkfifo(self.path)
+        self._fd = os.open(self.path, os.O_RDWR)
+
+    def open(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class HostSpec:
+    def __init__(self, name, known=True, authorized=True, has_drun=True, port=22):
+        self.name = name
+        self.known = known            # its key is in the client's known_hosts
+        self.authorized = authorized  # the client's key may log in
+        self.has_drun = has_drun      # drun is at the client's path there
+        self.port = port
+
+
+class Testbed:
+    """Namespaces, sshd per host, the client's throwaway home. Use as a context manager
+    or call setup()/teardown()."""
+
+    def __init__(self, hosts, tag="t"):
+        self.specs = [h if isinstance(h, HostSpec) else HostSpec(h) for h in hosts]
+        self.tag = f"drs{tag}{os.getpid() % 100000}"
+        self.tmp = tempfile.mkdtemp(prefix="drun-ssh-")
+        os.chmod(self.tmp, 0o755)
+        self.home = os.path.join(self.tmp, "home")
+        self.bin = os.path.join(self.tmp, "bin")
+        self.drun = os.path.join(self.bin, "drun")
+        self.client_ns = f"{self.tag}-client"
+        self.bridge_ns = f"{self.tag}-br"
+        self.host_ns = {s.name: f"{self.tag}-{s.name}" for s in self.specs}
+        self.addr = {s.name: f"{SUBNET_PREFIX}.{11 + i}" for i, s in enumerate(self.specs)}
+        self.sshd = {}      # name -> Popen
+        self.sshd_log = {}  # name -> Lines
+        self._namespaces = []
+        self._netns_dirs = []
+        self._route = False
+        self._run_sshd_dir = False
+        self.agent_proc = None
+
+    # -- setup ---------------------------------------------------------------------------
+
+    def setup(self):
+        try:
+            self._setup()
+        except BaseException:
+            self.teardown()
+            raise
+        return self
+
+    def __enter__(self):
+        return self.setup()
+
+    def __exit__(self, *exc):
+        self.teardown()
+
+    def _setup(self):
+        exact = run("ip", "-4", "route", "show", "exact", SUBNET).stdout.strip()
+        local = run("ip", "-4", "-o", "addr", "show", "to", SUBNET).stdout.strip()
+        if local or (exact and not exact.startswith("unreachable")):
+            raise unittest.SkipTest(f"the root namespace already uses {SUBNET}: {local or exact}")
+        if not exact:
+            run("ip", "route", "add", "unreachable", SUBNET)
+        self._route = True
+        if not os.path.isdir("/run/sshd"):
+            os.makedirs("/run/sshd", mode=0o755)
+            self._run_sshd_dir = True
+
+        os.makedirs(self.bin)
+        shutil.copy2(drun_path(), self.drun)
+        ssh_dir = os.path.join(self.home, ".ssh")
+        os.makedirs(ssh_dir, mode=0o700)
+        self.key = os.path.join(ssh_dir, "id_ed25519")
+        run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "drun-test", "-f", self.key)
+        with open(self.key + ".pub") as f:
+            pub = f.read()
+        self.authorized_keys = os.path.join(self.tmp, "authorized_keys")
+        with open(self.authorized_keys, "w") as f:
+            f.write(pub)
+        self.no_keys = os.path.join(self.tmp, "no_keys")
+        open(self.no_keys, "w").close()
+
+        # The network: bridge namespace, client and hosts each with a veth into it.
+        for ns in [self.bridge_ns, self.client_ns] + list(self.host_ns.values()):
+            run("ip", "netns", "add", ns)
+            self._namespaces.append(ns)
+        run("ip", "-n", self.bridge_ns, "link", "set", "lo", "up")
+        run("ip", "-n", self.bridge_ns, "link", "add", "br0", "type", "bridge")
+        run("ip", "-n", self.bridge_ns, "link", "set", "br0", "up")
+        members = [(self.client_ns, CLIENT_ADDR)] + [(self.host_ns[s.name], self.addr[s.name])
+                                                     for s in self.specs]
+        for i, (ns, addr) in enumerate(members):
+            run("ip", "-n", self.bridge_ns, "link", "add", f"vh{i}", "type", "veth",
+                "peer", "name", "eth0", "netns", ns)
+            run("ip", "-n", self.bridge_ns, "link", "set", f"vh{i}", "master", "br0")
+            run("ip", "-n", self.bridge_ns, "link", "set", f"vh{i}", "up")
+            run("ip", "-n", ns, "link", "set", "lo", "up")
+            run("ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", "eth0")
+            run("ip", "-n", ns, "link", "set", "eth0", "up")
+
+        hosts_text = "127.0.0.1 localhost\n::1 localhost\n" + f"{CLIENT_ADDR} drun-client\n" + \
+            "".join(f"{self.addr[s.name]} {s.name}\n" for s in self.specs) + \
+            f"{GHOST[1]} {GHOST[0]}\n"
+        for ns in [self.client_ns] + list(self.host_ns.values()):
+            d = f"/etc/netns/{ns}"
+            os.makedirs(d, exist_ok=True)
+            self._netns_dirs.append(d)
+            with open(os.path.join(d, "hosts"), "w") as f:
+                f.write(hosts_text)
+
+        known = []
+        for s in self.specs:
+            hdir = os.path.join(self.tmp, "hosts", s.name)
+            os.makedirs(hdir)
+            hkey = os.path.join(hdir, "ssh_host_ed25519_key")
+            run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", hkey)
+            with open(hkey + ".pub") as f:
+                key_type, key_b64 = f.read().split()[:2]
+            if s.known:
+                name = s.name if s.port == 22 else f"[{s.name}]:{s.port}"
+                known.append(f"{name} {key_type} {key_b64}\n")
+            cfg = os.path.join(hdir, "sshd_config")
+            with open(cfg, "w") as f:
+                f.write(f"ListenAddress {self.addr[s.name]}\nPort {s.port}\nHostKey {hkey}\n"
+                        f"PidFile {hdir}/sshd.pid\n"
+                        f"AuthorizedKeysFile {self.authorized_keys if s.authorized else self.no_keys}\n"
+                        "PermitRootLogin prohibit-password\nUsePAM no\nStrictModes no\n"
+                        "PasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+                        "ClientAliveInterval 1\nClientAliveCountMax 3\nLogLevel INFO\n"
+                        "MaxStartups 100\nMaxSessions 50\n")
+            hide = "" if s.has_drun else f"mount -t tmpfs drun-hidden {self.bin}; "
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", self.host_ns[s.name], "unshare", "--uts", "--mount",
+                 "sh", "-c", f"hostname {s.name}; {hide}exec /usr/sbin/sshd -D -e -f {cfg}"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            self.sshd[s.name] = proc
+            self.sshd_log[s.name] = Lines(proc, f"sshd@{s.name}")
+        self.known_hosts = os.path.join(ssh_dir, "known_hosts")
+        with open(self.known_hosts, "w") as f:
+            f.writelines(known)
+        for s in self.specs:
+            self.sshd_log[s.name].wait_for(r"Server listening on", stream="stderr", timeout=20)
+        self.baseline = {s.name: self.host_processes(s.name) for s in self.specs}
+
+    # -- running things ------------------------------------------------------------------
+
+    def client_cmd(self, argv):
+        """argv run in the client namespace with the throwaway home over /root."""
+        return ["ip", "netns", "exec", self.client_ns, "unshare", "--mount", "sh", "-c",
+                'mount --bind "$0" /root && exec "$@"', self.home] + [str(a) for a in argv]
+
+    def env(self, **overrides):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PET_", "DRUN_", "SSH_")) and k not in ("RANK", "WORLD_SIZE")}
+        env["PYTHON_EXEC"] = PYTHON
+        env["HOME"] = "/root"
+        for k, v in overrides.items():
+            if v is None:
+                env.pop(k, None)
+            else:
+                env[k] = v
+        return env
+
+    def drun_run(self, args, env=None, cwd=None, name="drun"):
+        """Starts the launcher in the client namespace; returns (Popen, Lines)."""
+        proc = subprocess.Popen(self.client_cmd([self.drun] + list(args)),
+                                env=env or self.env(), cwd=cwd or HERE,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        return proc, Lines(proc, name)
+
+    def write_hostfile(self, text, name="hostfile"):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def write_ssh_config(self, text):
+        with open(os.path.join(self.home, ".ssh", "config"), "w") as f:
+            f.write(text)
+
+    # -- processes per host ---------------------------------------------------------------
+
+    def _ns_inode(self, name):
+        return os.stat(f"/proc/{self.sshd[name].pid}/ns/net").st_ino
+
+    def host_processes(self, name):
+        """Pids of the processes in host `name`'s network namespace."""
+        ino = self._ns_inode(name)
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                if os.stat(f"/proc/{entry}/ns/net").st_ino == ino:
+                    pids.append(int(entry))
+            except OSError:
+                continue
+        return sorted(pids)
+
+    def agent_pids(self, name):
+        return [p for p in self.host_processes(name)
+                if (_cmdline(p) or "").startswith(f"{self.drun} agent")]
+
+    def wait_back_to_baseline(self, timeout=20):
+        """Waits until every host runs exactly the processes it ran before the test (its
+        sshd): each extra process is waited for by pidfd. Returns {host: [leftovers]}."""
+        left = {}
+        for s in self.specs:
+            extra = [p for p in self.host_processes(s.name) if p not in self.baseline[s.name]]
+            alive = wait_pids_dead(extra, timeout=timeout)
+            if alive:
+                left[s.name] = [(p, _cmdline(p)) for p in alive]
+        return left
+
+    def describe_hosts(self):
+        return "\n".join(f"{s.name}: " + ", ".join(f"{p} {_cmdline(p)}"
+                                                   for p in self.host_processes(s.name))
+                         for s in self.specs)
+
+    def cut(self, name):
+        run("ip", "-n", self.host_ns[name], "link", "set", "eth0", "down")
+
+    # -- teardown -------------------------------------------------------------------------
+
+    def teardown(self):
+        errors = []
+        for name, proc in self.sshd.items():
+            if proc.poll() is None:
+                proc.kill()  # our child, by pid
+            proc.wait()
+        for lines in self.sshd_log.values():
+            lines.join(5)
+        # Anything left in a host's namespace (a test failed): by pid, then the namespace.
+        for ns in reversed(self._namespaces):
+            r = run("ip", "netns", "pids", ns, check=False)
+            pids = [int(p) for p in r.stdout.split()]
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            wait_pids_dead(pids, timeout=5)
+        for ns in reversed(self._namespaces):
+            r = run("ip", "netns", "del", ns, check=False)
+            if r.returncode != 0:
+                errors.append(f"netns del {ns}: {r.stderr.strip()}")
+        self._namespaces = []
+        for d in self._netns_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+        self._netns_dirs = []
+        if self._route:
+            r = run("ip", "route", "del", "unreachable", SUBNET, check=False)
+            if r.returncode != 0:
+                errors.append(f"route del: {r.stderr.strip()}")
+            self._route = False
+        if self._run_sshd_dir:
+            try:
+                os.rmdir("/run/sshd")
+            except OSError:
+                pass
+            self._run_sshd_dir = False
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        _reap_children()
+        if errors:
+            raise RuntimeError("; ".join(errors))
+
+
+def _reap_children():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def prefixed(lines):
+    out = []
+    for line in lines:
+        m = PREFIX_RE.match(line)
+        if m:
+            out.append((m.group("host"), int(m.group("rank")), m.group("text")))
+    return out
+
+
+def records(lines, kind="worker"):
+    """The `kind key=value ...` lines printed by tests/ssh/programs, as dicts."""
+    out = []
+    for host, rank, text in prefixed(lines):
+        if not text.startswith(kind + " "):
+            continue
+        rec = {"prefix_host": host, "prefix_rank": rank}
+        for field in text.split()[1:]:
+            k, _, v = field.partition("=")
+            rec[k] = int(v) if v.lstrip("-").isdigit() else v
+        out.append(rec)
+    return out
+
+
+class SshTestCase(unittest.TestCase):
+    HOSTS = ["red01", "orange07", "purple11"]
+
+    @classmethod
+    def setUpClass(cls):
+        drun_path()
+        reason = unavailable_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        become_subreaper()
+        cls.bed = Testbed(cls.HOSTS, tag=cls.__name__[:4].lower()).setup()
+
+    @classmethod
+    def tearDownClass(cls):
+        bed = getattr(cls, "bed", None)
+        if bed:
+            bed.teardown()
+
+    def setUp(self):
+        self.procs = []
+        self.addCleanup(self._cleanup)
+
+    def _cleanup(self):
+        for proc, _ in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    def drun(self, args, **kw):
+        p = self.bed.drun_run(args, **kw)
+        self.procs.append(p)
+        return p
+
+    def finish(self, p, timeout=RUN_TIMEOUT):
+        proc, lines = p
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            lines.join()
+            self.fail(f"drun did not exit within {timeout}s\n{lines.describe()}")
+        lines.join()
+        return code
+
+    def assertHostsClean(self, timeout=20):
+        left = self.bed.wait_back_to_baseline(timeout=timeout)
+        self.assertEqual(left, {}, "processes left on the hosts:\n" + self.bed.describe_hosts())
+
+
+def main():
+    unittest.main(verbosity=2)
+
+
+if __name__ == "__main__":
+    sys.exit("ssh_testlib.py is a library; run the test_*.py files")

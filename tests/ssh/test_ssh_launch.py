@@ -1,0 +1,77 @@
+"""The ssh launcher starting real jobs from one command: PyTorch gloo training across 3 hosts
+x 2 workers, an mpirun-style host file with `max_slots = 2`, -x/--env-file forwarding with a
+~/.ssh/config alias, and --rsh through OpenSSH's client."""
+import os
+
+import ssh_testlib as t
+
+
+class LaunchTest(t.SshTestCase):
+    HOSTS = ["red01", "orange07", "purple11"]
+
+    def test_gloo_training_3_hosts_x_2_workers(self):
+        hf = self.bed.write_hostfile("red01\norange07\npurple11\n")
+        p = self.drun(["--hostfile", hf, "--nproc-per-node", "2",
+                       os.path.join(t.PROGRAMS, "train_allreduce.py")])
+        code = self.finish(p)
+        out = p[1].lines()
+        self.assertEqual(code, 0, p[1].describe())
+        reduced = t.records(out, "allreduce")
+        self.assertEqual(sorted(r["rank"] for r in reduced), list(range(6)), p[1].describe())
+        for r in reduced:
+            self.assertEqual((r["world"], r["sum"], r["gathered"]), (6, 21, "0,1,2,3,4,5"))
+            self.assertEqual(r["prefix_rank"], r["rank"])
+        hosts = {}
+        for r in reduced:
+            hosts.setdefault(r["prefix_host"], []).append(r["rank"])
+        self.assertEqual(sorted(hosts), sorted(self.HOSTS))
+        self.assertTrue(all(len(v) == 2 for v in hosts.values()), hosts)
+        weights = {r["weight"] for r in t.records(out, "trained")}
+        self.assertEqual(len(weights), 1, out)  # DDP: the same weights everywhere
+        self.assertHostsClean()
+
+    def test_max_slots_hostfile_env_forwarding_and_ssh_config_alias(self):
+        # The seeds' syntax; "orange" is a ~/.ssh/config alias of orange07.
+        self.bed.write_ssh_config("Host orange\n  HostName orange07\n  User root\n")
+        self.addCleanup(self.bed.write_ssh_config, "")
+        hf = self.bed.write_hostfile("# lab machines\nred01 max_slots = 2\n"
+                                     "orange max_slots = 2   # via ~/.ssh/config\n")
+        envfile = os.path.join(self.bed.tmp, "job.env")
+        with open(envfile, "w") as f:
+            f.write("# forwarded\nexport FWD_C='from file'\nFWD_B=overridden-by-x\n")
+        env = self.bed.env(FWD_A="from-env", VIRTUAL_ENV="/opt/venv-test")
+        p = self.drun(["--hostfile", hf, "-x", "FWD_A", "-x", "FWD_B=from-x",
+                       "--env-file", envfile, os.path.join(t.PROGRAMS, "worker.py"),
+                       "--env", "FWD_A,FWD_B,FWD_C,VIRTUAL_ENV,NOT_FORWARDED"],
+                      env=env)
+        code = self.finish(p)
+        self.assertEqual(code, 0, p[1].describe())
+        recs = t.records(p[1].lines())
+        self.assertEqual(len(recs), 4, p[1].describe())
+        per_host = {}
+        for r in recs:
+            per_host.setdefault(r["prefix_host"], set()).add(r["host"])
+            self.assertEqual(r["world"], 4)
+            self.assertEqual(r["local_world"], 2)
+            self.assertEqual(r["FWD_A"], "from-env")
+            self.assertEqual(r["FWD_B"], "from-x")
+            self.assertEqual(r["FWD_C"], "from")  # the record parser splits on spaces
+            self.assertEqual(r["VIRTUAL_ENV"], "/opt/venv-test")
+            self.assertEqual(r["NOT_FORWARDED"], "<unset>")
+        self.assertEqual(per_host, {"red01": {"red01"}, "orange": {"orange07"}})
+        self.assertTrue(any("FWD_C=from file" in line for line in p[1].lines()))
+        self.assertHostsClean()
+
+    def test_rsh_through_openssh(self):
+        p = self.drun(["-H", "red01,purple11:2", "--rsh", "ssh -o BatchMode=yes",
+                       os.path.join(t.PROGRAMS, "worker.py")])
+        code = self.finish(p)
+        self.assertEqual(code, 0, p[1].describe())
+        recs = t.records(p[1].lines())
+        self.assertEqual(sorted((r["host"], r["local_world"]) for r in recs),
+                         [("purple11", 2), ("purple11", 2), ("red01", 1)], p[1].describe())
+        self.assertHostsClean()
+
+
+if __name__ == "__main__":
+    t.main()
