@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,6 +69,36 @@ void Agent::Log(const std::string& line) const {
   WriteAll(2, s);
 }
 
+void Agent::Info(const std::string& line) const {
+  if (!opt_.quiet) Log(line);
+}
+
+void Agent::RetireGroup() {
+  if (group_ && !group_is_setup_) report_.AddAttempt(opt_.hostname, group_->records());
+  group_.reset();
+}
+
+void Agent::WriteReport(TimePoint now) {
+  report_.run_id = opt_.spec.run_id();
+  report_.host = opt_.hostname;
+  report_.exit_code = exit_code_;
+  report_.message = exit_message_;
+  report_.failure = exit_failure_;
+  report_.wall_s = std::chrono::duration<double>(now - started_).count();
+  if (opt_.summary || (exit_code_ != 0 && !report_.ranks.empty() && exit_failure_)) {
+    WriteAll(2, FormatSummaryTable(report_));
+  }
+  if (!opt_.report_path.empty()) {
+    std::string tmp = opt_.report_path + ".tmp";
+    FILE* f = fopen(tmp.c_str(), "w");
+    std::string json = RenderReportJson(report_);
+    if (!f || fwrite(json.data(), 1, json.size(), f) != json.size() || fclose(f) != 0 ||
+        rename(tmp.c_str(), opt_.report_path.c_str()) != 0) {
+      Log(absl::StrCat("cannot write the report to ", opt_.report_path, ": ", strerror(errno)));
+    }
+  }
+}
+
 int Agent::Run() {
   sigset_t mask;
   sigemptyset(&mask);
@@ -86,6 +117,7 @@ int Agent::Run() {
   }
 
   TimePoint now = Clock::now();
+  started_ = now;
   v1::AgentMessage hello;
   auto* h = hello.mutable_hello();
   h->set_run_id(opt_.spec.run_id());
@@ -173,6 +205,7 @@ int Agent::Run() {
     if (!exit_message_.empty()) Log(exit_message_);
     if (exit_failure_) WriteAll(2, FormatRootCause(*exit_failure_));
   }
+  WriteReport(Clock::now());
   if (!tmp_dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(tmp_dir_, ec);
@@ -183,8 +216,9 @@ int Agent::Run() {
 void Agent::ReapChildren(TimePoint now) {
   int status;
   pid_t pid;
-  while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-    if (group_) group_->OnChildExit(pid, status, now);
+  struct rusage ru;
+  while ((pid = wait4(-1, &status, WNOHANG, &ru)) > 0) {
+    if (group_) group_->OnChildExit(pid, status, ru.ru_maxrss, now);
   }
   if (group_) group_->Sweep();
 }
@@ -197,6 +231,7 @@ void Agent::SendJoin(TimePoint now) {
   }
   m.mutable_join()->set_free_port(port);
   phase_ = Phase::kRendezvous;
+  join_sent_ = now;
   rdzv_->Send(m, now);
 }
 
@@ -208,7 +243,7 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
       return;
     case v1::ServerMessage::kStop:
       if (opt_.spec.max_nodes() > 1 || opt_.spec.max_restarts() > 0) {
-        Log(absl::StrCat("stopping round ", msg.stop().round(), ": ", msg.stop().reason()));
+        Info(absl::StrCat("stopping round ", msg.stop().round(), ": ", msg.stop().reason()));
       }
       if (group_) {
         StopGroup(SIGTERM, AfterStop::kRejoin, now);
@@ -249,7 +284,7 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
     case v1::ServerMessage::kWaiting:
       if (opt_.spec.max_nodes() > 1) {
         const auto& w = msg.waiting();
-        Log(absl::StrCat("waiting: ", w.joined(), " of ", w.min_nodes(), "..", w.max_nodes(),
+        Info(absl::StrCat("waiting: ", w.joined(), " of ", w.min_nodes(), "..", w.max_nodes(),
                          " nodes joined (", w.reason(), ")"));
       }
       return;
@@ -261,6 +296,13 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
 
 void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
   assignment_ = a;
+  RoundStats rs;
+  rs.round = a.round();
+  rs.rendezvous_s = std::chrono::duration<double>(now - join_sent_).count();
+  rs.group_rank = a.group_rank();
+  rs.world_size = a.world_size();
+  rs.restart_count = a.restart_count();
+  report_.rounds.push_back(rs);
   if (a.use_agent_store() && a.master_addr().empty()) {
     assignment_->set_master_addr(rdzv_->server_host());
   }
@@ -291,6 +333,7 @@ void Agent::StartSetup(TimePoint now) {
   l.request.env = EnvToList(env);
   l.request.cwd = opt_.spec.working_dir();
   group_ = std::make_unique<WorkerGroup>(guardian_, &console_);
+  group_is_setup_ = true;
   phase_ = Phase::kSetup;
   std::vector<WorkerLaunch> launches;
   launches.push_back(std::move(l));
@@ -354,6 +397,7 @@ void Agent::StartWorkers(TimePoint now) {
     launches.push_back(std::move(l));
   }
   group_ = std::make_unique<WorkerGroup>(guardian_, &console_);
+  group_is_setup_ = false;
   phase_ = Phase::kRunning;
   if (absl::Status s = group_->Start(std::move(launches), now); !s.ok()) {
     Log(absl::StrCat("cannot start workers: ", s.message()));
@@ -403,7 +447,7 @@ void Agent::Step(TimePoint now) {
       }
       if (group_->done()) {
         const bool ok = group_->all_succeeded();
-        group_.reset();
+        RetireGroup();
         phase_ = Phase::kRendezvous;
         if (ok) {
           setup_done_ = true;
@@ -418,7 +462,7 @@ void Agent::Step(TimePoint now) {
         StopGroup(SIGTERM, AfterStop::kNothing, now);
       } else if (group_->done() && group_->all_succeeded() && !reported_) {
         reported_ = true;
-        group_.reset();
+        RetireGroup();
         phase_ = Phase::kRendezvous;
         v1::AgentMessage m;
         m.mutable_succeeded()->set_round(assignment_->round());
@@ -427,7 +471,7 @@ void Agent::Step(TimePoint now) {
       return;
     case Phase::kStopping:
       if (group_->done()) {
-        group_.reset();
+        RetireGroup();
         const AfterStop after = after_stop_;
         after_stop_ = AfterStop::kNothing;
         phase_ = Phase::kRendezvous;

@@ -16,6 +16,7 @@
 #include "agent/output.h"
 #include "agent/process.h"
 #include "agent/rendezvous_client.h"
+#include "agent/run_report.h"
 #include "agent/worker_env.h"
 #include "agent/worker_group.h"
 #include "drun/v1/rendezvous.pb.h"
@@ -34,6 +35,9 @@ struct AgentOptions {
   // A descriptor whose EOF means "the launcher is gone" (a remote agent's
   // ssh channel or srun's stdin): stop the workers and exit. -1: none.
   int lifeline_fd = -1;
+  bool summary = false;     // --summary: print the table even on success
+  std::string report_path;  // --report FILE
+  bool quiet = false;       // --quiet: no progress lines of drun's own
 };
 
 // The root-cause summary every node prints on a failed job, as lines each
@@ -68,6 +72,9 @@ class Agent {
   void Exit(int code, const std::string& message, const v1::Failure* failure);
   std::string AttemptDir(int local_rank) const;
   void Log(const std::string& line) const;
+  void Info(const std::string& line) const;  // progress: silent under --quiet
+  void RetireGroup();  // records a worker group's outcome and drops it
+  void WriteReport(TimePoint now);
 
   AgentOptions opt_;
   std::unique_ptr<RendezvousClient> rdzv_;
@@ -86,6 +93,10 @@ class Agent {
   bool terminal_ = false;  // a Finish or Reject was handled; later ones are ignored
   int signal_fd_ = -1;
   std::string tmp_dir_;  // holds error files when there is no --log-dir
+  bool group_is_setup_ = false;
+  RunReport report_;
+  TimePoint started_;
+  TimePoint join_sent_;
 };
 
 }  // namespace drun

@@ -84,6 +84,7 @@ absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint no
       return pid.status();
     }
     w->pid = *pid;
+    w->start = now;
     guardian_->Watch(w->pid);
     workers_.push_back(std::move(w));
   }
@@ -169,12 +170,14 @@ void WorkerGroup::CheckGroup(Worker& w) {
   CloseStreams(w);
 }
 
-bool WorkerGroup::OnChildExit(pid_t pid, int status, TimePoint now) {
+bool WorkerGroup::OnChildExit(pid_t pid, int status, long maxrss_kb, TimePoint now) {
   for (auto& wp : workers_) {
     Worker& w = *wp;
     if (w.pid != pid || w.exited) continue;
     w.exited = true;
     w.status = status;
+    w.end = now;
+    w.maxrss_kb = maxrss_kb;
     // Leftovers in the worker's group are orphans of a finished worker.
     kill(-w.pid, SIGKILL);
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -251,6 +254,30 @@ bool WorkerGroup::all_succeeded() const {
     if (!w->exited || !WIFEXITED(w->status) || WEXITSTATUS(w->status) != 0) return false;
   }
   return true;
+}
+
+std::vector<WorkerRecord> WorkerGroup::records() const {
+  std::vector<WorkerRecord> out;
+  for (const auto& w : workers_) {
+    WorkerRecord r;
+    r.local_rank = w->launch.local_rank;
+    r.rank = w->launch.rank;
+    r.pid = w->pid;
+    r.start = w->start;
+    r.end = w->end;
+    r.exited = w->exited;
+    if (w->exited) {
+      if (WIFSIGNALED(w->status)) {
+        r.signal = WTERMSIG(w->status);
+        r.exit_code = 128 + r.signal;
+      } else {
+        r.exit_code = WEXITSTATUS(w->status);
+      }
+    }
+    r.peak_rss_kb = w->maxrss_kb;
+    out.push_back(r);
+  }
+  return out;
 }
 
 std::vector<pid_t> WorkerGroup::pids() const {

@@ -54,6 +54,19 @@ struct WorkerExit {
   std::string error_message;
 };
 
+// What one worker process did, for the run summary and report.
+struct WorkerRecord {
+  int local_rank = -1;
+  int rank = -1;
+  pid_t pid = 0;
+  TimePoint start;
+  TimePoint end;
+  bool exited = false;
+  int exit_code = 0;  // 128+N for signal N
+  int signal = 0;
+  long peak_rss_kb = 0;  // the leader's ru_maxrss
+};
+
 class WorkerGroup {
  public:
   WorkerGroup(Guardian* guardian, Console* console);
@@ -67,7 +80,7 @@ class WorkerGroup {
   void AppendPollFds(std::vector<pollfd>* fds) const;
   void OnReadable(int fd);
   // Returns true if `pid` was one of this group's leaders.
-  bool OnChildExit(pid_t pid, int status, TimePoint now);
+  bool OnChildExit(pid_t pid, int status, long maxrss_kb, TimePoint now);
   // Re-checks lingering process groups; call after every batch of reaps.
   void Sweep();
 
@@ -82,6 +95,7 @@ class WorkerGroup {
   bool all_succeeded() const;
   const std::optional<WorkerExit>& first_failure() const { return first_failure_; }
   std::vector<pid_t> pids() const;
+  std::vector<WorkerRecord> records() const;
 
  private:
   struct Worker {
@@ -96,6 +110,9 @@ class WorkerGroup {
     bool exited = false;
     bool group_gone = false;
     int status = 0;
+    TimePoint start;
+    TimePoint end;
+    long maxrss_kb = 0;
   };
   // Reads at most max_reads chunks; true if the stream may have more.
   bool ReadStream(Worker& w, bool is_err, int max_reads);

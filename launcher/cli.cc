@@ -74,6 +74,10 @@ const OptionDef kOptions[] = {
      "send workers' stdout (1), stderr (2) or both (3) to log files only", true},
     {"tee", 't', Kind::kValue, kOut, "0-3|R:0-3,...", "copy workers' stdout (1), stderr (2) or both (3) to log files", true},
     {"local-ranks-filter", 0, Kind::kValue, kOut, "R,...", "show only these local ranks on the console", true},
+    {"summary", 0, Kind::kFlag, kOut, nullptr,
+     "print the per-rank table (exit, attempts, wall time, peak RSS) at exit; always on failure", false},
+    {"report", 0, Kind::kValue, kOut, "FILE", "write the run's summary and rendezvous timings as JSON", false},
+    {"quiet", 'q', Kind::kFlag, kOut, nullptr, "print nothing of drun's own but the outcome of a failed job", false},
     {"hostfile", 0, Kind::kValue, kSsh, "FILE",
      "start one agent per host of FILE over ssh (mpirun syntax: host [slots=N] [max_slots=N])", false},
     {"host", 'H', Kind::kValue, kSsh, "HOST[:N],...", "the same for a list of hosts (mpirun's -H)", false},
@@ -410,6 +414,12 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     return Bad(absl::StrCat("--local-ranks-filter: ", f.status().message()));
   }
   s.set_local_ranks_filter(filter);
+  for (const char* name : {"summary", "quiet"}) {
+    auto b = flag(name);
+    if (!b.ok()) return b.status();
+    if (std::string(name) == "summary") cl.summary = *b; else s.set_quiet(*b);
+  }
+  cl.report_path = get("report").value_or("");
 
   cl.token_file = get("rdzv-token-file").value_or("");
   cl.hostfile = get("hostfile").value_or("");

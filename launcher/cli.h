@@ -30,6 +30,8 @@ struct CommandLine {
   std::string remote_drun;
   std::string rsh;
   bool ssh_accept_new = false;
+  bool summary = false;     // --summary
+  std::string report_path;  // --report
   // Canonical names (dashed) of the options set on the command line or in the
   // environment, so later stages (Slurm auto-configuration) can tell a
   // default from a choice.

@@ -22,6 +22,9 @@
 #include "launcher/cli.h"
 #include "launcher/endpoint.h"
 #include "launcher/job_host.h"
+#include "launcher/slurm_env.h"
+#include "launcher/slurm_launcher.h"
+#include "launcher/ssh_launcher.h"
 #include "rendezvous/rendezvous_server.h"
 
 extern char** environ;
@@ -74,6 +77,7 @@ int AgentMain() {
   options.token = launch->token();
   options.host_in_prefix = true;
   options.lifeline_fd = 0;
+  options.quiet = spec.quiet();
   options.advertise_addr = launch->local_addr();
   if (options.advertise_addr.empty()) {
     auto ep = ParseEndpoint(copt.target, 0);
@@ -101,6 +105,7 @@ int Main(int argc, char** argv) {
     return 0;
   }
   // [slurm auto-configuration] (issue: Slurm) adjusts *cl from SLURM_* here.
+  if (auto st = ApplySlurmEnvironment(&*cl, &env); !st.ok()) return Fail(2, std::string(st.message()));
   v1::JobSpec spec = cl->spec;
 
   auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
@@ -127,6 +132,8 @@ int Main(int argc, char** argv) {
 
   // [launcher dispatch] Launchers that start the agents elsewhere (ssh, srun)
   // host the rendezvous here and return the job's exit code.
+  if (cl->launcher == "slurm") return RunSlurmLauncher(*cl, spec, token, env);
+  if (cl->launcher == "ssh") return RunSshLauncher(*cl, spec, token, env);
 
   // The guardian is forked before any thread exists; the handled signals are
   // blocked before any thread exists, so only the agent's signalfd sees them.
@@ -205,6 +212,9 @@ int Main(int argc, char** argv) {
   }
 
   options.base_env = std::move(env);
+  options.summary = cl->summary;
+  options.report_path = cl->report_path;
+  options.quiet = spec.quiet();
   int code;
   {
     Agent agent(std::move(options), std::move(rdzv), &guardian);

@@ -1,0 +1,57 @@
+// RunReport: what a node saw of the job, for the summary table (printed on
+// failure and with --summary) and the --report JSON file. Field names and
+// meanings are documented in docs/report.md.
+#ifndef DRUN_AGENT_RUN_REPORT_H_
+#define DRUN_AGENT_RUN_REPORT_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/worker_group.h"
+#include "drun/v1/rendezvous.pb.h"
+
+namespace drun {
+
+struct RankStats {
+  std::string host;
+  int rank = -1;
+  int local_rank = -1;
+  int attempts = 0;       // rounds this rank ran in
+  int exit_code = 0;      // of its last attempt; 128+N for signal N
+  int signal = 0;
+  double wall_s = 0;      // of its last attempt
+  long peak_rss_kb = 0;   // the largest over its attempts
+};
+
+struct RoundStats {
+  int64_t round = 0;
+  double rendezvous_s = 0;  // from asking to join until the assignment arrived
+  int group_rank = 0;
+  int world_size = 0;
+  int restart_count = 0;
+};
+
+struct RunReport {
+  std::string run_id;
+  std::string host;
+  int exit_code = 0;
+  std::string message;
+  std::optional<v1::Failure> failure;
+  std::vector<RoundStats> rounds;
+  std::map<int, RankStats> ranks;  // by global rank
+  double wall_s = 0;
+
+  // Folds one finished worker group of `round` into the per-rank stats.
+  void AddAttempt(const std::string& host, const std::vector<WorkerRecord>& records);
+};
+
+// "drun: " prefixed lines: host, rank, exit, attempts, wall time, peak RSS.
+std::string FormatSummaryTable(const RunReport& report);
+// Pretty-printed JSON (via protobuf's JSON printer).
+std::string RenderReportJson(const RunReport& report);
+
+}  // namespace drun
+
+#endif  // DRUN_AGENT_RUN_REPORT_H_
