@@ -61,13 +61,6 @@ def load(build, mode, port, *args, timeout=900):
     return result
 
 
-def cpu_seconds(pid):
-    """User + system CPU time of a process (all its threads), from /proc."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def raise_fd_limit(needed):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, needed)
@@ -109,7 +102,12 @@ def main():
     ap.add_argument("--barrier-clients", type=int, default=1024)
     ap.add_argument("--barrier-rounds", type=int, default=5, help="rounds per run")
     ap.add_argument("--idle-clients", type=int, default=10000)
+    ap.add_argument("--nice", type=int, default=0,
+                    help="niceness increment for the benchmark and both servers (negative "
+                         "needs root; reduces noise from other work on a shared machine)")
     args = ap.parse_args()
+    if args.nice:
+        os.nice(args.nice)  # inherited by both servers and the load generator
 
     build = os.path.join(args.build_dir, "rendezvous")
     for tool in ("drun_store_server", "drun_store_bench_load"):
@@ -122,6 +120,7 @@ def main():
               file=sys.stderr)
 
     print(f"machine: {machine()}")
+    print(f"niceness: {os.nice(0)}")
     servers = [
         Server("drun", [os.path.join(build, "drun_store_server"), "--host", HOST]),
         Server("torch 1.13", ["/usr/bin/python3", "-c", TORCH_SERVER], python_server=True),
@@ -129,32 +128,32 @@ def main():
     ops = {s.name: [] for s in servers}
     ops_per_cpu = {s.name: [] for s in servers}
     barrier = {s.name: [] for s in servers}
+    barrier_cpu = {s.name: [] for s in servers}
     idle = {}
     try:
         for run in range(args.runs):
             order = servers if run % 2 == 0 else servers[::-1]
             for s in order:
-                cpu0 = cpu_seconds(s.pid)
                 r = load(build, "ops", s.port, "--clients", args.clients,
-                         "--seconds", args.seconds)
-                cpu = cpu_seconds(s.pid) - cpu0
+                         "--seconds", args.seconds, "--pid", s.pid)
                 if "failed" in r:
                     sys.exit(f"ops on {s.name} failed: {r['failed']}")
                 ops[s.name].append(float(r["ops_per_sec"]))
-                total_ops = float(r["ops_per_sec"]) * float(r["seconds"])
-                ops_per_cpu[s.name].append(total_ops / cpu if cpu > 0 else float("nan"))
+                ops_per_cpu[s.name].append(float(r.get("ops_per_server_cpu_second", "nan")))
                 print(f"run {run} ops     {s.name:10s} {float(r['ops_per_sec']):10.0f} ops/s, "
-                      f"server CPU {cpu:.2f} s, {ops_per_cpu[s.name][-1]:.0f} ops per "
-                      f"server CPU second", flush=True)
+                      f"server CPU {float(r.get('server_cpu_seconds', 'nan')):.2f} s, "
+                      f"{ops_per_cpu[s.name][-1]:.0f} ops per server CPU second", flush=True)
             for s in order:
                 r = load(build, "barrier", s.port, "--clients", args.barrier_clients,
-                         "--rounds", args.barrier_rounds)
+                         "--rounds", args.barrier_rounds, "--pid", s.pid)
                 if "failed" in r:
                     sys.exit(f"barrier on {s.name} failed: {r['failed']}")
                 rounds = [float(x) for x in r["round_ms"].split(",")]
                 barrier[s.name].extend(rounds)
+                barrier_cpu[s.name].append(float(r.get("server_cpu_ms_per_round", "nan")))
                 print(f"run {run} barrier {s.name:10s} "
-                      + " ".join(f"{x:.1f}" for x in rounds) + " ms", flush=True)
+                      + " ".join(f"{x:.1f}" for x in rounds) + " ms, server CPU "
+                      f"{barrier_cpu[s.name][-1]:.1f} ms per round", flush=True)
         for s in servers:
             r = load(build, "idle", s.port, "--clients", args.idle_clients, "--pid", s.pid,
                      timeout=1800)
@@ -180,6 +179,9 @@ def main():
                  f"{bar_d:.1f}", f"{bar_t:.1f}", f"{bar_t / bar_d:.2f}x faster"))
     rows.append((f"barrier, worst round, ms", f"{max(barrier[d]):.1f}",
                  f"{max(barrier[t]):.1f}", ""))
+    bcpu_d, bcpu_t = med(barrier_cpu[d]), med(barrier_cpu[t])
+    rows.append(("barrier, server CPU ms per round (median of runs)", f"{bcpu_d:.1f}",
+                 f"{bcpu_t:.1f}", f"{bcpu_t / bcpu_d:.2f}x less CPU"))
 
     def idle_cell(r, key, fmt="{}"):
         if key not in r:

@@ -6,7 +6,10 @@
 //
 //   drun_store_bench_load ops     --port P [--clients 64] [--seconds 3] [--value-bytes 32]
 //   drun_store_bench_load barrier --port P [--clients 1024] [--rounds 5]
-//   drun_store_bench_load idle    --port P [--clients 10000] [--pid SERVER_PID]
+//   drun_store_bench_load idle    --port P [--clients 10000]
+//
+// With --pid SERVER_PID every mode also reports the server's CPU time over the measured
+// part (from /proc/PID/stat), and idle its RSS growth.
 //
 // ops:     closed loop per client: set (SET, no reply), get (WAIT + GET, as the client's
 //          get() does), add (ADD); reports API ops/s.
@@ -31,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -129,6 +133,27 @@ long RssKiB(int pid) {
   return -1;
 }
 
+// User + system CPU time of a process (all threads), in seconds; -1 if unknown.
+double CpuSeconds(int pid) {
+  if (pid <= 0) return -1;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return -1;
+  std::vector<std::string> fields;
+  size_t pos = paren + 2;
+  while (pos < stat.size()) {
+    size_t end = stat.find(' ', pos);
+    if (end == std::string::npos) end = stat.size();
+    fields.push_back(stat.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  if (fields.size() < 13) return -1;
+  // Fields 14 and 15 of proc(5) (utime, stime) are at 11 and 12 after the command.
+  return (std::atof(fields[11].c_str()) + std::atof(fields[12].c_str())) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 struct Args {
   std::string mode;
   int port = 0;
@@ -196,6 +221,7 @@ int RunOps(const Args& a) {
     if (!SendAll(c.fd, Set(keys[static_cast<size_t>(i)], value) + Wait1(keys[static_cast<size_t>(i)])))
       Die("send");
   };
+  const double cpu0 = CpuSeconds(a.pid);
   const auto t0 = Clock::now();
   const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(
                                  std::chrono::duration<double>(a.seconds));
@@ -232,6 +258,7 @@ int RunOps(const Args& a) {
     }
   }
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cpu1 = CpuSeconds(a.pid);
   uint64_t cycles = 0;
   for (Conn& c : conns) {
     cycles += c.cycles;
@@ -243,6 +270,9 @@ int RunOps(const Args& a) {
               "requests_per_sec=%.0f\n",
               n, secs, static_cast<unsigned long long>(cycles), 3.0 * cycles / secs,
               4.0 * cycles / secs);
+  if (cpu0 >= 0 && cpu1 > cpu0)
+    std::printf("server_cpu_seconds=%.3f\nops_per_server_cpu_second=%.0f\n", cpu1 - cpu0,
+                3.0 * cycles / (cpu1 - cpu0));
   return 0;
 }
 
@@ -267,6 +297,7 @@ int RunBarrier(const Args& a) {
   }
   std::vector<epoll_event> events(static_cast<size_t>(n));
   std::vector<double> ms;
+  const double cpu0 = CpuSeconds(a.pid);
   const std::string salt = absl::StrCat(getpid(), "/", Clock::now().time_since_epoch().count());
   for (int r = 0; r < a.rounds; ++r) {
     const std::string counter = absl::StrCat("/barrier/", salt, "/", r);
@@ -302,9 +333,12 @@ int RunBarrier(const Args& a) {
     }
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
+  const double cpu1 = CpuSeconds(a.pid);
   for (Conn& c : conns) close(c.fd);
   close(ep);
   std::printf("mode=barrier\nclients=%d\n", n);
+  if (cpu0 >= 0 && cpu1 >= cpu0)
+    std::printf("server_cpu_ms_per_round=%.2f\n", (cpu1 - cpu0) * 1000 / a.rounds);
   std::string all;
   for (double m : ms) all += absl::StrCat(all.empty() ? "" : ",", m);
   std::printf("round_ms=%s\n", all.c_str());

@@ -7,11 +7,13 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -311,6 +313,26 @@ TEST_F(SocketTest, ManyConnectionsAndTheirClose) {
   clients.clear();
   // Closing 500 clients at once leaves the server serving the rest.
   EXPECT_EQ(last->Call(V2(Op::kPing, {}, {}, 0, 1), 4), U32(1));
+}
+
+TEST_F(SocketTest, HoldsThousandsOfIdleConnections) {
+  // Client and server ends share this process's descriptors: use what the hard limit allows.
+  rlimit rl{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  rl.rlim_cur = rl.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &rl);
+  getrlimit(RLIMIT_NOFILE, &rl);
+  const size_t n = std::min<size_t>(5000, (rl.rlim_cur - 200) / 2);
+  ASSERT_GE(n, 500u) << "RLIMIT_NOFILE too low for this test";
+  std::vector<std::unique_ptr<Client>> clients;
+  for (size_t i = 0; i < n; ++i) {
+    clients.push_back(std::make_unique<Client>(server_->port()));
+    ASSERT_TRUE(clients.back()->connected()) << i;
+  }
+  // Every one of them is served, then all are still open at once.
+  for (auto& c : clients) ASSERT_EQ(c->Call(V113(Op::kGetNumKeys), 8), I64(0));
+  EXPECT_EQ(server_->connection_count(), n);
+  EXPECT_EQ(server_->protocol_errors(), 0u);
 }
 
 TEST_F(SocketTest, StopClosesConnectionsAndIsIdempotent) {
