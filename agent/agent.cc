@@ -65,8 +65,35 @@ Agent::~Agent() {
 }
 
 void Agent::Log(const std::string& line) const {
-  std::string s = absl::StrCat("drun: ", line, "\n");
+  std::string s = absl::StrCat(status_shown_ ? "\r\033[K" : "", "drun: ", line, "\n");
   WriteAll(2, s);
+}
+
+void Agent::ShowStatus(TimePoint now) {
+  status_refresh_.reset();
+  if (!status_tty_ || !waiting_ || phase_ != Phase::kRendezvous) return;
+  const auto& w = *waiting_;
+  std::string line = absl::StrCat("drun: waiting for nodes: ", w.joined(), " of ", w.min_nodes(),
+                                  "..", w.max_nodes(), " joined");
+  if (w.last_call_ms() > 0) {
+    auto left = std::chrono::milliseconds(w.last_call_ms()) - (now - waiting_at_);
+    auto secs = std::chrono::ceil<std::chrono::seconds>(left).count();
+    absl::StrAppend(&line, "; last call closes the round in ", std::max<int64_t>(0, secs), " s");
+  }
+  if (!w.reason().empty() && w.reason() != "waiting for nodes" && w.reason() != "last call") {
+    absl::StrAppend(&line, " (", w.reason(), ")");
+  }
+  if (report_.rounds.size() > 0) absl::StrAppend(&line, "; ", report_.rounds.size(), " round(s) so far");
+  WriteAll(2, absl::StrCat("\r\033[K", line));
+  status_shown_ = true;
+  status_refresh_ = now + std::chrono::seconds(1);
+}
+
+void Agent::ClearStatus() {
+  if (status_shown_) WriteAll(2, "\r\033[K");
+  status_shown_ = false;
+  status_refresh_.reset();
+  waiting_.reset();
 }
 
 void Agent::Info(const std::string& line) const {
@@ -118,6 +145,7 @@ int Agent::Run() {
 
   TimePoint now = Clock::now();
   started_ = now;
+  status_tty_ = isatty(2) && !opt_.spec.quiet() && opt_.spec.max_nodes() > 1;
   v1::AgentMessage hello;
   auto* h = hello.mutable_hello();
   h->set_run_id(opt_.spec.run_id());
@@ -150,6 +178,7 @@ int Agent::Run() {
     console_.Flush();
 
     std::optional<TimePoint> deadline = rdzv_->NextDeadline();
+    if (status_refresh_ && (!deadline || *status_refresh_ < *deadline)) deadline = status_refresh_;
     if (group_) {
       auto g = group_->NextDeadline();
       if (g && (!deadline || *g < *deadline)) deadline = g;
@@ -199,7 +228,9 @@ int Agent::Run() {
     ReapChildren(now);
     if (group_) group_->OnTick(now);
     rdzv_->OnTick(now);
+    if (status_refresh_ && now >= *status_refresh_) ShowStatus(now);
   }
+  ClearStatus();
   console_.Flush();
   if (exit_code_ != 0) {
     if (!exit_message_.empty()) Log(exit_message_);
@@ -281,13 +312,22 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
         phase_ = Phase::kDone;
       }
       return;
-    case v1::ServerMessage::kWaiting:
-      if (opt_.spec.max_nodes() > 1) {
-        const auto& w = msg.waiting();
-        Info(absl::StrCat("waiting: ", w.joined(), " of ", w.min_nodes(), "..", w.max_nodes(),
-                         " nodes joined (", w.reason(), ")"));
+    case v1::ServerMessage::kWaiting: {
+      const auto& w = msg.waiting();
+      if (status_tty_) {
+        waiting_ = w;
+        waiting_at_ = now;
+        ShowStatus(now);
+      } else if (opt_.spec.max_nodes() > 1) {
+        std::string text = absl::StrCat("waiting: ", w.joined(), " of ", w.min_nodes(), "..",
+                                        w.max_nodes(), " nodes joined (", w.reason(), ")");
+        if (w.last_call_ms() > 0) {
+          absl::StrAppend(&text, "; the round closes in ", w.last_call_ms() / 1000.0, " s");
+        }
+        Info(text);
       }
       return;
+    }
     case v1::ServerMessage::kHeartbeat:
     case v1::ServerMessage::KIND_NOT_SET:
       return;
@@ -295,6 +335,7 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
 }
 
 void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
+  ClearStatus();
   assignment_ = a;
   RoundStats rs;
   rs.round = a.round();

@@ -75,6 +75,9 @@ class Agent {
   void Info(const std::string& line) const;  // progress: silent under --quiet
   void RetireGroup();  // records a worker group's outcome and drops it
   void WriteReport(TimePoint now);
+  // The live status line on a terminal while the rendezvous waits.
+  void ShowStatus(TimePoint now);
+  void ClearStatus();
 
   AgentOptions opt_;
   std::unique_ptr<RendezvousClient> rdzv_;
@@ -97,6 +100,11 @@ class Agent {
   RunReport report_;
   TimePoint started_;
   TimePoint join_sent_;
+  bool status_tty_ = false;
+  bool status_shown_ = false;
+  std::optional<v1::Waiting> waiting_;
+  TimePoint waiting_at_;
+  std::optional<TimePoint> status_refresh_;
 };
 
 }  // namespace drun

@@ -129,7 +129,9 @@ RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, Time
   switch (phase_) {
     case Phase::kWaiting: {
       Outbox out = MaybeClose(now);
-      if (phase_ == Phase::kWaiting) out.push_back({node, WaitingMessage("waiting for nodes")});
+      if (phase_ == Phase::kWaiting && out.empty()) {
+        out.push_back({node, WaitingMessage("waiting for nodes", now)});
+      }
       return out;
     }
     case Phase::kRunning: {
@@ -138,14 +140,14 @@ RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, Time
                                       " joined; restarting to include it"),
                          now);
       }
-      return {{node, WaitingMessage("spare: the job runs at its maximum size")}};
+      return {{node, WaitingMessage("spare: the job runs at its maximum size", now)}};
     }
     case Phase::kStopping: {
       if (was_stopping && !AnyStopping()) {
         EnterWaiting(now);
         return MaybeClose(now);
       }
-      return {{node, WaitingMessage("waiting for the current round to stop")}};
+      return {{node, WaitingMessage("waiting for the current round to stop", now)}};
     }
     case Phase::kFinished:
       return {};
@@ -279,13 +281,18 @@ void RendezvousState::EnterWaiting(TimePoint now) {
   min_reached_at_.reset();
 }
 
-v1::ServerMessage RendezvousState::WaitingMessage(const std::string& reason) const {
+v1::ServerMessage RendezvousState::WaitingMessage(const std::string& reason, TimePoint now) const {
   v1::ServerMessage m;
   auto* w = m.mutable_waiting();
   w->set_joined(num_waiting());
   w->set_min_nodes(config_.min_nodes);
   w->set_max_nodes(config_.max_nodes);
   w->set_reason(reason);
+  if (phase_ == Phase::kWaiting && min_reached_at_) {
+    auto left = *min_reached_at_ + config_.last_call_timeout - now;
+    w->set_last_call_ms(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(left).count()));
+  }
   return m;
 }
 
@@ -300,8 +307,14 @@ RendezvousState::Outbox RendezvousState::MaybeClose(TimePoint now) {
   // A restart closes as soon as the survivors are back: waiting for the last
   // call again would add 30 s to every restart.
   if (restart_round_) return CloseRound(now);
-  if (!min_reached_at_) min_reached_at_ = now;
-  if (now - *min_reached_at_ >= config_.last_call_timeout) return CloseRound(now);
+  if (now - min_reached_at_.value_or(now) >= config_.last_call_timeout) return CloseRound(now);
+  if (!min_reached_at_) {
+    // The last call starts: tell every waiting node once (O(n), not per join).
+    min_reached_at_ = now;
+    Outbox out;
+    for (NodeId id : JoinedNodes()) out.push_back({id, WaitingMessage("last call", now)});
+    return out;
+  }
   return {};
 }
 
@@ -360,7 +373,7 @@ RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
     out.push_back({participants_[i], std::move(m)});
   }
   for (NodeId id : JoinedNodes()) {
-    out.push_back({id, WaitingMessage("spare: the job runs at its maximum size")});
+    out.push_back({id, WaitingMessage("spare: the job runs at its maximum size", now)});
   }
   (void)now;
   return out;

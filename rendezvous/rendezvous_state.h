@@ -121,7 +121,7 @@ class RendezvousState {
   Outbox MaybeClose(TimePoint now);
   Outbox CloseRound(TimePoint now);
   void EnterWaiting(TimePoint now);
-  v1::ServerMessage WaitingMessage(const std::string& reason) const;
+  v1::ServerMessage WaitingMessage(const std::string& reason, TimePoint now) const;
   std::vector<NodeId> JoinedNodes() const;
   bool AnyStopping() const;
 
