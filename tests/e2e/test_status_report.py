@@ -1,0 +1,120 @@
+"""What a user sees around the workers' output: the live status line on a terminal (a real
+pseudo-terminal) and plain lines in a pipe while the rendezvous waits, --quiet, the
+per-rank summary table, and the --report JSON checked against docs/report.md."""
+import json
+import os
+import pty
+import re
+import select
+import socket
+import subprocess
+import time
+
+from drun_testlib import (DrunTestCase, base_env, drun_path, main, program, REPO)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def documented_fields():
+    """The field names of the JSON tables in docs/report.md."""
+    with open(os.path.join(REPO, "docs", "report.md")) as f:
+        text = f.read()
+    top = re.findall(r"^\| `(\w+)` \|", text, re.M)
+    nested = {}
+    for name in ("failure", "rounds", "workers"):
+        row = re.search(r"^\| `%s` \|[^\n]*" % name, text, re.M).group(0)
+        nested[name] = set(re.findall(r"`(\w+)`", row)) - {name}
+    return set(top), nested
+
+
+class StatusLineTest(DrunTestCase):
+    # One node of an elastic 1:2 job waits for the last call: long enough to see the status.
+    def waiting_args(self):
+        return ["--nnodes", "1:2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+                "--rdzv-conf", "last_call_timeout=2", "--no-python", "true"]
+
+    def test_terminal_gets_a_live_status_line(self):
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([drun_path()] + self.waiting_args(), env=base_env(),
+                                stdin=slave, stdout=slave, stderr=slave)
+        os.close(slave)
+        out = b""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], deadline - time.monotonic())
+            if not ready:
+                break
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's last writer closed it
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.close(master)
+        self.assertEqual(proc.wait(timeout=30), 0, out)
+        text = out.decode(errors="replace")
+        self.assertIn("drun: waiting for nodes: 1 of 1..2 joined", text)
+        self.assertIn("last call closes the round in", text)
+        self.assertIn("\r\x1b[K", text, "the status line is redrawn in place")
+        self.assertNotIn("drun: waiting: ", text, "plain log lines are for pipes")
+
+    def test_pipe_gets_plain_lines(self):
+        run = self.drun(*self.waiting_args())
+        self.assertExit(run, 0)
+        waiting = [l for l in run.stderr_lines if l.startswith("drun: waiting: 1 of 1..2 nodes joined")]
+        self.assertTrue(waiting, run.describe())
+        self.assertFalse(any("\x1b" in l or "\r" in l for l in run.stderr_lines))
+
+    def test_quiet_prints_only_workers_output(self):
+        run = self.drun("--quiet", *self.waiting_args()[:-2], "--no-python", "echo", "hello")
+        self.assertExit(run, 0)
+        self.assertEqual(run.stderr_lines, [])
+        self.assertTrue(any(l.endswith("hello") for l in run.stdout_lines), run.describe())
+
+
+class SummaryAndReportTest(DrunTestCase):
+    def test_summary_table_and_report_on_success(self):
+        report = os.path.join(self.tmp, "run.json")
+        run = self.drun("--standalone", "--nproc-per-node", "2", "--summary", "--report", report,
+                        "--no-python", "true")
+        self.assertExit(run, 0)
+        header = [l for l in run.stderr_lines if re.match(r"drun: host +rank +local +exit", l)]
+        self.assertEqual(len(header), 1, run.describe())
+        rows = [l for l in run.stderr_lines if re.match(r"drun: \S+ +\d+ +\d+ +0 +1 ", l)]
+        self.assertEqual(len(rows), 2, run.describe())
+        with open(report) as f:
+            doc = json.load(f)
+        top, nested = documented_fields()
+        self.assertEqual(set(doc), top)
+        self.assertIsNone(doc["failure"])
+        self.assertEqual(doc["exit_code"], 0)
+        self.assertEqual(len(doc["workers"]), 2)
+        for w in doc["workers"]:
+            self.assertEqual(set(w), nested["workers"])
+            self.assertGreater(w["peak_rss_kb"], 0)
+        self.assertEqual(len(doc["rounds"]), 1)
+        self.assertEqual(set(doc["rounds"][0]), nested["rounds"])
+
+    def test_failure_prints_table_and_report_names_root_cause(self):
+        report = os.path.join(self.tmp, "run.json")
+        run = self.drun("--nproc-per-node", "2", "--report", report, "--no-python",
+                        "sh", "-c", 'echo "dying $RANK" >&2; [ "$RANK" = 1 ] && exit 3; exec sleep 30')
+        self.assertExit(run, 3)
+        self.assertTrue(any(re.match(r"drun: \S+ +1 +1 +3 +1 ", l) for l in run.stderr_lines),
+                        run.describe())
+        with open(report) as f:
+            doc = json.load(f)
+        top, nested = documented_fields()
+        self.assertEqual(doc["exit_code"], 3)
+        self.assertTrue(nested["failure"] <= set(doc["failure"]), doc["failure"])
+        self.assertEqual(doc["failure"]["rank"], 1)
+        self.assertIn("dying 1", doc["failure"]["stderr_tail"])
+
+
+if __name__ == "__main__":
+    main()
