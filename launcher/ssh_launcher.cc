@@ -492,7 +492,9 @@ void SshLauncher::OnEnded(Event e) {
   }
   const std::string why = DescribeEnd(e);
   if (h.lost_counted) {
-    // Already counted when the rendezvous reported it lost.
+    // Already counted when the rendezvous reported it lost. The connection may
+    // be as dead as the agent (a cut link): the next agent gets a fresh one.
+    h.conn.reset();
     if (h.state == State::kRunning) Start(h);
     return;
   }
@@ -526,8 +528,7 @@ void SshLauncher::OnLost(const std::string& name) {
       Say(absl::StrCat(name, ": the rendezvous lost its agent; its agent failed twice, so this "
                        "job does not use the host again"));
     } else {
-      Say(absl::StrCat(name, ": the rendezvous lost its agent; dropping the connection and "
-                       "starting a new agent there"));
+      Say(absl::StrCat(name, ": the rendezvous lost its agent; starting a new agent there"));
     }
     h->control->Request(2);
   }

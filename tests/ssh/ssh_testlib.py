@@ -86,6 +86,15 @@ def _cmdline(pid):
         return None
 
 
+def _ppid(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(")") + 2:].split()[1])
+    except (OSError, ValueError):
+        return None
+
+
 def wait_pids_dead(pids, timeout=10.0):
     """Waits (pidfd + poll) until every pid has exited; returns those still alive."""
     fds = {}
@@ -389,8 +398,10 @@ class Testbed:
         return sorted(pids)
 
     def agent_pids(self, name):
-        return [p for p in self.host_processes(name)
+        """The `drun agent` processes on host `name` (not their guardian children)."""
+        pids = [p for p in self.host_processes(name)
                 if (_cmdline(p) or "").startswith(f"{self.drun} agent")]
+        return [p for p in pids if _ppid(p) not in pids]
 
     def wait_back_to_baseline(self, timeout=20):
         """Waits until every host runs exactly the processes it ran before the test (its
