@@ -1,0 +1,716 @@
+#include "launcher/config_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "launcher/cli.h"
+#include "yaml-cpp/yaml.h"
+
+namespace drun {
+namespace {
+
+constexpr size_t kMaxJobFileBytes = 16 << 20;
+
+// The keys that are not command-line options.
+constexpr const char kEnv[] = "env";
+constexpr const char kHosts[] = "hosts";
+constexpr const char kScript[] = "script";
+constexpr const char kArgs[] = "args";
+
+// Options that act on the command line itself, never part of a job.
+bool CommandOnly(const std::string& name) {
+  return name == "help" || name == "version" || name == "config" || name == "print-config";
+}
+
+// Options with a numeric value, checked here so the error can name the line.
+struct NumberRule {
+  const char* name;
+  bool integer;
+  double lo, hi;
+  const char* range;  // what a valid value is, for the message
+};
+const NumberRule kNumbers[] = {
+    {"max-restarts", true, 0, 1 << 30, "a whole number of 0 or more"},
+    {"node-rank", true, 0, 1 << 30, "a whole number of 0 or more"},
+    {"master-port", true, 1, 65535, "a TCP port number (1-65535)"},
+    {"shutdown-timeout", false, 0, std::numeric_limits<double>::infinity(),
+     "a number of seconds (0 or more)"},
+    {"monitor-interval", false, 0, std::numeric_limits<double>::infinity(),
+     "a number of seconds (0 or more)"},
+};
+
+const NumberRule* FindNumberRule(const std::string& name) {
+  for (const auto& r : kNumbers) {
+    if (name == r.name) return &r;
+  }
+  return nullptr;
+}
+
+// User text in messages: control bytes escaped, cut at 80 characters.
+std::string Quote(absl::string_view s) {
+  constexpr size_t kMax = 80;
+  size_t n = std::min(s.size(), kMax);
+  while (absl::CHexEscape(s.substr(0, n)).size() > kMax) --n;
+  return absl::StrCat("'", absl::CHexEscape(s.substr(0, n)), n < s.size() ? "...'" : "'");
+}
+
+std::string Canonical(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return key;
+}
+
+// What a node is, for "must be X, not <this>".
+std::string Describe(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Scalar:
+      return Quote(n.Scalar());
+    default:
+      return "empty";
+  }
+}
+
+// Levenshtein distance, for "did you mean".
+size_t Distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t prev = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cur = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      prev = cur;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string Suggest(const std::string& key, const std::vector<std::string>& known) {
+  std::string best;
+  size_t best_d = std::min<size_t>(4, key.size() / 2 + 1);
+  const std::string lower = absl::AsciiStrToLower(Canonical(key));
+  for (const auto& k : known) {
+    size_t d = Distance(lower, k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  return best;
+}
+
+bool IsEnvName(absl::string_view s) {
+  if (s.empty() || absl::ascii_isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+bool IsHostChar(char c, bool allow_colon) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ||
+         c == '_' || (allow_colon && c == ':');
+}
+
+// Host entries in host-file syntax, the one text form that carries max_slots.
+std::string HostfileLine(const HostEntry& e) {
+  std::string line = e.user.empty() ? e.host : absl::StrCat(e.user, "@", e.host);
+  if (e.slots > 0) absl::StrAppend(&line, " slots=", e.slots);
+  if (e.max_slots > 0) absl::StrAppend(&line, " max_slots=", e.max_slots);
+  return line;
+}
+
+// The -H form of an entry (max_slots has no -H spelling).
+std::string HostArg(const HostEntry& e) {
+  std::string s = e.user.empty() ? "" : absl::StrCat(e.user, "@");
+  const bool ipv6 = e.host.find(':') != std::string::npos;
+  if (e.slots > 0) {
+    absl::StrAppend(&s, ipv6 ? absl::StrCat("[", e.host, "]") : e.host, ":", e.slots);
+  } else {
+    absl::StrAppend(&s, e.host);
+  }
+  return s;
+}
+
+class Parser {
+ public:
+  explicit Parser(absl::string_view filename) : file_(filename) {}
+
+  absl::StatusOr<JobFile> Parse(const YAML::Node& root);
+
+  absl::Status Error(const YAML::Node& at, absl::string_view msg) const {
+    YAML::Mark m = at.Mark();
+    return ErrorAt(m.is_null() ? 0 : m.line + 1, msg);
+  }
+  absl::Status ErrorAt(int line, absl::string_view msg) const {
+    if (line <= 0) return absl::InvalidArgumentError(absl::StrCat(file_, ": ", msg));
+    return absl::InvalidArgumentError(absl::StrCat(file_, ":", line, ": ", msg));
+  }
+
+ private:
+  static int Line(const YAML::Node& n) {
+    YAML::Mark m = n.Mark();
+    return m.is_null() ? 0 : m.line + 1;
+  }
+
+  absl::Status Option(const OptionInfo& o, const YAML::Node& key, const YAML::Node& v);
+  absl::Status Scalar(const std::string& name, const YAML::Node& key, const YAML::Node& v,
+                      std::string* out);
+  absl::Status Env(const YAML::Node& key, const YAML::Node& v);
+  absl::Status Hosts(const YAML::Node& key, const YAML::Node& v);
+  absl::Status Args(const YAML::Node& key, const YAML::Node& v);
+
+  std::string file_;
+  JobFile job_;
+};
+
+// A scalar value for key `name`; the error for anything else says what was found.
+absl::Status Parser::Scalar(const std::string& name, const YAML::Node& key, const YAML::Node& v,
+                            std::string* out) {
+  if (v.IsNull()) {
+    return Error(key, absl::StrCat("'", name, "' has no value; give one, or delete the line"));
+  }
+  if (!v.IsScalar()) {
+    const NumberRule* r = FindNumberRule(name);
+    return Error(key, absl::StrCat("'", name, "' must be ", r ? "a number" : "a string", ", not ",
+                                   Describe(v)));
+  }
+  *out = v.Scalar();
+  return absl::OkStatus();
+}
+
+absl::Status Parser::Option(const OptionInfo& o, const YAML::Node& key, const YAML::Node& v) {
+  const std::string& name = o.name;
+  if (o.is_flag) {
+    bool b;
+    if (v.IsNull()) {
+      return Error(key, absl::StrCat("'", name, "' has no value; write true or false"));
+    }
+    if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b)) {
+      return Error(key, absl::StrCat("'", name, "' must be true or false, not ", Describe(v)));
+    }
+    job_.options[name] = b ? "1" : "0";
+    return absl::OkStatus();
+  }
+  if (o.repeatable) {
+    std::vector<std::string>& values = job_.multi[name];
+    if (v.IsSequence()) {
+      int index = 0;
+      for (const auto& item : v) {
+        ++index;
+        if (item.IsNull()) {
+          return Error(key, absl::StrCat("'", name, "' item ", index, " is empty"));
+        }
+        if (!item.IsScalar()) {
+          return Error(item, absl::StrCat("'", name, "' items must be strings, not ", Describe(item)));
+        }
+        values.push_back(item.Scalar());
+      }
+      return absl::OkStatus();
+    }
+    std::string s;
+    if (absl::Status st = Scalar(name, key, v, &s); !st.ok()) return st;
+    values.push_back(s);
+    return absl::OkStatus();
+  }
+  if (name == "rdzv-conf" && v.IsMap()) {
+    std::vector<std::string> items;
+    for (const auto& kv : v) {
+      if (!kv.first.IsScalar() || !kv.second.IsScalar()) {
+        return Error(kv.first, "'rdzv-conf' entries must be KEY: VALUE with plain values, e.g. "
+                               "join_timeout: 600");
+      }
+      const std::string& k = kv.first.Scalar();
+      const std::string& val = kv.second.Scalar();
+      if (k.empty() || absl::StrContains(k, '=') || absl::StrContains(k, ',') ||
+          absl::StrContains(val, ',')) {
+        return Error(kv.first, absl::StrCat("'rdzv-conf' entry ", Quote(k),
+                                            ": write KEY: VALUE with no ',' in either and no "
+                                            "'=' in the key"));
+      }
+      items.push_back(absl::StrCat(k, "=", val));
+    }
+    job_.options[name] = absl::StrJoin(items, ",");
+    return absl::OkStatus();
+  }
+  std::string s;
+  if (absl::Status st = Scalar(name, key, v, &s); !st.ok()) return st;
+  if (const NumberRule* r = FindNumberRule(name)) {
+    double d = 0;
+    int n = 0;
+    const std::string t(absl::StripAsciiWhitespace(s));
+    const bool number = r->integer ? absl::SimpleAtoi(t, &n) : absl::SimpleAtod(t, &d);
+    if (!number || (!r->integer && !std::isfinite(d))) {
+      return Error(key, absl::StrCat("'", name, "' must be ", r->integer ? "a whole number" : "a number",
+                                     ", not ", Describe(v)));
+    }
+    if (r->integer) d = n;
+    if (d < r->lo || d > r->hi) {
+      return Error(key, absl::StrCat("'", name, "' must be ", r->range, ", not ", Quote(s)));
+    }
+    s = t;
+  }
+  job_.options[name] = s;
+  return absl::OkStatus();
+}
+
+absl::Status Parser::Env(const YAML::Node& key, const YAML::Node& v) {
+  if (!v.IsMap()) {
+    return Error(key, absl::StrCat("'env' must be a map of VAR: value, not ", Describe(v)));
+  }
+  for (const auto& kv : v) {
+    if (!kv.first.IsScalar() || !IsEnvName(kv.first.Scalar())) {
+      return Error(kv.first, absl::StrCat("env: ", Describe(kv.first),
+                                          " is not a variable name (letters, digits, '_'; not "
+                                          "starting with a digit)"));
+    }
+    const std::string& var = kv.first.Scalar();
+    if (job_.env.count(var)) {
+      return Error(kv.first, absl::StrCat("env: ", var, " is set twice"));
+    }
+    if (kv.second.IsNull()) {
+      return Error(kv.first, absl::StrCat("env: ", var, " has no value; write ", var,
+                                          ": \"\" for an empty one, or list it under 'x' to "
+                                          "forward the launcher's value"));
+    }
+    if (!kv.second.IsScalar()) {
+      return Error(kv.first, absl::StrCat("env: ", var, " must be a string, not ",
+                                          Describe(kv.second)));
+    }
+    job_.env[var] = kv.second.Scalar();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Parser::Hosts(const YAML::Node& key, const YAML::Node& v) {
+  struct HostLine {
+    std::string text;  // host-file syntax
+    int yaml_line;
+  };
+  std::vector<HostLine> lines;
+  auto add_arg = [&](const YAML::Node& item) -> absl::Status {
+    auto parsed = ParseHostArg(item.Scalar());
+    if (!parsed.ok()) {
+      std::string msg(parsed.status().message());
+      if (absl::StartsWith(msg, "--host entry ")) msg = msg.substr(strlen("--host "));
+      return Error(item, absl::StrCat("hosts: ", msg));
+    }
+    if (parsed->empty()) return Error(item, "hosts: empty host entry");
+    for (const HostEntry& e : *parsed) lines.push_back({HostfileLine(e), Line(item)});
+    return absl::OkStatus();
+  };
+  auto add_map = [&](const YAML::Node& item) -> absl::Status {
+    HostEntry e;
+    bool have_host = false;
+    std::map<std::string, int> seen;
+    for (const auto& kv : item) {
+      const YAML::Node& k = kv.first;
+      const YAML::Node& val = kv.second;
+      const std::string name = k.IsScalar() ? Canonical(k.Scalar()) : "";
+      if (name != "host" && name != "user" && name != "slots" && name != "max-slots") {
+        std::string hint = k.IsScalar() ? Suggest(k.Scalar(), {"host", "user", "slots", "max-slots"})
+                                        : "";
+        if (hint == "max-slots") hint = "max_slots";
+        return Error(k, absl::StrCat("hosts: unknown key ", Describe(k),
+                                     hint.empty() ? "; a host is {host, slots, max_slots, user}"
+                                                  : absl::StrCat("; did you mean '", hint, "'?")));
+      }
+      if (!seen.emplace(name, Line(k)).second) {
+        return Error(k, absl::StrCat("hosts: '", k.Scalar(), "' is given twice for one host"));
+      }
+      if (!val.IsScalar() || val.Scalar().empty()) {
+        return Error(k, absl::StrCat("hosts: '", k.Scalar(), "' must be ",
+                                     name == "host" || name == "user" ? "a name" : "a number",
+                                     ", not ", Describe(val)));
+      }
+      const std::string& s = val.Scalar();
+      if (name == "host" || name == "user") {
+        for (char c : s) {
+          if (!IsHostChar(c, name == "host")) {
+            return Error(k, absl::StrCat("hosts: invalid ", name, " name ", Quote(s),
+                                         " (expected letters, digits, '-', '.', '_'",
+                                         name == "host" ? "; slots go in 'slots'" : "", ")"));
+          }
+        }
+        (name == "host" ? e.host : e.user) = s;
+        have_host = have_host || name == "host";
+        continue;
+      }
+      int n;
+      if (!absl::SimpleAtoi(s, &n) || n < 1 || n > kMaxHostSlots) {
+        return Error(k, absl::StrCat("hosts: '", k.Scalar(), "' must be a whole number from 1 to ",
+                                     kMaxHostSlots, ", not ", Describe(val)));
+      }
+      (name == "slots" ? e.slots : e.max_slots) = n;
+    }
+    if (!have_host) return Error(item, "hosts: this entry has no 'host'");
+    if (e.host.find(':') != std::string::npos) {
+      // Only an IPv6 address may hold ':'; ParseHostArg knows which those are.
+      auto parsed = ParseHostArg(e.host);
+      if (!parsed.ok() || parsed->size() != 1 || parsed->front().host != e.host) {
+        return Error(item, absl::StrCat("hosts: invalid host name ", Quote(e.host),
+                                        " (':' only belongs in an IPv6 address; slots go in "
+                                        "'slots')"));
+      }
+    }
+    if (e.max_slots > 0 && e.slots > e.max_slots) {
+      return Error(item, absl::StrCat("hosts: max_slots=", e.max_slots, " is less than slots=",
+                                      e.slots, " for ", e.host));
+    }
+    lines.push_back({HostfileLine(e), Line(item)});
+    return absl::OkStatus();
+  };
+
+  if (v.IsScalar()) {
+    if (absl::Status st = add_arg(v); !st.ok()) return st;
+  } else if (v.IsSequence()) {
+    int index = 0;
+    for (const auto& item : v) {
+      ++index;
+      absl::Status st;
+      if (item.IsNull()) {
+        st = Error(key, absl::StrCat("hosts: item ", index, " is empty"));
+      } else if (item.IsScalar()) {
+        st = add_arg(item);
+      } else if (item.IsMap()) {
+        st = add_map(item);
+      } else {
+        st = Error(item, absl::StrCat("hosts: an entry must be 'host[:slots]' or a map "
+                                      "{host, slots, max_slots, user}, not ",
+                                      Describe(item)));
+      }
+      if (!st.ok()) return st;
+    }
+  } else {
+    return Error(key, absl::StrCat("'hosts' must be a list of hosts, not ", Describe(v)));
+  }
+  if (lines.empty()) return Error(key, "'hosts' is empty; list at least one host");
+
+  // Merge repeated hosts exactly as a host file does: one parser, one set of rules.
+  std::string text;
+  for (const HostLine& l : lines) absl::StrAppend(&text, l.text, "\n");
+  auto merged = ParseHostfile(text, "");
+  if (!merged.ok()) {
+    // ":<n>: message", n counting `lines`.
+    absl::string_view msg = merged.status().message();
+    std::pair<std::string, std::string> parts = absl::StrSplit(msg.substr(1), absl::MaxSplits(':', 1));
+    int n = 0;
+    if (msg.size() > 1 && msg[0] == ':' && absl::SimpleAtoi(parts.first, &n) && n >= 1 &&
+        n <= static_cast<int>(lines.size())) {
+      return ErrorAt(lines[n - 1].yaml_line,
+                     absl::StrCat("hosts: ", absl::StripLeadingAsciiWhitespace(parts.second)));
+    }
+    return Error(key, absl::StrCat("hosts: ", msg));
+  }
+  for (HostEntry& e : *merged) {
+    if (e.line >= 1 && e.line <= static_cast<int>(lines.size())) e.line = lines[e.line - 1].yaml_line;
+    job_.hosts.push_back(HostArg(e));
+  }
+  job_.host_entries = std::move(*merged);
+  return absl::OkStatus();
+}
+
+absl::Status Parser::Args(const YAML::Node& key, const YAML::Node& v) {
+  if (v.IsScalar()) {
+    return Error(key, absl::StrCat("'args' must be a list, not a string; write e.g. args: [",
+                                   Quote(v.Scalar()), "] or one item per line"));
+  }
+  if (!v.IsSequence()) {
+    return Error(key, absl::StrCat("'args' must be a list of strings, not ", Describe(v)));
+  }
+  int index = 0;
+  for (const auto& item : v) {
+    ++index;
+    if (item.IsNull()) {
+      // An empty node's mark is the next token's, maybe lines later: name the item instead.
+      return Error(key, absl::StrCat("args: item ", index, " is empty; write '' for an empty "
+                                     "argument"));
+    }
+    if (!item.IsScalar()) {
+      return Error(item, absl::StrCat("args: items must be strings, not ", Describe(item)));
+    }
+    job_.args.push_back(item.Scalar());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobFile> Parser::Parse(const YAML::Node& root) {
+  if (root.IsNull()) return job_;
+  if (!root.IsMap()) {
+    return Error(root, absl::StrCat("a job file is a map of settings (key: value), not ",
+                                    Describe(root)));
+  }
+  const std::vector<OptionInfo> options = KnownOptions();
+  std::vector<std::string> known = {kEnv, kHosts, kScript, kArgs};
+  for (const auto& o : options) {
+    if (!CommandOnly(o.name)) known.push_back(o.name);
+  }
+
+  struct Seen {
+    std::string spelling;
+    int line;
+  };
+  std::map<std::string, Seen> seen;  // canonical key -> first appearance
+  for (const auto& kv : root) {
+    const YAML::Node& k = kv.first;
+    const YAML::Node& v = kv.second;
+    if (!k.IsScalar()) {
+      return Error(k, absl::StrCat("keys are setting names such as nproc-per-node, not ",
+                                   Describe(k)));
+    }
+    const std::string& raw = k.Scalar();
+    const std::string key = Canonical(raw);
+    const auto [it, fresh] = seen.emplace(key, Seen{raw, Line(k)});
+    if (!fresh) {
+      return Error(k, absl::StrCat("'", raw, "' is set twice (also as '", it->second.spelling,
+                                   "' on line ", it->second.line, ")"));
+    }
+
+    absl::Status st;
+    if (key == kEnv) {
+      st = Env(k, v);
+    } else if (key == kHosts) {
+      st = Hosts(k, v);
+    } else if (key == kScript) {
+      st = Scalar(kScript, k, v, &job_.script);
+      if (st.ok() && job_.script.empty()) st = Error(k, "'script' is empty");
+    } else if (key == kArgs) {
+      st = Args(k, v);
+    } else {
+      auto o = std::find_if(options.begin(), options.end(),
+                            [&](const OptionInfo& x) { return x.name == key; });
+      if (o != options.end() && CommandOnly(key)) {
+        st = Error(k, absl::StrCat("'", raw, "' belongs on the command line, not in a job file"));
+      } else if (o != options.end()) {
+        st = Option(*o, k, v);
+      } else {
+        const std::string hint = Suggest(raw, known);
+        st = Error(k, absl::StrCat("unknown key ", Quote(raw),
+                                   hint.empty() ? "; the keys are drun's options (drun --help) and "
+                                                  "env, hosts, script, args"
+                                                : absl::StrCat("; did you mean '", hint, "'?")));
+      }
+    }
+    if (!st.ok()) return st;
+  }
+
+  // The three ways of naming hosts exclude each other, as on the command line.
+  std::vector<const Seen*> named;
+  for (const char* name : {"hostfile", "host", kHosts}) {
+    if (auto it = seen.find(name); it != seen.end()) named.push_back(&it->second);
+  }
+  std::sort(named.begin(), named.end(), [](const Seen* a, const Seen* b) { return a->line < b->line; });
+  if (named.size() > 1) {
+    return ErrorAt(named[1]->line, absl::StrCat("'", named[1]->spelling, "' and '", named[0]->spelling,
+                                                "' (line ", named[0]->line,
+                                                ") both name the hosts; keep one"));
+  }
+  return std::move(job_);
+}
+
+// YAML plain scalars that read back as something other than the same string (or that a
+// reader would take for a boolean): these are written double-quoted.
+bool NeedsQuotes(const std::string& s) {
+  if (s.empty()) return true;
+  static const char* const kSpecial[] = {"~",   "null", "true", "false", "yes", "no",
+                                         "on",  "off",  "y",    "n"};
+  const std::string lower = absl::AsciiStrToLower(s);
+  for (const char* w : kSpecial) {
+    if (lower == w) return true;
+  }
+  const unsigned char c0 = static_cast<unsigned char>(s[0]);
+  const bool dash_start = s[0] == '-' && s.size() > 1 && s != "---" && s[1] != ' ';
+  if (!absl::ascii_isalnum(c0) && !dash_start && s[0] != '/' && s[0] != '.' && s[0] != '_') {
+    return true;
+  }
+  if (s.back() == ':' || s.back() == ' ') return true;
+  if (absl::StrContains(s, ": ") || absl::StrContains(s, " #")) return true;
+  // YAML 1.1 readers (PyYAML) take 2:4 for the base-60 number 124.
+  if (absl::StrContains(s, ':') && s.find_first_not_of("0123456789:") == std::string::npos) {
+    return true;
+  }
+  for (char c : s) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        !absl::StrContains("-_./@%+:=, ", c)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void EmitString(YAML::Emitter& out, const std::string& s) {
+  if (NeedsQuotes(s)) {
+    out << YAML::DoubleQuoted << s;
+  } else {
+    out << s;
+  }
+}
+
+// "k=v,k2=v2" as a map, when it is one.
+bool SplitConf(const std::string& v, std::vector<std::pair<std::string, std::string>>* out) {
+  for (absl::string_view item : absl::StrSplit(v, ',', absl::SkipEmpty())) {
+    const size_t eq = item.find('=');
+    if (eq == 0 || eq == absl::string_view::npos) return false;
+    out->emplace_back(std::string(item.substr(0, eq)), std::string(item.substr(eq + 1)));
+  }
+  return !out->empty();
+}
+
+}  // namespace
+
+absl::StatusOr<JobFile> ParseJobFile(absl::string_view yaml_text, absl::string_view filename) {
+  Parser parser(filename);
+  try {
+    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml_text));
+    if (docs.size() > 1) {
+      return parser.Error(docs[1], "a job file holds one YAML document; remove the second '---'");
+    }
+    if (docs.empty()) return JobFile{};
+    return parser.Parse(docs[0]);
+  } catch (const YAML::Exception& e) {
+    const int line = e.mark.is_null() ? 0 : e.mark.line + 1;
+    std::string msg = absl::StrCat("not valid YAML: ", e.msg);
+    if (!e.mark.is_null()) absl::StrAppend(&msg, " (column ", e.mark.column + 1, ")");
+    return parser.ErrorAt(line, msg);
+  } catch (const std::exception& e) {
+    return parser.ErrorAt(0, absl::StrCat("cannot read the job file: ", e.what()));
+  }
+}
+
+absl::StatusOr<JobFile> LoadJobFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    return absl::ErrnoToStatus(err, absl::StrCat("cannot open job file '", path, "': ",
+                                                 strerror(err)));
+  }
+  std::string text;
+  char buf[65536];
+  while (true) {
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      close(fd);
+      return absl::ErrnoToStatus(err, absl::StrCat("cannot read job file '", path, "': ",
+                                                   strerror(err)));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > kMaxJobFileBytes) {
+      close(fd);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "job file '", path, "' is larger than ", kMaxJobFileBytes >> 20, " MiB; is it the right file?"));
+    }
+  }
+  close(fd);
+  return ParseJobFile(text, path);
+}
+
+std::string RenderJobFile(const JobFile& job) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  std::map<std::string, std::string> rest = job.options;
+  for (const OptionInfo& o : KnownOptions()) {
+    auto it = rest.find(o.name);
+    if (it == rest.end()) continue;
+    const std::string& v = it->second;
+    out << YAML::Key << o.name << YAML::Value;
+    std::vector<std::pair<std::string, std::string>> conf;
+    if (o.is_flag && (v == "1" || v == "0")) {
+      out << (v == "1");
+    } else if (o.name == "rdzv-conf" && SplitConf(v, &conf)) {
+      out << YAML::BeginMap;
+      for (const auto& [k, val] : conf) {
+        out << YAML::Key;
+        EmitString(out, k);
+        out << YAML::Value;
+        EmitString(out, val);
+      }
+      out << YAML::EndMap;
+    } else {
+      EmitString(out, v);
+    }
+    rest.erase(it);
+  }
+  for (const auto& [name, v] : rest) {
+    out << YAML::Key << name << YAML::Value;
+    EmitString(out, v);
+  }
+  for (const auto& [name, values] : job.multi) {
+    if (values.empty()) continue;
+    out << YAML::Key << name << YAML::Value << YAML::BeginSeq;
+    for (const auto& v : values) EmitString(out, v);
+    out << YAML::EndSeq;
+  }
+  if (!job.env.empty()) {
+    out << YAML::Key << kEnv << YAML::Value << YAML::BeginMap;
+    for (const auto& [k, v] : job.env) {
+      out << YAML::Key;
+      EmitString(out, k);
+      out << YAML::Value;
+      EmitString(out, v);
+    }
+    out << YAML::EndMap;
+  }
+  if (!job.host_entries.empty()) {
+    out << YAML::Key << kHosts << YAML::Value << YAML::BeginSeq;
+    for (const HostEntry& e : job.host_entries) {
+      if (e.max_slots == 0) {
+        EmitString(out, HostArg(e));
+        continue;
+      }
+      out << YAML::Flow << YAML::BeginMap;
+      out << YAML::Key << "host" << YAML::Value;
+      EmitString(out, e.host);
+      if (!e.user.empty()) {
+        out << YAML::Key << "user" << YAML::Value;
+        EmitString(out, e.user);
+      }
+      if (e.slots > 0) out << YAML::Key << "slots" << YAML::Value << e.slots;
+      out << YAML::Key << "max_slots" << YAML::Value << e.max_slots;
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+  } else if (!job.hosts.empty()) {
+    out << YAML::Key << kHosts << YAML::Value << YAML::BeginSeq;
+    for (const auto& h : job.hosts) EmitString(out, h);
+    out << YAML::EndSeq;
+  }
+  if (!job.script.empty()) {
+    out << YAML::Key << kScript << YAML::Value;
+    EmitString(out, job.script);
+  }
+  if (!job.args.empty()) {
+    out << YAML::Key << kArgs << YAML::Value << YAML::BeginSeq;
+    for (const auto& a : job.args) EmitString(out, a);
+    out << YAML::EndSeq;
+  }
+  out << YAML::EndMap;
+  if (job.options.empty() && job.multi.empty() && job.env.empty() && job.hosts.empty() &&
+      job.host_entries.empty() && job.script.empty() && job.args.empty()) {
+    return "{}\n";
+  }
+  return absl::StrCat(out.c_str(), "\n");
+}
+
+}  // namespace drun
