@@ -13,5 +13,6 @@ if(DRUN_BUILD_TESTS)
   include(GoogleTest)
   add_executable(ssh_plan_test ${PROJECT_SOURCE_DIR}/tests/ssh/ssh_plan_test.cc)
   target_link_libraries(ssh_plan_test PRIVATE drun_ssh GTest::gmock GTest::gtest_main)
-  gtest_discover_tests(ssh_plan_test TEST_PREFIX "ssh_plan_test." DISCOVERY_TIMEOUT 30)
+  gtest_discover_tests(ssh_plan_test TEST_PREFIX "ssh_plan_test." DISCOVERY_TIMEOUT 30
+                       PROPERTIES LABELS "unit;ssh")
 endif()

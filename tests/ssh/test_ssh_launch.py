@@ -2,6 +2,7 @@
 x 2 workers, an mpirun-style host file with `max_slots = 2`, -x/--env-file forwarding with a
 ~/.ssh/config alias, and --rsh through OpenSSH's client."""
 import os
+import subprocess
 
 import ssh_testlib as t
 
@@ -60,6 +61,33 @@ class LaunchTest(t.SshTestCase):
             self.assertEqual(r["NOT_FORWARDED"], "<unset>")
         self.assertEqual(per_host, {"red01": {"red01"}, "orange": {"orange07"}})
         self.assertTrue(any("FWD_C=from file" in line for line in p[1].lines()))
+        self.assertHostsClean()
+
+    def test_login_through_the_ssh_agent(self):
+        # The only key that may log in lives in ssh-agent, not in ~/.ssh.
+        key = os.path.join(self.bed.tmp, "agent_key")
+        t.run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key)
+        with open(key + ".pub") as f, open(self.bed.authorized_keys, "a") as out:
+            out.write(f.read())
+        default = self.bed.key
+        for suffix in ("", ".pub"):
+            os.rename(default + suffix, default + suffix + ".off")
+            self.addCleanup(os.rename, default + suffix + ".off", default + suffix)
+        sock = os.path.join(self.bed.tmp, "agent.sock")
+        agent = subprocess.Popen(["ssh-agent", "-D", "-a", sock], stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.addCleanup(agent.wait)
+        self.addCleanup(agent.kill)
+        t.Lines(agent, "ssh-agent").wait_for(r"SSH_AUTH_SOCK=", timeout=20)
+        t.run("ssh-add", "-q", key, env={"SSH_AUTH_SOCK": sock, "PATH": os.environ["PATH"]})
+        p = self.drun(["-H", "red01,orange07", os.path.join(t.PROGRAMS, "worker.py")],
+                      env=self.bed.env(SSH_AUTH_SOCK=sock))
+        self.assertEqual(self.finish(p), 0, p[1].describe())
+        self.assertEqual(len(t.records(p[1].lines())), 2)
+        # Without the agent, the same command is refused at pre-flight.
+        p = self.drun(["-H", "red01", os.path.join(t.PROGRAMS, "worker.py")])
+        self.assertEqual(self.finish(p), 1)
+        self.assertIn("login refused", p[1].lines("stderr")[0])
         self.assertHostsClean()
 
     def test_rsh_through_openssh(self):
