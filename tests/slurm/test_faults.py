@@ -1,0 +1,105 @@
+"""Faults mid-run on the real cluster: a node's agent killed (SIGKILL), and scancel. In every
+case the job ends promptly, says why, and leaves no process on any node (checked by each
+test's tearDown through the nodes' network namespaces)."""
+import os
+import re
+import signal
+import time
+
+from slurm_testlib import Gate, SlurmTestCase, TRAIN, main
+
+BOUND = 30  # seconds from the fault to the job's end; a bound, the expected time is ~1-2 s
+
+
+class AgentKilled(SlurmTestCase):
+    def start_held(self, launcher):
+        gate = Gate()
+        self.addCleanup(gate.close)
+        if launcher:
+            body = f"""
+#SBATCH --nodes=3
+{self.drun} --launcher slurm --nproc-per-node 2 {TRAIN} --steps 5 --gate {gate.address}
+echo "drun exit code: $?"
+"""
+        else:
+            # Without --kill-on-bad-exit the two survivors would wait join_timeout for a
+            # replacement node (docs/slurm.md); with it, srun ends the step at once.
+            body = f"""
+#SBATCH --nodes=3 --ntasks-per-node=1
+srun --kill-on-bad-exit=1 {self.drun} --nproc-per-node 2 {TRAIN} --steps 5 --gate {gate.address}
+echo "srun exit code: $?"
+"""
+        job = self.submit(body, name="held-launcher" if launcher else "held-srun")
+        facts = gate.wait_for(6, job)
+        return job, facts
+
+    def kill_agent_of(self, facts, host):
+        agents = {f["ppid"] for f in facts if f["host"] == host}
+        self.assertEqual(len(agents), 1, facts)  # both workers of a node share their agent
+        agent = agents.pop()
+        os.kill(agent, signal.SIGKILL)
+        return time.monotonic()
+
+    def test_launcher_names_the_lost_node_and_ends_the_job(self):
+        job, facts = self.start_held(launcher=True)
+        killed_at = self.kill_agent_of(facts, "node2")
+        info = job.wait(timeout=BOUND)
+        self.assertLess(time.monotonic() - killed_at, BOUND)
+        out = job.output()
+        self.assertIn("drun: lost the agent on node2", out)
+        self.assertRegex(out, r"drun: the agents' srun step ended \(.*\) before the job finished; "
+                              r"lost agents: node2.* \(node2 first: its task ended, so srun "
+                              r"--kill-on-bad-exit stopped the others\)")
+        m = re.search(r"drun exit code: (\d+)", out)
+        self.assertTrue(m and m.group(1) != "0", out)
+
+    def test_srun_node_mode_with_kill_on_bad_exit_ends_the_step(self):
+        job, facts = self.start_held(launcher=False)
+        killed_at = self.kill_agent_of(facts, "node3")
+        info = job.wait(timeout=BOUND)
+        self.assertLess(time.monotonic() - killed_at, BOUND)
+        out = job.output()
+        # The rendezvous host noticed at once; srun then stopped the others with SIGTERM, which
+        # each agent passes to its workers.
+        self.assertIn("drun: stopping round 0: host node3 was lost", out)
+        self.assertIn("srun: error: node3: task 2: Killed", out)
+        self.assertIn("drun: got SIGTERM: stopping the workers", out)
+        self.assertRegex(out, r"srun exit code: [1-9]")
+
+
+class Scancel(SlurmTestCase):
+    def run_and_cancel(self, body, name):
+        gate = Gate()
+        self.addCleanup(gate.close)
+        job = self.submit(body.format(drun=self.drun, train=TRAIN, gate=gate.address), name=name)
+        gate.wait_for(6, job)
+        job.cancel()
+        info = job.wait(timeout=BOUND)
+        self.assertEqual(info.get("JobState"), "CANCELLED", job.output())
+        return job
+
+    def test_launcher_prints_its_summary_and_leaves_nothing(self):
+        job = self.run_and_cancel("""
+#SBATCH --nodes=3
+{drun} --launcher slurm --nproc-per-node 2 {train} --steps 5 --gate {gate}
+""", "cancel-launcher")
+        # The job's state flips at once; drun's last lines follow within Slurm's KillWait.
+        self.assert_nodes_clean()
+        out = job.output()
+        self.assertIn("drun: got SIGTERM: stopping the agents", out)
+        self.assertRegex(out, r"drun: job stopped by SIGTERM \(scancel, the job's time limit, or a "
+                              r"signal to drun\); srun .*; exit code 143")
+
+    def test_srun_node_mode_stops_every_agent(self):
+        job = self.run_and_cancel("""
+#SBATCH --nodes=3 --ntasks-per-node=1
+srun {drun} --nproc-per-node 2 {train} --steps 5 --gate {gate}
+""", "cancel-srun")
+        self.assert_nodes_clean()
+        out = job.output()
+        self.assertIn("JOB", out)  # slurmstepd's "*** JOB n ON node1 CANCELLED AT ... ***"
+        self.assertIn("drun: got SIGTERM: stopping the workers", out)
+
+
+if __name__ == "__main__":
+    main()

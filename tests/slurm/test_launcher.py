@@ -1,0 +1,62 @@
+"""`drun --launcher slurm ...` typed once in an sbatch script: drun hosts the rendezvous on the
+batch node and starts one agent per node with a single srun step."""
+import re
+
+from slurm_testlib import SlurmTestCase, TRAIN, main
+
+
+class LauncherSlurm(SlurmTestCase):
+    def test_trains_on_every_node_of_the_allocation(self):
+        job = self.submit(f"""
+#SBATCH --nodes=3
+{self.drun} --launcher slurm --nproc-per-node 2 {TRAIN} --steps 30
+""", name="launcher")
+        info = job.wait()
+        out = job.output()
+        self.assert_completed(job, info)
+        self.assertRegex(out, r"TRAINING OK world=6 steps=30 ")
+        workers = self.workers(out)
+        self.assertEqual(sorted(int(w["rank"]) for w in workers), list(range(6)), out)
+        # One agent per node of the allocation (the default --nnodes), two workers each.
+        per_host = {}
+        for w in workers:
+            per_host.setdefault(w["host"], set()).add(int(w["local_rank"]))
+            self.assertEqual(w["group_world"], "3")
+        self.assertEqual(per_host, {"node1": {0, 1}, "node2": {0, 1}, "node3": {0, 1}}, out)
+        said = [l for l in self.drun_lines(out) if "starting 3 agent(s)" in l]
+        self.assertEqual(len(said), 1, out)
+        # srun gets the job on its standard input, not as shell words.
+        self.assertRegex(said[0], rf"Slurm job {job.id}: rendezvous on 10\.213\.61\.11:\d+, run id "
+                                  rf"slurm-{job.id}; starting 3 agent\(s\): \S*srun --nodes=3 --ntasks=3 "
+                                  r"--ntasks-per-node=1 --kill-on-bad-exit=1 --input=all .* agent$")
+
+    def test_a_failing_worker_ends_the_job_with_the_root_cause(self):
+        job = self.submit(f"""
+#SBATCH --nodes=3
+{self.drun} --launcher slurm --nproc-per-node 2 {TRAIN} --steps 5 --fail-rank 4
+echo "drun exit code: $?"
+""", name="launcher-fail")
+        info = job.wait()
+        out = job.output()
+        self.assertIn("drun exit code: 3", out)
+        # The launcher's own summary (the agents print theirs too, when srun lets them).
+        self.assertRegex(out, r"drun: job failed: rank 4 on host node\d failed \(exit code 3\)")
+        summary = out[out.index("drun: ===== root cause: first failure ====="):]
+        self.assertRegex(summary, r"drun:   rank:\s+4 \(local rank 0, group rank 2\)")
+        self.assertRegex(summary, r"drun:   exit:\s+code 3")
+        self.assertIn("rank 4: failing on purpose", summary)
+        self.assertEqual(info.get("JobState"), "COMPLETED")  # the script's echo ran last
+
+    def test_nnodes_above_the_allocation_is_refused(self):
+        job = self.submit(f"""
+#SBATCH --nodes=2
+{self.drun} --launcher slurm --nnodes 3 {TRAIN}
+""", name="launcher-too-many")
+        info = job.wait()
+        self.assertEqual(info.get("ExitCode"), "2:0", job.output())
+        self.assertIn("drun: --nnodes 3 is more than the 2 nodes of this allocation (SLURM_JOB_NUM_NODES)",
+                      job.output())
+
+
+if __name__ == "__main__":
+    main()

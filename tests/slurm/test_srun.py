@@ -1,0 +1,90 @@
+"""`srun drun ...` configures itself from SLURM_*: node mode (one task per node, the issue's
+two-line sbatch script) and task mode (`srun -n 6`: each task is one worker)."""
+import re
+
+from slurm_testlib import Gate, SlurmTestCase, TRAIN, main
+
+
+class NodeMode(SlurmTestCase):
+    def test_two_line_script_trains_on_3_nodes_x_2_workers(self):
+        job = self.submit(f"""
+#SBATCH --nodes=3 --ntasks-per-node=1
+srun {self.drun} --nproc-per-node 2 {TRAIN} --steps 30
+""", name="twoline")
+        info = job.wait()
+        out = job.output()
+        self.assert_completed(job, info)
+        self.assertRegex(out, r"\[node1:rank0\]: TRAINING OK world=6 steps=30 ")
+        workers = self.workers(out)
+        self.assertEqual(sorted(int(w["rank"]) for w in workers), list(range(6)), out)
+        for w in workers:
+            rank = int(w["rank"])
+            # Node ranks follow Slurm's node order (SLURM_NODEID): node1 holds ranks 0-1.
+            self.assertEqual(w["host"], f"node{rank // 2 + 1}", w)
+            self.assertEqual(w["prefix_host"], w["host"])
+            self.assertEqual((w["local_rank"], w["local_world"]), (str(rank % 2), "2"), w)
+            self.assertEqual((w["group_rank"], w["group_world"]), (str(rank // 2), "3"), w)
+            self.assertEqual(w["world"], "6")
+            # The store is served beside the rendezvous, on the step's first node.
+            self.assertEqual(w["agent_store"], "True")
+            self.assertTrue(w["master"].startswith("node1:"), w)
+        # The host says once what it chose; the port is the step's reserved port
+        # (this cluster has MpiParams=ports=12000-12999).
+        said = [l for l in self.drun_lines(out) if "Slurm step" in l]
+        self.assertEqual(len(said), 1, out)
+        m = re.search(rf"Slurm step {job.id}\.0: 3 node\(s\), one drun per node, --nproc-per-node 2; "
+                      rf"rendezvous on node1:(\d+) \(port SLURM_STEP_RESV_PORTS\), "
+                      rf"run id slurm-{job.id}\.0", said[0])
+        self.assertTrue(m, said[0])
+        self.assertTrue(12000 <= int(m.group(1)) <= 12999, said[0])
+
+
+class TaskMode(SlurmTestCase):
+    def test_srun_n6_each_task_is_one_worker(self):
+        gate = Gate()
+        self.addCleanup(gate.close)
+        job = self.submit(f"""
+#SBATCH --nodes=3 --ntasks-per-node=2
+srun -n 6 {self.drun} {TRAIN} --steps 30 --gate {gate.address}
+""", name="tasks")
+        facts = gate.wait_for(6, job)
+        for f in facts:
+            s = f["slurm"]
+            # The seeds' `srun python3 ddp.py` pattern, nothing computed by hand.
+            self.assertEqual(f["rank"], int(s["SLURM_PROCID"]), f)
+            self.assertEqual(f["local_rank"], int(s["SLURM_LOCALID"]), f)
+            self.assertEqual(f["world"], int(s["SLURM_NTASKS"]), f)
+            self.assertEqual(f["world"], 6)
+            self.assertEqual(f["local_world"], 2, f)
+            self.assertEqual(f["group_rank"], int(s["SLURM_NODEID"]), f)
+            self.assertEqual(f["group_world"], 3, f)
+            self.assertEqual(f["omp"], "1", f)  # two workers share each node
+            self.assertEqual(f["restart_count"], "0")
+            self.assertEqual(f["agent_store"], "True")
+            self.assertEqual(f["run_id"], f"slurm-{job.id}.0")
+            self.assertTrue(f["master"].startswith("node1:"), f)
+            self.assertEqual(f["host"], f"node{int(s['SLURM_NODEID']) + 1}", f)
+        self.assertEqual(len({(f["host"], f["local_rank"]) for f in facts}), 6)
+        gate.release()
+        info = job.wait()
+        self.assert_completed(job, info)
+        out = job.output()
+        self.assertRegex(out, r"TRAINING OK world=6 steps=30 ")
+        self.assertRegex(out, rf"drun: Slurm step {job.id}\.0: 6 tasks on 3 node\(s\), one worker per "
+                              rf"task \(RANK=SLURM_PROCID\)")
+
+    def test_several_workers_per_task_is_refused_with_the_remedy(self):
+        job = self.submit(f"""
+#SBATCH --nodes=3 --ntasks-per-node=2
+srun -n 6 {self.drun} --nproc-per-node 2 {TRAIN}
+""", name="tasks-nproc")
+        info = job.wait()
+        self.assertEqual(info.get("JobState"), "FAILED", job.output())
+        self.assertEqual(info.get("ExitCode"), "2:0")
+        self.assertIn("drun: this srun step runs 6 tasks on 3 nodes, so each task is one worker "
+                      "(RANK=SLURM_PROCID) and --nproc-per-node 2 cannot apply", job.output())
+        self.assertIn("srun --ntasks-per-node=1", job.output())
+
+
+if __name__ == "__main__":
+    main()
