@@ -247,6 +247,17 @@ TEST_F(SocketTest, SingleByteSegments) {
   EXPECT_EQ(c.Recv(4 + 1 + 13), U32(77) + Byte(0) + Str("value"));
 }
 
+TEST_F(SocketTest, HalfSentRequestDoesNotStallOtherClients) {
+  // torch 1.13's server blocks in recv() on a half-received request, stalling every client.
+  Client slow(server_->port());
+  ASSERT_TRUE(slow.connected());
+  ASSERT_TRUE(slow.Send(Byte(3) + U64(5) + "ini"));  // ADD "init/" cut in the middle
+  auto other = Connect2x();
+  EXPECT_EQ(other->Call(V2(Op::kAdd, {"/n"}, {}, 7), 8), I64(7));
+  // The slow client finishes later and is served normally.
+  EXPECT_EQ(slow.Call("t/" + I64(1), 8), I64(1));
+}
+
 TEST_F(SocketTest, LargeValueRoundTrip) {
   auto c = Connect2x();
   std::string value(8 << 20, '\0');
