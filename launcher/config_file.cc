@@ -127,8 +127,8 @@ bool IsEnvName(absl::string_view s) {
 }
 
 bool IsHostChar(char c, bool allow_colon) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' ||
-         c == '_' || (allow_colon && c == ':');
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_' ||
+         (allow_colon && c == ':');
 }
 
 // Host entries in host-file syntax, the one text form that carries max_slots.
@@ -221,7 +221,8 @@ absl::Status Parser::Option(const OptionInfo& o, const YAML::Node& key, const YA
           return Error(key, absl::StrCat("'", name, "' item ", index, " is empty"));
         }
         if (!item.IsScalar()) {
-          return Error(item, absl::StrCat("'", name, "' items must be strings, not ", Describe(item)));
+          return Error(item,
+                       absl::StrCat("'", name, "' items must be strings, not ", Describe(item)));
         }
         values.push_back(item.Scalar());
       }
@@ -236,8 +237,9 @@ absl::Status Parser::Option(const OptionInfo& o, const YAML::Node& key, const YA
     std::vector<std::string> items;
     for (const auto& kv : v) {
       if (!kv.first.IsScalar() || !kv.second.IsScalar()) {
-        return Error(kv.first, "'rdzv-conf' entries must be KEY: VALUE with plain values, e.g. "
-                               "join_timeout: 600");
+        return Error(kv.first,
+                     "'rdzv-conf' entries must be KEY: VALUE with plain values, e.g. "
+                     "join_timeout: 600");
       }
       const std::string& k = kv.first.Scalar();
       const std::string& val = kv.second.Scalar();
@@ -260,8 +262,9 @@ absl::Status Parser::Option(const OptionInfo& o, const YAML::Node& key, const YA
     const std::string t(absl::StripAsciiWhitespace(s));
     const bool number = r->integer ? absl::SimpleAtoi(t, &n) : absl::SimpleAtod(t, &d);
     if (!number || (!r->integer && !std::isfinite(d))) {
-      return Error(key, absl::StrCat("'", name, "' must be ", r->integer ? "a whole number" : "a number",
-                                     ", not ", Describe(v)));
+      return Error(key,
+                   absl::StrCat("'", name, "' must be ", r->integer ? "a whole number" : "a number",
+                                ", not ", Describe(v)));
     }
     if (r->integer) d = n;
     if (d < r->lo || d > r->hi) {
@@ -293,8 +296,8 @@ absl::Status Parser::Env(const YAML::Node& key, const YAML::Node& v) {
                                           "forward the launcher's value"));
     }
     if (!kv.second.IsScalar()) {
-      return Error(kv.first, absl::StrCat("env: ", var, " must be a string, not ",
-                                          Describe(kv.second)));
+      return Error(kv.first,
+                   absl::StrCat("env: ", var, " must be a string, not ", Describe(kv.second)));
     }
     job_.env[var] = kv.second.Scalar();
   }
@@ -327,8 +330,8 @@ absl::Status Parser::Hosts(const YAML::Node& key, const YAML::Node& v) {
       const YAML::Node& val = kv.second;
       const std::string name = k.IsScalar() ? Canonical(k.Scalar()) : "";
       if (name != "host" && name != "user" && name != "slots" && name != "max-slots") {
-        std::string hint = k.IsScalar() ? Suggest(k.Scalar(), {"host", "user", "slots", "max-slots"})
-                                        : "";
+        std::string hint =
+            k.IsScalar() ? Suggest(k.Scalar(), {"host", "user", "slots", "max-slots"}) : "";
         if (hint == "max-slots") hint = "max_slots";
         return Error(k, absl::StrCat("hosts: unknown key ", Describe(k),
                                      hint.empty() ? "; a host is {host, slots, max_slots, user}"
@@ -373,8 +376,8 @@ absl::Status Parser::Hosts(const YAML::Node& key, const YAML::Node& v) {
       }
     }
     if (e.max_slots > 0 && e.slots > e.max_slots) {
-      return Error(item, absl::StrCat("hosts: max_slots=", e.max_slots, " is less than slots=",
-                                      e.slots, " for ", e.host));
+      return Error(item, absl::StrCat("hosts: max_slots=", e.max_slots,
+                                      " is less than slots=", e.slots, " for ", e.host));
     }
     lines.push_back({HostfileLine(e), Line(item)});
     return absl::OkStatus();
@@ -412,7 +415,8 @@ absl::Status Parser::Hosts(const YAML::Node& key, const YAML::Node& v) {
   if (!merged.ok()) {
     // ":<n>: message", n counting `lines`.
     absl::string_view msg = merged.status().message();
-    std::pair<std::string, std::string> parts = absl::StrSplit(msg.substr(1), absl::MaxSplits(':', 1));
+    std::pair<std::string, std::string> parts =
+        absl::StrSplit(msg.substr(1), absl::MaxSplits(':', 1));
     int n = 0;
     if (msg.size() > 1 && msg[0] == ':' && absl::SimpleAtoi(parts.first, &n) && n >= 1 &&
         n <= static_cast<int>(lines.size())) {
@@ -422,7 +426,8 @@ absl::Status Parser::Hosts(const YAML::Node& key, const YAML::Node& v) {
     return Error(key, absl::StrCat("hosts: ", msg));
   }
   for (HostEntry& e : *merged) {
-    if (e.line >= 1 && e.line <= static_cast<int>(lines.size())) e.line = lines[e.line - 1].yaml_line;
+    if (e.line >= 1 && e.line <= static_cast<int>(lines.size()))
+      e.line = lines[e.line - 1].yaml_line;
     job_.hosts.push_back(HostArg(e));
   }
   job_.host_entries = std::move(*merged);
@@ -442,7 +447,8 @@ absl::Status Parser::Args(const YAML::Node& key, const YAML::Node& v) {
     ++index;
     if (item.IsNull()) {
       // An empty node's mark is the next token's, maybe lines later: name the item instead.
-      return Error(key, absl::StrCat("args: item ", index, " is empty; write '' for an empty "
+      return Error(key, absl::StrCat("args: item ", index,
+                                     " is empty; write '' for an empty "
                                      "argument"));
     }
     if (!item.IsScalar()) {
@@ -456,8 +462,8 @@ absl::Status Parser::Args(const YAML::Node& key, const YAML::Node& v) {
 absl::StatusOr<JobFile> Parser::Parse(const YAML::Node& root) {
   if (root.IsNull()) return job_;
   if (!root.IsMap()) {
-    return Error(root, absl::StrCat("a job file is a map of settings (key: value), not ",
-                                    Describe(root)));
+    return Error(
+        root, absl::StrCat("a job file is a map of settings (key: value), not ", Describe(root)));
   }
   const std::vector<OptionInfo> options = KnownOptions();
   std::vector<std::string> known = {kEnv, kHosts, kScript, kArgs};
@@ -474,8 +480,8 @@ absl::StatusOr<JobFile> Parser::Parse(const YAML::Node& root) {
     const YAML::Node& k = kv.first;
     const YAML::Node& v = kv.second;
     if (!k.IsScalar()) {
-      return Error(k, absl::StrCat("keys are setting names such as nproc-per-node, not ",
-                                   Describe(k)));
+      return Error(
+          k, absl::StrCat("keys are setting names such as nproc-per-node, not ", Describe(k)));
     }
     const std::string& raw = k.Scalar();
     const std::string key = Canonical(raw);
@@ -518,11 +524,12 @@ absl::StatusOr<JobFile> Parser::Parse(const YAML::Node& root) {
   for (const char* name : {"hostfile", "host", kHosts}) {
     if (auto it = seen.find(name); it != seen.end()) named.push_back(&it->second);
   }
-  std::sort(named.begin(), named.end(), [](const Seen* a, const Seen* b) { return a->line < b->line; });
+  std::sort(named.begin(), named.end(),
+            [](const Seen* a, const Seen* b) { return a->line < b->line; });
   if (named.size() > 1) {
-    return ErrorAt(named[1]->line, absl::StrCat("'", named[1]->spelling, "' and '", named[0]->spelling,
-                                                "' (line ", named[0]->line,
-                                                ") both name the hosts; keep one"));
+    return ErrorAt(named[1]->line,
+                   absl::StrCat("'", named[1]->spelling, "' and '", named[0]->spelling, "' (line ",
+                                named[0]->line, ") both name the hosts; keep one"));
   }
   return std::move(job_);
 }
@@ -531,8 +538,8 @@ absl::StatusOr<JobFile> Parser::Parse(const YAML::Node& root) {
 // reader would take for a boolean): these are written double-quoted.
 bool NeedsQuotes(const std::string& s) {
   if (s.empty()) return true;
-  static const char* const kSpecial[] = {"~",   "null", "true", "false", "yes", "no",
-                                         "on",  "off",  "y",    "n"};
+  static const char* const kSpecial[] = {"~",  "null", "true", "false", "yes",
+                                         "no", "on",   "off",  "y",     "n"};
   const std::string lower = absl::AsciiStrToLower(s);
   for (const char* w : kSpecial) {
     if (lower == w) return true;
@@ -600,8 +607,8 @@ absl::StatusOr<JobFile> LoadJobFile(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
-    return absl::ErrnoToStatus(err, absl::StrCat("cannot open job file '", path, "': ",
-                                                 strerror(err)));
+    return absl::ErrnoToStatus(err,
+                               absl::StrCat("cannot open job file '", path, "': ", strerror(err)));
   }
   std::string text;
   char buf[65536];
@@ -611,15 +618,16 @@ absl::StatusOr<JobFile> LoadJobFile(const std::string& path) {
     if (n < 0) {
       const int err = errno;
       close(fd);
-      return absl::ErrnoToStatus(err, absl::StrCat("cannot read job file '", path, "': ",
-                                                   strerror(err)));
+      return absl::ErrnoToStatus(
+          err, absl::StrCat("cannot read job file '", path, "': ", strerror(err)));
     }
     if (n == 0) break;
     text.append(buf, static_cast<size_t>(n));
     if (text.size() > kMaxJobFileBytes) {
       close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "job file '", path, "' is larger than ", kMaxJobFileBytes >> 20, " MiB; is it the right file?"));
+      return absl::InvalidArgumentError(absl::StrCat("job file '", path, "' is larger than ",
+                                                     kMaxJobFileBytes >> 20,
+                                                     " MiB; is it the right file?"));
     }
   }
   close(fd);

@@ -47,8 +47,8 @@ struct JobFile {
   // file that named the host. Filled by ParseJobFile; RenderJobFile prefers it to `hosts`
   // when it is not empty.
   std::vector<HostEntry> host_entries;
-  std::string script;              // script:
-  std::vector<std::string> args;   // args:
+  std::string script;             // script:
+  std::vector<std::string> args;  // args:
 };
 
 // Reads and parses the job file at `path` (at most 16 MiB). Read errors name the path.

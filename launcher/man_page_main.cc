@@ -12,7 +12,8 @@ int main(int argc, char** argv) {
   }
   const std::string page = drun::ManPage();
   if (argc == 1) {
-    if (std::fwrite(page.data(), 1, page.size(), stdout) != page.size() || std::fflush(stdout) != 0) {
+    if (std::fwrite(page.data(), 1, page.size(), stdout) != page.size() ||
+        std::fflush(stdout) != 0) {
       std::perror("drun_manpage: write");
       return 1;
     }

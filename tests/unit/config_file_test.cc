@@ -76,12 +76,13 @@ TEST(ParseJobFile, ValuesFlagsAndBothSpellings) {
       "shutdown-timeout: 2.5\n"
       "role: trainer\n"
       "node-setup: python3 prep.py /tmp/x\n");
-  EXPECT_THAT(j.options, UnorderedElementsAre(
-                             Pair("nproc-per-node", "4"), Pair("max-restarts", "3"),
-                             Pair("rdzv-endpoint", "node01:29400"), Pair("nnodes", "2:4"),
-                             Pair("standalone", "1"), Pair("no-python", "0"),
-                             Pair("ssh-accept-new", "1"), Pair("shutdown-timeout", "2.5"),
-                             Pair("role", "trainer"), Pair("node-setup", "python3 prep.py /tmp/x")));
+  EXPECT_THAT(
+      j.options,
+      UnorderedElementsAre(Pair("nproc-per-node", "4"), Pair("max-restarts", "3"),
+                           Pair("rdzv-endpoint", "node01:29400"), Pair("nnodes", "2:4"),
+                           Pair("standalone", "1"), Pair("no-python", "0"),
+                           Pair("ssh-accept-new", "1"), Pair("shutdown-timeout", "2.5"),
+                           Pair("role", "trainer"), Pair("node-setup", "python3 prep.py /tmp/x")));
   EXPECT_THAT(j.multi, IsEmpty());
   EXPECT_THAT(j.env, IsEmpty());
   EXPECT_THAT(j.hosts, IsEmpty());
@@ -192,16 +193,16 @@ TEST(ParseJobFile, HostsInEveryForm) {
       "  - host: blue02\n"                             // line 6
       "    max_slots: 2\n"
       "    user: bob\n"
-      "  - host: fe80::1\n"                            // line 9
+      "  - host: fe80::1\n"  // line 9
       "    slots: 2\n");
   EXPECT_THAT(j.hosts, ElementsAre("red01", "orange07:2", "alice@purple11:3", "green05:2",
                                    "bob@blue02", "[fe80::1]:2"));
   EXPECT_TRUE(Hosts(j) == (std::vector<HostView>{{"", "red01", 0, 0},
-                                                {"", "orange07", 2, 0},
-                                                {"alice", "purple11", 3, 0},
-                                                {"", "green05", 2, 4},
-                                                {"bob", "blue02", 0, 2},
-                                                {"", "fe80::1", 2, 0}}));
+                                                 {"", "orange07", 2, 0},
+                                                 {"alice", "purple11", 3, 0},
+                                                 {"", "green05", 2, 4},
+                                                 {"bob", "blue02", 0, 2},
+                                                 {"", "fe80::1", 2, 0}}));
   std::vector<int> lines;
   for (const auto& e : j.host_entries) lines.push_back(e.line);
   EXPECT_THAT(lines, ElementsAre(2, 3, 4, 5, 6, 9));
@@ -250,7 +251,8 @@ TEST(ParseJobFile, HostErrorsNameTheLine) {
   EXPECT_EQ(ErrorOf("hosts:\n  - [red01]\n"),
             "job.yaml:2: hosts: an entry must be 'host[:slots]' or a map {host, slots, "
             "max_slots, user}, not a list");
-  EXPECT_EQ(ErrorOf("hosts: {host: red01}\n"), "job.yaml:1: 'hosts' must be a list of hosts, not a map");
+  EXPECT_EQ(ErrorOf("hosts: {host: red01}\n"),
+            "job.yaml:1: 'hosts' must be a list of hosts, not a map");
   EXPECT_EQ(ErrorOf("hosts: []\n"), "job.yaml:1: 'hosts' is empty; list at least one host");
 }
 
@@ -268,11 +270,13 @@ TEST(ParseJobFile, UnknownKeysSuggestTheNearestName) {
             "job.yaml:4: unknown key 'nproc-per-nod'; did you mean 'nproc-per-node'?");
   EXPECT_EQ(ErrorOf("max_restart: 4\n"),
             "job.yaml:1: unknown key 'max_restart'; did you mean 'max-restarts'?");
-  EXPECT_EQ(ErrorOf("scirpt: train.py\n"), "job.yaml:1: unknown key 'scirpt'; did you mean 'script'?");
+  EXPECT_EQ(ErrorOf("scirpt: train.py\n"),
+            "job.yaml:1: unknown key 'scirpt'; did you mean 'script'?");
   EXPECT_EQ(ErrorOf("environment:\n  A: 1\n"),
             "job.yaml:1: unknown key 'environment'; the keys are drun's options (drun --help) "
             "and env, hosts, script, args");
-  EXPECT_EQ(ErrorOf("help: true\n"), "job.yaml:1: 'help' belongs on the command line, not in a job file");
+  EXPECT_EQ(ErrorOf("help: true\n"),
+            "job.yaml:1: 'help' belongs on the command line, not in a job file");
   EXPECT_EQ(ErrorOf("? [a, b]\n: 1\n"),
             "job.yaml:1: keys are setting names such as nproc-per-node, not a list");
 }
@@ -300,7 +304,8 @@ TEST(ParseJobFile, WrongTypesNameFileLineAndKey) {
   EXPECT_EQ(ErrorOf("args: --epochs 1\n"),
             "job.yaml:1: 'args' must be a list, not a string; write e.g. args: ['--epochs 1'] or "
             "one item per line");
-  EXPECT_EQ(ErrorOf("args:\n  - a\n  - [b]\n"), "job.yaml:3: args: items must be strings, not a list");
+  EXPECT_EQ(ErrorOf("args:\n  - a\n  - [b]\n"),
+            "job.yaml:3: args: items must be strings, not a list");
   EXPECT_EQ(ErrorOf("args:\n  - a\n  -\n"),
             "job.yaml:1: args: item 2 is empty; write '' for an empty argument");
   EXPECT_EQ(ErrorOf("x:\n  - a\n  -\n  - b\n"), "job.yaml:1: 'x' item 2 is empty");
@@ -324,7 +329,8 @@ TEST(ParseJobFile, NotAMapOrNotYaml) {
             "job.yaml:1: a job file is a map of settings (key: value), not a list");
   EXPECT_EQ(ErrorOf("train.py\n"),
             "job.yaml:1: a job file is a map of settings (key: value), not 'train.py'");
-  EXPECT_THAT(ErrorOf("nnodes: 1\nenv:\n  A: 1\n B: 2\n"), HasSubstr("job.yaml:4: not valid YAML: "));
+  EXPECT_THAT(ErrorOf("nnodes: 1\nenv:\n  A: 1\n B: 2\n"),
+              HasSubstr("job.yaml:4: not valid YAML: "));
   EXPECT_THAT(ErrorOf("nnodes: [1, 2\n"), HasSubstr("job.yaml:"));
   EXPECT_EQ(ErrorOf("nnodes: 1\n---\nnnodes: 2\n"),
             "job.yaml:3: a job file holds one YAML document; remove the second '---'");
@@ -362,8 +368,9 @@ TEST(LoadJobFile, ReadsAndNamesThePathInErrors) {
 
   std::string bad = dir.Write("bad.yaml", "nnodes: 1\nnproc-per-nod: 4\n");
   EXPECT_EQ(LoadJobFile(bad).status().message(),
-            p.substr(0, p.size() - 8) + "bad.yaml:2: unknown key 'nproc-per-nod'; did you mean "
-                                        "'nproc-per-node'?");
+            p.substr(0, p.size() - 8) +
+                "bad.yaml:2: unknown key 'nproc-per-nod'; did you mean "
+                "'nproc-per-node'?");
 
   auto missing = LoadJobFile(dir.path() + "/nope.yaml");
   EXPECT_TRUE(absl::IsNotFound(missing.status())) << missing.status();

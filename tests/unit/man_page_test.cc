@@ -59,8 +59,8 @@ TEST(ManPage, HasTheSections) {
                               "ENVIRONMENT", "EXIT STATUS", "FILES", "EXAMPLES", "SEE ALSO"}) {
     EXPECT_THAT(m, HasSubstr(absl::StrCat("\n.SH ", section, "\n"))) << section;
   }
-  for (const char* group : {"Job options", "Rendezvous options", "Output options", "SSH options",
-                            "Slurm options"}) {
+  for (const char* group :
+       {"Job options", "Rendezvous options", "Output options", "SSH options", "Slurm options"}) {
     EXPECT_THAT(m, HasSubstr(absl::StrCat("\n.SS ", group, "\n"))) << group;
   }
   EXPECT_THAT(m, HasSubstr("\n.SH NAME\ndrun \\- "));
@@ -91,8 +91,8 @@ TEST(ManPage, TextLinesAreNotRequests) {
   for (absl::string_view line : absl::StrSplit(ManPage(), '\n')) {
     if (line.empty() || (line[0] != '.' && line[0] != '\'')) continue;
     const std::string request(line.substr(0, line.find(' ')));
-    EXPECT_THAT((std::vector<std::string>{".\\\"", ".TH", ".nh", ".ad", ".SH", ".SS", ".TP",
-                                          ".PP", ".RS", ".RE", ".nf", ".fi", ".B", ".br"}),
+    EXPECT_THAT((std::vector<std::string>{".\\\"", ".TH", ".nh", ".ad", ".SH", ".SS", ".TP", ".PP",
+                                          ".RS", ".RE", ".nf", ".fi", ".B", ".br"}),
                 ::testing::Contains(request))
         << line;
   }
