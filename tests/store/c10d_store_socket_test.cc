@@ -334,7 +334,7 @@ TEST_F(SocketTest, HoldsThousandsOfIdleConnections) {
   setrlimit(RLIMIT_NOFILE, &rl);
   getrlimit(RLIMIT_NOFILE, &rl);
   const size_t n = std::min<size_t>(5000, (rl.rlim_cur - 200) / 2);
-  ASSERT_GE(n, 500u) << "RLIMIT_NOFILE too low for this test";
+  if (n < 500) GTEST_SKIP() << "RLIMIT_NOFILE hard limit too low: " << rl.rlim_max;
   std::vector<std::unique_ptr<Client>> clients;
   for (size_t i = 0; i < n; ++i) {
     clients.push_back(std::make_unique<Client>(server_->port()));
