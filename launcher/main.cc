@@ -108,9 +108,6 @@ int Main(int argc, char** argv) {
   if (auto st = ApplySlurmEnvironment(&*cl, &env); !st.ok()) return Fail(2, std::string(st.message()));
   v1::JobSpec spec = cl->spec;
 
-  auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
-  if (!nproc.ok()) return Fail(2, std::string(nproc.status().message()));
-
   if ((!spec.redirects().empty() || !spec.tee().empty()) && spec.log_dir().empty()) {
     // Like torchrun: log files need a directory; keep it and say where.
     std::string tmpl = (std::filesystem::temp_directory_path() / "drun_logs_XXXXXX").string();
@@ -134,6 +131,11 @@ int Main(int argc, char** argv) {
   // host the rendezvous here and return the job's exit code.
   if (cl->launcher == "slurm") return RunSlurmLauncher(*cl, spec, token, env);
   if (cl->launcher == "ssh") return RunSshLauncher(*cl, spec, token, env);
+
+  // This process is a node: its workers are resolved here (remote nodes
+  // resolve their own).
+  auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
+  if (!nproc.ok()) return Fail(2, std::string(nproc.status().message()));
 
   // The guardian is forked before any thread exists; the handled signals are
   // blocked before any thread exists, so only the agent's signalfd sees them.
