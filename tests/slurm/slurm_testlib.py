@@ -272,6 +272,21 @@ class Gate:
             self.facts.append(json.loads(line))
         return sorted(self.facts, key=lambda f: f["rank"])
 
+    def lines_from_all(self, timeout=JOB_TIMEOUT):
+        """One more line from every worker at the gate (e.g. what a signal made it say)."""
+        lines = []
+        end = time.monotonic() + timeout
+        for c in self.conns:
+            buf = b""
+            while not buf.endswith(b"\n"):
+                c.settimeout(max(0.001, end - time.monotonic()))
+                chunk = c.recv(1)
+                if not chunk:
+                    break
+                buf += chunk
+            lines.append(buf.decode().strip())
+        return lines
+
     def release(self):
         for c in self.conns:
             try:

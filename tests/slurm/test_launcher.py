@@ -1,8 +1,10 @@
 """`drun --launcher slurm ...` typed once in an sbatch script: drun hosts the rendezvous on the
 batch node and starts one agent per node with a single srun step."""
+import os
 import re
+import signal
 
-from slurm_testlib import SlurmTestCase, TRAIN, main
+from slurm_testlib import Gate, SlurmTestCase, TRAIN, main
 
 
 class LauncherSlurm(SlurmTestCase):
@@ -46,6 +48,25 @@ echo "drun exit code: $?"
         self.assertRegex(summary, r"drun:   exit:\s+code 3")
         self.assertIn("rank 4: failing on purpose", summary)
         self.assertEqual(info.get("JobState"), "COMPLETED")  # the script's echo ran last
+
+    def test_sigusr1_to_drun_reaches_every_worker(self):
+        # What `#SBATCH --signal=B:USR1@120` does before the time limit: signal the batch
+        # shell, which `exec` made drun.
+        gate = Gate()
+        self.addCleanup(gate.close)
+        pidfile = os.path.join(self.dir, "drun.pid")
+        job = self.submit(f"""
+#SBATCH --nodes=3
+echo $$ > {pidfile}
+exec {self.drun} --launcher slurm --nproc-per-node 2 {TRAIN} --steps 5 --gate {gate.address}
+""", name="launcher-usr1")
+        gate.wait_for(6, job)
+        with open(pidfile) as f:
+            os.kill(int(f.read()), signal.SIGUSR1)
+        self.assertEqual(sorted(gate.lines_from_all()), [f"SIGUSR1 {r}" for r in range(6)])
+        gate.release()
+        self.assert_completed(job, job.wait())
+        self.assertRegex(job.output(), r"TRAINING OK world=6 ")
 
     def test_nnodes_above_the_allocation_is_refused(self):
         job = self.submit(f"""

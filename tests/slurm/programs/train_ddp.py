@@ -13,11 +13,13 @@ and rank 0 finally prints "TRAINING OK world=W steps=N loss=X checksum=C".
 (with its SLURM_* variables) as one JSON line and blocks, without using CPU, until the gate
 sends a byte (then it finishes) or closes (then it exits 4). A test thereby knows when every
 worker is up, can hold them there (to kill or cancel something mid-run) and release them.
+While at the gate, a SIGUSR1 makes the worker send the line "SIGUSR1 <rank>" to the gate.
 --fail-rank R makes rank R exit 3 after training (a failure for the root-cause summary).
 """
 import argparse
 import json
 import os
+import signal
 import socket
 import sys
 
@@ -88,6 +90,7 @@ def main():
         with socket.create_connection((host, int(port)), timeout=30) as s:
             s.settimeout(None)
             s.sendall((json.dumps(facts) + "\n").encode())
+            signal.signal(signal.SIGUSR1, lambda *_: s.sendall(f"SIGUSR1 {rank}\n".encode()))
             if not s.recv(1):
                 print(f"rank {rank}: the test's gate closed", file=sys.stderr, flush=True)
                 sys.exit(4)
