@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/nproc.h"
 #include "agent/output.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/stubs/common.h"
 #include "grpcpp/grpcpp.h"
 
@@ -40,6 +41,9 @@ constexpr const char kSlurm[] = "slurm";
 
 // The order here is the order of --help.
 const OptionDef kOptions[] = {
+    {"config", 0, Kind::kValue, kJob, "FILE",
+     "read options from a YAML job file (docs/config.md); the command line and environment win", false},
+    {"print-config", 0, Kind::kFlag, kJob, nullptr, "print the resolved job as a YAML job file and exit", false},
     {"nnodes", 0, Kind::kValue, kJob, "N|MIN:MAX", "number of nodes, or an elastic range (default 1)", true},
     {"nproc-per-node", 0, Kind::kValue, kJob, "N|cpu|gpu|auto|gpu:LIST",
      "workers per node; gpu:1,3,5 runs one worker per listed GPU (default 1)", true},
@@ -233,12 +237,29 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   rest.assign(args.begin() + static_cast<long>(std::min(i, args.size())), args.end());
 
   CommandLine cl;
+  // A job file is the lowest layer: command line > environment > file.
+  JobFile job;
+  {
+    std::string path;
+    if (auto it = given.find("config"); it != given.end()) {
+      path = it->second;
+    } else if (auto e = env.find("DRUN_CONFIG"); e != env.end()) {
+      path = e->second;
+    }
+    if (!path.empty()) {
+      auto loaded = LoadJobFile(path);
+      if (!loaded.ok()) return loaded.status();
+      job = std::move(*loaded);
+    }
+  }
   auto get = [&](const char* name) -> std::optional<std::string> {
     auto it = given.find(name);
     if (it != given.end()) return it->second;
     const OptionDef* o = FindLong(name);
     auto e = env.find(EnvName(*o));
     if (e != env.end()) return e->second;
+    auto f = job.options.find(name);
+    if (f != job.options.end()) return f->second;
     return std::nullopt;
   };
   auto flag = [&](const char* name) -> absl::StatusOr<bool> {
@@ -252,7 +273,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   };
 
   for (const auto& o : kOptions) {
-    if (given.count(o.name) || multi.count(o.name) || env.count(EnvName(o))) {
+    if (given.count(o.name) || multi.count(o.name) || env.count(EnvName(o)) ||
+        job.options.count(o.name) || job.multi.count(o.name)) {
       cl.explicit_options.insert(o.name);
     }
   }
@@ -424,7 +446,14 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   cl.token_file = get("rdzv-token-file").value_or("");
   cl.hostfile = get("hostfile").value_or("");
   cl.hosts = get("host").value_or("");
-  cl.forward_env = multi["x"];
+  cl.forward_env = job.multi["x"];  // the file's first, then the command line's
+  for (const auto& x : multi["x"]) cl.forward_env.push_back(x);
+  for (const auto& [k, v] : job.env) (*s.mutable_env())[k] = v;
+  if (cl.hostfile.empty() && get("host").value_or("").empty() && !job.hosts.empty()) {
+    cl.hosts = absl::StrJoin(job.hosts, ",");
+    cl.host_entries = job.host_entries;
+    for (auto& h : cl.host_entries) h.line = 0;  // lines of the YAML file, not a host file
+  }
   cl.env_file = get("env-file").value_or("");
   cl.remote_drun = get("remote-drun").value_or("");
   cl.rsh = get("rsh").value_or("");
@@ -458,13 +487,44 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       return Bad("a static rendezvous needs --master-addr (the node with --node-rank 0)");
     }
   } else if (max_nodes > 1 && s.rdzv_endpoint().empty() && !cl.standalone &&
-             get("hostfile").value_or("").empty() && get("host").value_or("").empty() &&
-             get("launcher").value_or("") != "slurm") {
+             cl.launcher == "local") {
     return Bad(absl::StrCat("--nnodes ", get("nnodes").value_or(""),
                             " needs --rdzv-endpoint HOST:PORT (the node that hosts the rendezvous)"));
   }
 
-  // The entrypoint.
+  // The entrypoint: the command line's replaces the file's script and args.
+  if (rest.empty() && !job.script.empty()) {
+    rest.push_back(job.script);
+    rest.insert(rest.end(), job.args.begin(), job.args.end());
+  }
+  auto print_config = flag("print-config");
+  if (!print_config.ok()) return print_config.status();
+  cl.print_config = *print_config;
+  if (cl.print_config) {
+    // The resolved job, as a file LoadJobFile reads back.
+    JobFile& r = cl.resolved;
+    for (const auto& o : kOptions) {
+      const std::string name = o.name;
+      if (name == "help" || name == "version" || name == "config" || name == "print-config" ||
+          name == "x") {
+        continue;
+      }
+      if (o.kind == Kind::kFlag) {
+        auto b = flag(o.name);
+        if (b.ok() && *b) r.options[name] = "1";
+      } else if (auto v = get(o.name)) {
+        r.options[name] = *v;
+      }
+    }
+    if (!cl.forward_env.empty()) r.multi["x"] = cl.forward_env;
+    for (const auto& [k, v] : s.env()) r.env[k] = v;
+    if (!cl.host_entries.empty()) r.host_entries = cl.host_entries;
+    if (!rest.empty()) {
+      r.script = rest[0];
+      r.args.assign(rest.begin() + 1, rest.end());
+    }
+    return cl;
+  }
   if (rest.empty()) {
     return Bad("missing the training script; write drun [options] train.py [args...]");
   }

@@ -12,6 +12,8 @@
 
 #include "absl/status/statusor.h"
 #include "drun/v1/job.pb.h"
+#include "launcher/config_file.h"
+#include "launcher/hostfile.h"
 
 namespace drun {
 
@@ -30,6 +32,10 @@ struct CommandLine {
   std::string remote_drun;
   std::string rsh;
   bool ssh_accept_new = false;
+  // Hosts from a job file's hosts: (with max_slots, which -H cannot say).
+  std::vector<HostEntry> host_entries;
+  bool print_config = false;  // --print-config
+  JobFile resolved;           // with --print-config: the job as resolved
   bool summary = false;     // --summary
   std::string report_path;  // --report
   // Canonical names (dashed) of the options set on the command line or in the

@@ -104,6 +104,10 @@ int Main(int argc, char** argv) {
     WriteAll(1, VersionText());
     return 0;
   }
+  if (cl->print_config) {
+    WriteAll(1, RenderJobFile(cl->resolved));
+    return 0;
+  }
   // [slurm auto-configuration] (issue: Slurm) adjusts *cl from SLURM_* here.
   if (auto st = ApplySlurmEnvironment(&*cl, &env); !st.ok()) return Fail(2, std::string(st.message()));
   v1::JobSpec spec = cl->spec;

@@ -116,6 +116,7 @@ absl::StatusOr<std::map<std::string, std::string>> ForwardedEnv(
 }
 
 absl::StatusOr<std::vector<HostEntry>> LoadHosts(const CommandLine& cl) {
+  if (!cl.host_entries.empty()) return cl.host_entries;  // a job file's hosts:
   absl::StatusOr<std::vector<HostEntry>> hosts;
   std::string source;
   if (!cl.hostfile.empty()) {

@@ -13,6 +13,8 @@ PKGS=(
   iproute2 procps psmisc openssh-server openssh-client
   slurmctld slurmd slurm-client munge
   clang libclang-rt-14-dev tmux util-linux
+  # man page and package checks
+  man-db groff-base bsdextrautils file dpkg-dev
 )
 missing=()
 for p in "${PKGS[@]}"; do

@@ -141,5 +141,69 @@ TEST(CliTest, RdzvConfPairs) {
   EXPECT_EQ(cl->spec.rdzv_conf().at("last_call_timeout"), "1");
 }
 
+class JobFileTest : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& text) {
+    std::string path = ::testing::TempDir() + "/job.yaml";
+    FILE* f = fopen(path.c_str(), "w");
+    fputs(text.c_str(), f);
+    fclose(f);
+    return path;
+  }
+};
+
+TEST_F(JobFileTest, PrecedenceCommandLineThenEnvironmentThenFile) {
+  std::string path = Write(
+      "nproc-per-node: 2\nmax-restarts: 1\nrole: fromfile\nenv: {A: '1'}\n"
+      "script: train.py\nargs: [--lr, '0.1']\nx: [FILEVAR]\n");
+  auto cl = Parse({"--config", path}, {{"PET_MAX_RESTARTS", "5"}});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.nproc_per_node(), "2");
+  EXPECT_EQ(cl->spec.max_restarts(), 5);
+  EXPECT_EQ(cl->spec.role(), "fromfile");
+  EXPECT_EQ(cl->spec.env().at("A"), "1");
+  EXPECT_EQ(cl->spec.entrypoint(), "train.py");
+  ASSERT_EQ(cl->spec.args_size(), 2);
+  EXPECT_TRUE(cl->explicit_options.count("nproc-per-node"));
+  cl = Parse({"--config", path, "--nproc-per-node", "3", "-x", "CLIVAR", "other.py"},
+             {{"PET_NPROC_PER_NODE", "4"}});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.nproc_per_node(), "3");
+  EXPECT_EQ(cl->spec.entrypoint(), "other.py");
+  EXPECT_EQ(cl->spec.args_size(), 0);
+  EXPECT_EQ(cl->forward_env, (std::vector<std::string>{"FILEVAR", "CLIVAR"}));
+  cl = Parse({"t.py"}, {{"DRUN_CONFIG", path}, {"PET_NPROC_PER_NODE", "4"}});
+  ASSERT_TRUE(cl.ok());
+  EXPECT_EQ(cl->spec.nproc_per_node(), "4");
+}
+
+TEST_F(JobFileTest, HostsFromFileSelectSsh) {
+  std::string path = Write("hosts:\n  - {host: red01, max_slots: 2}\n  - orange07:3\nscript: t.py\n");
+  auto cl = Parse({"--config", path});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->launcher, "ssh");
+  ASSERT_EQ(cl->host_entries.size(), 2u);
+  EXPECT_EQ(cl->host_entries[0].max_slots, 2);
+  EXPECT_EQ(cl->host_entries[1].slots, 3);
+}
+
+TEST_F(JobFileTest, ErrorsNameFileAndLineAndPrintConfigRoundTrips) {
+  auto bad = Parse({"--config", Write("nproc-per-node: 2\nmax-restarts: [1]\n"), "t.py"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("job.yaml:2"), std::string::npos) << bad.status();
+  auto missing = Parse({"--config", "/nonexistent/job.yaml", "t.py"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/job.yaml"), std::string::npos);
+  auto cl = Parse({"--config", Write("nproc-per-node: 2\nscript: t.py\n"), "--print-config",
+                   "--max-restarts", "3"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  ASSERT_TRUE(cl->print_config);
+  auto again = ParseJobFile(RenderJobFile(cl->resolved), "printed");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->options.at("nproc-per-node"), "2");
+  EXPECT_EQ(again->options.at("max-restarts"), "3");
+  EXPECT_EQ(again->script, "t.py");
+}
+
 }  // namespace
 }  // namespace drun
