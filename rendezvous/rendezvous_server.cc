@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -318,6 +319,13 @@ class ServerImpl : public RendezvousServer {
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
     const std::string& listen_addr, RendezvousState::Config config) {
+  // One stream per agent and one or two store connections per worker: a large
+  // job needs more descriptors than the usual soft limit of 1024.
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
   auto s = std::make_unique<ServerImpl>(std::move(config));
   if (absl::Status st = s->Listen(listen_addr); !st.ok()) return st;
   return std::unique_ptr<RendezvousServer>(std::move(s));
