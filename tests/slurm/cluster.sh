@@ -88,11 +88,13 @@ net_up() {
 }
 
 net_down() {
+  # The root namespace's link first (deleting the bridge namespace would take it down too,
+  # racing with a delete here), then the namespaces.
+  if ip link show "$ROOT_IF" >/dev/null 2>&1; then ip link del "$ROOT_IF" 2>/dev/null || true; fi
   local ns
   for ns in "${NODE_NS[@]}" "$CTL_NS" "$BR_NS"; do
-    [ -e "/run/netns/$ns" ] && ip netns del "$ns"
+    if [ -e "/run/netns/$ns" ]; then ip netns del "$ns"; fi
   done
-  ip link show "$ROOT_IF" >/dev/null 2>&1 && ip link del "$ROOT_IF"
   # Last: the unreachable route outlives every link into the subnet.
   if ip route show "$SUBNET" | grep -q '^unreachable'; then
     ip route del unreachable "$SUBNET"

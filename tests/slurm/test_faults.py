@@ -59,11 +59,12 @@ echo "srun exit code: $?"
         info = job.wait(timeout=BOUND)
         self.assertLess(time.monotonic() - killed_at, BOUND)
         out = job.output()
-        # The rendezvous host noticed at once; srun then stopped the others with SIGTERM, which
-        # each agent passes to its workers.
+        # The rendezvous host noticed at once and stopped the others' workers; srun then
+        # ended the step with SIGTERM, which each surviving agent obeys (exit 128+15).
         self.assertIn("drun: stopping round 0: host node3 was lost", out)
         self.assertIn("srun: error: node3: task 2: Killed", out)
-        self.assertIn("drun: got SIGTERM: stopping the workers", out)
+        self.assertIn("srun: error: node1: task 0: Exited with exit code 143", out)
+        self.assertIn("srun: error: node2: task 1: Exited with exit code 143", out)
         self.assertRegex(out, r"srun exit code: [1-9]")
 
 

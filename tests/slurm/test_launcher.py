@@ -63,6 +63,8 @@ exec {self.drun} --launcher slurm --nproc-per-node 2 {TRAIN} --steps 5 --gate {g
         gate.wait_for(6, job)
         with open(pidfile) as f:
             os.kill(int(f.read()), signal.SIGUSR1)
+        # Every worker gets it (some twice: slurmstepd signals the whole step, and the agent
+        # forwards it too; docs/slurm.md).
         self.assertEqual(sorted(gate.lines_from_all()), [f"SIGUSR1 {r}" for r in range(6)])
         gate.release()
         self.assert_completed(job, job.wait())

@@ -13,7 +13,7 @@ and rank 0 finally prints "TRAINING OK world=W steps=N loss=X checksum=C".
 (with its SLURM_* variables) as one JSON line and blocks, without using CPU, until the gate
 sends a byte (then it finishes) or closes (then it exits 4). A test thereby knows when every
 worker is up, can hold them there (to kill or cancel something mid-run) and release them.
-While at the gate, a SIGUSR1 makes the worker send the line "SIGUSR1 <rank>" to the gate.
+While at the gate, each SIGUSR1 makes the worker send the line "SIGUSR1 <rank>" to the gate.
 --fail-rank R makes rank R exit 3 after training (a failure for the root-cause summary).
 """
 import argparse
@@ -90,7 +90,16 @@ def main():
         with socket.create_connection((host, int(port)), timeout=30) as s:
             s.settimeout(None)
             s.sendall((json.dumps(facts) + "\n").encode())
-            signal.signal(signal.SIGUSR1, lambda *_: s.sendall(f"SIGUSR1 {rank}\n".encode()))
+
+            def on_usr1(*_):
+                # Under srun a signal may come twice: from slurmstepd, which signals every
+                # process of the step, and from the worker's drun agent, which forwards it.
+                try:
+                    s.sendall(f"SIGUSR1 {rank}\n".encode())
+                except OSError:
+                    pass  # after the gate closed
+
+            signal.signal(signal.SIGUSR1, on_usr1)
             if not s.recv(1):
                 print(f"rank {rank}: the test's gate closed", file=sys.stderr, flush=True)
                 sys.exit(4)
