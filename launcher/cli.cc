@@ -14,8 +14,6 @@
 #include "agent/nproc.h"
 #include "agent/output.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/stubs/common.h"
-#include "grpcpp/grpcpp.h"
 
 namespace drun {
 
@@ -535,6 +533,22 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   return cl;
 }
 
+namespace {
+std::string& DrunPathStorage() {
+  static std::string path;
+  return path;
+}
+}  // namespace
+
+std::string DrunPath() {
+  if (!DrunPathStorage().empty()) return DrunPathStorage();
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "drun";
+}
+
+void SetDrunPath(std::string path) { DrunPathStorage() = std::move(path); }
+
 std::vector<OptionInfo> KnownOptions() {
   std::vector<OptionInfo> out;
   for (const auto& o : kOptions) {
@@ -580,9 +594,5 @@ std::string HelpText() {
   return out;
 }
 
-std::string VersionText() {
-  return absl::StrCat("drun 0.1.0 (gRPC ", grpc::Version(), ", protobuf ",
-                      google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION), ")\n");
-}
 
 }  // namespace drun

@@ -62,6 +62,11 @@ struct OptionInfo {
 };
 std::vector<OptionInfo> KnownOptions();
 
+// The path of the drun binary the user ran (the light drun when this is
+// drun-net), for starting drun elsewhere: remote hosts run the same path.
+std::string DrunPath();
+void SetDrunPath(std::string path);
+
 std::string HelpText();
 std::string VersionText();
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "drun/v1/job.pb.h"
+#include "agent/agent_launch.h"
 #include "rendezvous/rendezvous_server.h"
 
 namespace drun {
@@ -34,13 +35,6 @@ class JobHost {
   std::string token_;
   std::unique_ptr<RendezvousServer> server_;
 };
-
-// Encodes/decodes the AgentLaunch framing (uint32 little-endian length).
-std::string EncodeAgentLaunch(const v1::AgentLaunch& launch);
-absl::StatusOr<v1::AgentLaunch> ReadAgentLaunch(int fd);
-
-// RendezvousState::Config for a job described by `spec`.
-RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::string& token);
 
 }  // namespace drun
 

@@ -18,14 +18,27 @@
 #include "agent/output.h"
 #include "agent/process.h"
 #include "agent/worker_env.h"
+#ifndef DRUN_LIGHT
 #include "agent/grpc_rendezvous_client.h"
+#endif
 #include "launcher/cli.h"
+#include "agent/agent_launch.h"
 #include "launcher/endpoint.h"
+#ifndef DRUN_LIGHT
 #include "launcher/job_host.h"
+#endif
+#ifndef DRUN_LIGHT
 #include "launcher/slurm_env.h"
+#endif
+#ifndef DRUN_LIGHT
 #include "launcher/slurm_launcher.h"
+#endif
+#ifndef DRUN_LIGHT
 #include "launcher/ssh_launcher.h"
+#endif
+#ifndef DRUN_LIGHT
 #include "rendezvous/rendezvous_server.h"
+#endif
 
 extern char** environ;
 
@@ -47,6 +60,35 @@ std::string Hostname() {
   return buf;
 }
 
+#ifdef DRUN_LIGHT
+// This is the light drun: it runs single-node jobs itself and hands everything
+// that needs the network (gRPC, libssh, Slurm) to drun-net, by exec with the
+// same arguments and environment. Loading gRPC's libraries alone costs more
+// start-up time and memory than a whole single-node job of /bin/true.
+[[noreturn]] void ExecNet(char** argv) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string dir = ".";
+  if (n > 0) {
+    self[n] = '\0';
+    dir = std::filesystem::path(self).parent_path().string();
+  }
+  if (n > 0) setenv("DRUN_LAUNCHED_AS", self, 1);
+  for (const std::string& candidate : {dir + "/drun-net", dir + "/../lib/drun/drun-net"}) {
+    execv(candidate.c_str(), argv);
+  }
+  Fail(127, absl::StrCat("cannot run drun-net (it belongs next to drun in ", dir,
+                         " or in ", dir, "/../lib/drun): ", strerror(errno)));
+  _exit(127);
+}
+
+bool NeedsNet(const CommandLine& cl, const EnvMap& env) {
+  const v1::JobSpec& s = cl.spec;
+  return cl.version || cl.launcher != "local" || env.count("SLURM_STEP_ID") ||
+         (!cl.standalone &&
+          (s.max_nodes() > 1 || !s.rdzv_endpoint().empty() || s.rdzv_backend() == "static"));
+}
+#else
 // `drun agent`: a node started by a launcher (ssh, srun). The job arrives on
 // standard input, which then stays open as the lifeline to the launcher.
 int AgentMain() {
@@ -91,8 +133,20 @@ int AgentMain() {
   return code;
 }
 
+#endif  // DRUN_LIGHT
+
 int Main(int argc, char** argv) {
+#ifdef DRUN_LIGHT
+  if (argc >= 2 && std::string(argv[1]) == "agent") ExecNet(argv);
+#else
+  // Started by the light drun: remember its path (remote hosts run the same
+  // one) and keep the variable out of the workers' environment.
+  if (const char* as = getenv("DRUN_LAUNCHED_AS")) {
+    SetDrunPath(as);
+    unsetenv("DRUN_LAUNCHED_AS");
+  }
   if (argc >= 2 && std::string(argv[1]) == "agent") return AgentMain();
+#endif
   EnvMap env = EnvironToMap(environ);
   auto cl = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
   if (!cl.ok()) return Fail(2, std::string(cl.status().message()));
@@ -100,16 +154,20 @@ int Main(int argc, char** argv) {
     WriteAll(1, HelpText());
     return 0;
   }
-  if (cl->version) {
-    WriteAll(1, VersionText());
-    return 0;
-  }
   if (cl->print_config) {
     WriteAll(1, RenderJobFile(cl->resolved));
     return 0;
   }
+#ifdef DRUN_LIGHT
+  if (NeedsNet(*cl, env)) ExecNet(argv);
+#else
+  if (cl->version) {
+    WriteAll(1, VersionText());
+    return 0;
+  }
   // [slurm auto-configuration] (issue: Slurm) adjusts *cl from SLURM_* here.
   if (auto st = ApplySlurmEnvironment(&*cl, &env); !st.ok()) return Fail(2, std::string(st.message()));
+#endif
   v1::JobSpec spec = cl->spec;
 
   if ((!spec.redirects().empty() || !spec.tee().empty()) && spec.log_dir().empty()) {
@@ -133,8 +191,10 @@ int Main(int argc, char** argv) {
 
   // [launcher dispatch] Launchers that start the agents elsewhere (ssh, srun)
   // host the rendezvous here and return the job's exit code.
+#ifndef DRUN_LIGHT
   if (cl->launcher == "slurm") return RunSlurmLauncher(*cl, spec, token, env);
   if (cl->launcher == "ssh") return RunSshLauncher(*cl, spec, token, env);
+#endif
 
   // This process is a node: its workers are resolved here (remote nodes
   // resolve their own).
@@ -155,7 +215,9 @@ int Main(int argc, char** argv) {
   options.token = token;
 
   std::unique_ptr<RendezvousClient> rdzv;
+#ifndef DRUN_LIGHT
   std::unique_ptr<RendezvousServer> server;
+#endif
   const bool distributed = !cl->standalone && (spec.max_nodes() > 1 || !spec.rdzv_endpoint().empty() ||
                                                spec.rdzv_backend() == "static");
   if (!distributed) {
@@ -165,6 +227,7 @@ int Main(int argc, char** argv) {
     if (spec.agent_store()) config.fixed_master_addr.clear();
     rdzv = std::make_unique<LocalRendezvous>(std::move(config));
   } else {
+#ifndef DRUN_LIGHT
     const bool is_static = spec.rdzv_backend() == "static";
     std::string endpoint_text = spec.rdzv_endpoint();
     if (endpoint_text.empty()) {
@@ -215,6 +278,7 @@ int Main(int argc, char** argv) {
     if (!client.ok()) return Fail(1, std::string(client.status().message()));
     rdzv = std::move(*client);
     options.host_in_prefix = spec.max_nodes() > 1;
+#endif
   }
 
   options.base_env = std::move(env);
@@ -226,8 +290,10 @@ int Main(int argc, char** argv) {
     Agent agent(std::move(options), std::move(rdzv), &guardian);
     code = agent.Run();
   }
+#ifndef DRUN_LIGHT
   // The other agents have their Finish by now, or lose the server here.
   if (server) server->Shutdown(std::chrono::seconds(2));
+#endif
   guardian.Release();
   return code;
 }

@@ -61,12 +61,7 @@ std::string LastLine(absl::string_view text) {
   return lines.empty() ? "" : lines.back().substr(0, 200);
 }
 
-std::string SelfExe() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "drun";
-  return std::string(buf, static_cast<size_t>(n));
-}
+std::string SelfExe() { return DrunPath(); }
 
 // "drun 0.1.0": what must match on every host.
 std::string VersionWords(absl::string_view version_text) {

@@ -267,6 +267,10 @@ class Testbed:
 
         os.makedirs(self.bin)
         shutil.copy2(drun_path(), self.drun)
+        # drun execs drun-net (its networked half) from its own directory.
+        net = os.path.join(os.path.dirname(drun_path()), "drun-net")
+        if os.path.exists(net):
+            shutil.copy2(net, os.path.join(self.bin, "drun-net"))
         ssh_dir = os.path.join(self.home, ".ssh")
         os.makedirs(ssh_dir, mode=0o700)
         self.key = os.path.join(ssh_dir, "id_ed25519")
