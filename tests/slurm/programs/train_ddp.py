@@ -14,7 +14,8 @@ and rank 0 finally prints "TRAINING OK world=W steps=N loss=X checksum=C".
 sends a byte (then it finishes) or closes (then it exits 4). A test thereby knows when every
 worker is up, can hold them there (to kill or cancel something mid-run) and release them.
 While at the gate, each SIGUSR1 makes the worker send the line "SIGUSR1 <rank>" to the gate.
---fail-rank R makes rank R exit 3 after training (a failure for the root-cause summary).
+--fail-rank R makes rank R exit 3 before it joins the process group (a failure for the
+root-cause summary; the others wait in init_process_group, so theirs cannot race it).
 """
 import argparse
 import json
@@ -55,6 +56,9 @@ def main():
         "master", "agent_store", "pid", "ppid")), flush=True)
 
     torch.set_num_threads(1)
+    if rank == args.fail_rank:
+        print(f"rank {rank}: failing on purpose", file=sys.stderr, flush=True)
+        sys.exit(3)
     dist.init_process_group("gloo")  # env://: MASTER_ADDR/PORT, RANK, WORLD_SIZE
     torch.manual_seed(0)  # the same initial model everywhere (DDP broadcasts it anyway)
     model = DDP(nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4)))
@@ -104,9 +108,6 @@ def main():
                 print(f"rank {rank}: the test's gate closed", file=sys.stderr, flush=True)
                 sys.exit(4)
 
-    if rank == args.fail_rank:
-        print(f"rank {rank}: failing on purpose", file=sys.stderr, flush=True)
-        sys.exit(3)
     dist.barrier()
     if rank == 0:
         print(f"TRAINING OK world={world} steps={args.steps} loss={loss.item():.4f} "
