@@ -13,7 +13,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "agent/output.h"
 #include "agent/process.h"
 #include "launcher/hostlist.h"
