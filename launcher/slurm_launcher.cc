@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -57,12 +56,6 @@ std::string RandomToken() {
     out.push_back(kHex[c & 15]);
   }
   return out;
-}
-
-std::string SelfPath() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "drun";
 }
 
 std::string ThisNode(const Env& env) {
@@ -180,7 +173,7 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::
   }
   const int nodes = spec.max_nodes();
   std::vector<std::string> argv =
-      SrunAgentArgv(srun, nodes, cl.remote_drun.empty() ? SelfPath() : cl.remote_drun);
+      SrunAgentArgv(srun, nodes, cl.remote_drun.empty() ? DrunPath() : cl.remote_drun);
   Say(absl::StrCat("Slurm job ", Get(env, "SLURM_JOB_ID"), ": rendezvous on ", dial, ":",
                    (*host)->port(), ", run id ", spec.run_id(), "; starting ", nodes,
                    " agent(s): ", absl::StrJoin(argv, " ")));
