@@ -208,7 +208,7 @@ int Agent::Run() {
           if (static_cast<int>(si.ssi_signo) == SIGCHLD) {
             ReapChildren(now);
           } else {
-            HandleSignal(static_cast<int>(si.ssi_signo), now);
+            HandleSignal(static_cast<int>(si.ssi_signo), now, static_cast<pid_t>(si.ssi_pid));
           }
         }
       } else if (p.fd == opt_.lifeline_fd) {
@@ -528,9 +528,19 @@ void Agent::Step(TimePoint now) {
   }
 }
 
-void Agent::HandleSignal(int sig, TimePoint now) {
+void Agent::HandleSignal(int sig, TimePoint now, pid_t sender) {
+  // Inside a Slurm step, slurmstepd (our parent) signals every process of the
+  // step, the workers included, and scancel may deliver the same signal twice
+  // within milliseconds: do not forward what the workers got already, and take
+  // a quick repeat for the same signal rather than "again: kill at once".
+  const bool slurm_step = opt_.base_env.count("SLURM_STEP_ID") > 0;
+  const bool from_stepd = slurm_step && sender > 1 && sender == getppid();
+  const bool repeat = slurm_step && sig == last_signal_ && now - last_signal_at_ < std::chrono::seconds(1);
+  last_signal_ = sig;
+  last_signal_at_ = now;
+  if (repeat) return;
   if (sig == SIGUSR1 || sig == SIGUSR2) {
-    if (group_) group_->Forward(sig);
+    if (group_ && !from_stepd) group_->Forward(sig);
     return;
   }
   if (shutting_down_) {
@@ -549,8 +559,9 @@ void Agent::HandleSignal(int sig, TimePoint now) {
   Log(absl::StrCat("got ", SignalName(sig), ": stopping the workers (", SignalName(sig),
                    " again kills them at once)"));
   const bool already = group_->stopping();
-  StopGroup(sig, AfterStop::kExit, now);
-  if (already) group_->Forward(sig);
+  // Signal 0 starts the grace period without sending anything.
+  StopGroup(from_stepd ? 0 : sig, AfterStop::kExit, now);
+  if (already && !from_stepd) group_->Forward(sig);
 }
 
 std::string FormatRootCause(const v1::Failure& f) {

@@ -65,7 +65,8 @@ class Agent {
   void StartWorkers(TimePoint now);
   void StopGroup(int sig, AfterStop after, TimePoint now);
   void Step(TimePoint now);
-  void HandleSignal(int sig, TimePoint now);
+  // `sender`: the pid that sent it (0 when unknown).
+  void HandleSignal(int sig, TimePoint now, pid_t sender = 0);
   void ReapChildren(TimePoint now);
   void SendJoin(TimePoint now);
   void ReportFailure(const WorkerExit& e, TimePoint now);
@@ -93,7 +94,9 @@ class Agent {
   bool setup_done_ = false;
   bool reported_ = false;  // this round's outcome was sent
   bool shutting_down_ = false;  // a signal asked drun to stop
-  bool terminal_ = false;  // a Finish or Reject was handled; later ones are ignored
+  bool terminal_ = false;
+  int last_signal_ = 0;
+  TimePoint last_signal_at_;  // a Finish or Reject was handled; later ones are ignored
   int signal_fd_ = -1;
   std::string tmp_dir_;  // holds error files when there is no --log-dir
   bool group_is_setup_ = false;

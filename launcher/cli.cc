@@ -485,7 +485,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       return Bad("a static rendezvous needs --master-addr (the node with --node-rank 0)");
     }
   } else if (max_nodes > 1 && s.rdzv_endpoint().empty() && !cl.standalone &&
-             cl.launcher == "local") {
+             cl.launcher == "local" && !env.count("SLURM_STEP_ID")) {  // srun configures it
     return Bad(absl::StrCat("--nnodes ", get("nnodes").value_or(""),
                             " needs --rdzv-endpoint HOST:PORT (the node that hosts the rendezvous)"));
   }

@@ -143,10 +143,7 @@ RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, Time
       return {{node, WaitingMessage("spare: the job runs at its maximum size", now)}};
     }
     case Phase::kStopping: {
-      if (was_stopping && !AnyStopping()) {
-        EnterWaiting(now);
-        return MaybeClose(now);
-      }
+      if (was_stopping && !AnyStopping()) return StopComplete(now);
       return {{node, WaitingMessage("waiting for the current round to stop", now)}};
     }
     case Phase::kFinished:
@@ -173,22 +170,48 @@ RendezvousState::Outbox RendezvousState::OnFailed(NodeId node, int64_t round,
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return {};
   it->second.last_seen = now;
-  // Failures reported while a round is already stopping are consequences of
-  // the stop (or of the first failure), not new root causes.
-  if (phase_ != Phase::kRunning || round != round_) return {};
+  if (round != round_) return {};
   v1::Failure f = failure;
   if (f.exit_code() == 0) f.set_exit_code(1);
+  auto final_message = [&](const v1::Failure& x) {
+    std::string msg = DescribeFailure(x);
+    if (config_.max_restarts > 0) {
+      absl::StrAppend(&msg, " after ", restarts_used_, " restart(s); the restart budget is spent");
+    }
+    return msg;
+  };
+  if (phase_ == Phase::kStopping && final_failure_) {
+    // The job is ending: of the failures of this round, the earliest one is
+    // the root cause; a report that arrives first may be a consequence (a
+    // peer's "connection closed") of a failure reported a moment later.
+    if (f.time_unix_s() > 0 && f.time_unix_s() < final_failure_->time_unix_s()) {
+      final_failure_ = f;
+      final_message_ = final_message(f);
+    }
+    return {};
+  }
+  // Failures reported while a round stops for a restart are consequences.
+  if (phase_ != Phase::kRunning) return {};
   if (restarts_used_ < config_.max_restarts) {
     ++restarts_used_;
     return StopRound(absl::StrCat(DescribeFailure(f), "; restart ", restarts_used_, " of ",
                                   config_.max_restarts),
                      now);
   }
-  std::string msg = DescribeFailure(f);
-  if (config_.max_restarts > 0) {
-    absl::StrAppend(&msg, " after ", restarts_used_, " restart(s); the restart budget is spent");
+  // No budget left: stop every node, then finish once they all have, with the
+  // earliest failure reported meanwhile as the root cause.
+  final_failure_ = f;
+  final_message_ = final_message(f);
+  return StopRound(final_message_, now);
+}
+
+RendezvousState::Outbox RendezvousState::StopComplete(TimePoint now) {
+  if (final_failure_) {
+    const v1::Failure f = *final_failure_;
+    return Finish(f.exit_code(), final_message_, &f);
   }
-  return Finish(f.exit_code(), msg, &f);
+  EnterWaiting(now);
+  return MaybeClose(now);
 }
 
 RendezvousState::Outbox RendezvousState::OnHeartbeat(NodeId node, TimePoint now) {
@@ -214,10 +237,7 @@ RendezvousState::Outbox RendezvousState::OnLost(NodeId node, TimePoint now) {
       }
       return {};
     case Phase::kStopping:
-      if (!AnyStopping()) {
-        EnterWaiting(now);
-        return MaybeClose(now);
-      }
+      if (!AnyStopping()) return StopComplete(now);
       return {};
     case Phase::kWaiting:
       return MaybeClose(now);
@@ -394,8 +414,7 @@ RendezvousState::Outbox RendezvousState::StopRound(const std::string& reason, Ti
     }
   }
   if (!AnyStopping()) {
-    EnterWaiting(now);
-    Outbox o = MaybeClose(now);
+    Outbox o = StopComplete(now);
     out.insert(out.end(), o.begin(), o.end());
   }
   return out;

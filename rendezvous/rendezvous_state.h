@@ -21,6 +21,8 @@
 //  - A node joining while the job runs below max triggers a free restart;
 //    at max it waits as a spare and replaces the next node lost.
 //  - Every node receives the same Finish (exit code and root-cause failure).
+//    A failing job first stops every node; the root cause is the earliest
+//    failure (by the worker's exit time) reported before they all stopped.
 #ifndef DRUN_RENDEZVOUS_RENDEZVOUS_STATE_H_
 #define DRUN_RENDEZVOUS_RENDEZVOUS_STATE_H_
 
@@ -118,6 +120,8 @@ class RendezvousState {
 
   Outbox Finish(int exit_code, const std::string& message, const v1::Failure* failure);
   Outbox StopRound(const std::string& reason, TimePoint now);
+  // Every node of a stopping round has stopped: finish the job, or rendezvous again.
+  Outbox StopComplete(TimePoint now);
   Outbox MaybeClose(TimePoint now);
   Outbox CloseRound(TimePoint now);
   void EnterWaiting(TimePoint now);
@@ -137,6 +141,9 @@ class RendezvousState {
   TimePoint waiting_since_;
   bool clock_started_ = false;
   bool finished_ = false;
+  // Set when a failure spent the budget: the job finishes once the round has stopped.
+  std::optional<v1::Failure> final_failure_;
+  std::string final_message_;
   v1::Finish finish_;
   std::vector<std::string> lost_hosts_;
   int exit_code_ = 0;

@@ -141,6 +141,10 @@ TEST_F(RendezvousStateTest, BudgetExhaustedFinishesWithWorkerExitCode) {
   s.OnJoin(1, 1, now);
   s.OnJoin(2, 2, now);
   Outbox out = s.OnFailed(2, 1, Fail(2, 0, 11), now);  // exit code 0 + signal: treat as 1
+  EXPECT_EQ(Count(out, kStop), 2);  // every node stops first
+  EXPECT_EQ(Count(out, kFinish), 0);
+  EXPECT_EQ(Count(s.OnJoin(1, 1, now), kFinish), 0);
+  out = s.OnJoin(2, 2, now);
   ASSERT_EQ(Count(out, kFinish), 2);
   for (const auto& o : out) {
     EXPECT_EQ(o.msg.finish().exit_code(), 1);
@@ -153,9 +157,41 @@ TEST_F(RendezvousStateTest, FailureWithoutBudgetFinishesAtOnce) {
   RendezvousState s(Config(1, 1, 0));
   Arrive(s, 1, "a");
   Outbox out = s.OnFailed(1, 0, Fail(0, 139, 11), now);
+  ASSERT_EQ(Count(out, kStop), 1);
+  out = s.OnJoin(1, 1, now);
   ASSERT_EQ(Count(out, kFinish), 1);
   EXPECT_EQ(out[0].msg.finish().exit_code(), 139);
   EXPECT_NE(out[0].msg.finish().message().find("SIGSEGV"), std::string::npos);
+}
+
+TEST_F(RendezvousStateTest, EarliestFailureOfTheLastRoundIsTheRootCause) {
+  RendezvousState s(Config(2, 2, 0));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  v1::Failure consequence = Fail(0, 1);
+  consequence.set_time_unix_s(100.5);
+  v1::Failure cause = Fail(3, 3);
+  cause.set_time_unix_s(100.2);
+  s.OnFailed(1, 0, consequence, now);  // arrives first, happened later
+  EXPECT_TRUE(s.OnFailed(2, 0, cause, now).empty());
+  s.OnJoin(1, 1, now);
+  Outbox out = s.OnJoin(2, 2, now);
+  ASSERT_EQ(Count(out, kFinish), 2);
+  for (const auto& o : out) {
+    EXPECT_EQ(o.msg.finish().exit_code(), 3);
+    EXPECT_EQ(o.msg.finish().failure().rank(), 3);
+  }
+}
+
+TEST_F(RendezvousStateTest, FinishWaitsForLostNodesToo) {
+  RendezvousState s(Config(2, 2, 0));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnFailed(1, 0, Fail(0, 4), now);
+  s.OnJoin(1, 1, now);
+  Outbox out = s.OnLost(2, now);
+  ASSERT_EQ(Count(out, kFinish), 1);
+  EXPECT_EQ(out[0].msg.finish().exit_code(), 4);
 }
 
 TEST_F(RendezvousStateTest, AllSucceededFinishesZero) {
