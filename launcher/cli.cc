@@ -589,6 +589,18 @@ std::string HelpText() {
                   "  drun --standalone --nproc-per-node 4 train.py --epochs 5\n"
                   "  drun --nproc-per-node gpu:0,2 --max-restarts 3 train.py\n"
                   "  drun --nproc-per-node 4 --node-setup 'python3 prepare_data.py' train.py\n"
+                  "  drun --nnodes 2:4 --nproc-per-node 2 --rdzv-endpoint node0:29400 train.py\n"
+                  "  drun --hostfile hosts --nproc-per-node 2 -x WANDB_API_KEY train.py\n"
+                  "  srun drun --nproc-per-node 2 train.py          (inside sbatch)\n"
+                  "  drun --config configs/one_lab_pc.yaml\n"
+                  "\nmodes: --standalone or --nnodes 1: this process is the node. --rdzv-endpoint\n"
+                  "HOST:PORT on every node: the node whose address HOST is hosts the rendezvous.\n"
+                  "--hostfile/-H: agents start over ssh. Under srun (SLURM_STEP_ID set, none of\n"
+                  "--rdzv-endpoint/--rdzv-backend/--node-rank/--master-*) drun configures itself:\n"
+                  "with one task per node each task is that node's agent (nnodes, node rank and\n"
+                  "GPUs from Slurm); with more tasks than nodes each task is one worker\n"
+                  "(RANK=SLURM_PROCID, LOCAL_RANK=SLURM_LOCALID). --launcher slurm in a batch\n"
+                  "script runs that srun for you (docs/slurm.md).\n"
                   "\nexit status: 0 when every worker exits 0; else the first failing worker's\n"
                   "exit code (128+N for signal N); 2 for a bad command line.\n");
   return out;
