@@ -575,6 +575,7 @@ std::string HelpText() {
       if (std::string(o.group) != group) continue;
       std::string lhs = o.short_name ? absl::StrCat("-", std::string(1, o.short_name), ", --", o.name)
                                      : absl::StrCat("    --", o.name);
+      if (std::string(o.name).size() == 1) lhs = absl::StrCat("-", o.name);  // mpirun's -x
       if (o.metavar) absl::StrAppend(&lhs, " ", o.metavar);
       if (lhs.size() < 34) {
         lhs.resize(34, ' ');
