@@ -116,22 +116,6 @@ std::string EnvName(const OptionDef& o) {
   return absl::StrCat(o.torchrun ? "PET_" : "DRUN_", n);
 }
 
-// Levenshtein distance, for "did you mean" on unknown options.
-size_t Distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t prev = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t cur = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      prev = cur;
-    }
-  }
-  return row[b.size()];
-}
-
 absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(msg); }
 
 absl::Status UnknownOption(const std::string& arg) {
@@ -142,7 +126,7 @@ absl::Status UnknownOption(const std::string& arg) {
   const OptionDef* best = nullptr;
   size_t best_d = 4;
   for (const auto& o : kOptions) {
-    size_t d = Distance(bare, o.name);
+    size_t d = EditDistance(bare, o.name);
     if (d < best_d) {
       best_d = d;
       best = &o;
@@ -531,6 +515,21 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd)) s.set_working_dir(cwd);
   return cl;
+}
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t prev = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cur = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      prev = cur;
+    }
+  }
+  return row[b.size()];
 }
 
 namespace {

@@ -62,6 +62,9 @@ struct OptionInfo {
 };
 std::vector<OptionInfo> KnownOptions();
 
+// Levenshtein distance, for "did you mean" suggestions.
+size_t EditDistance(const std::string& a, const std::string& b);
+
 // The path of the drun binary the user ran (the light drun when this is
 // drun-net), for starting drun elsewhere: remote hosts run the same path.
 std::string DrunPath();

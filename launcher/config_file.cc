@@ -88,28 +88,12 @@ std::string Describe(const YAML::Node& n) {
   }
 }
 
-// Levenshtein distance, for "did you mean".
-size_t Distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t prev = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t cur = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      prev = cur;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string Suggest(const std::string& key, const std::vector<std::string>& known) {
   std::string best;
   size_t best_d = std::min<size_t>(4, key.size() / 2 + 1);
   const std::string lower = absl::AsciiStrToLower(Canonical(key));
   for (const auto& k : known) {
-    size_t d = Distance(lower, k);
+    size_t d = EditDistance(lower, k);
     if (d < best_d) {
       best_d = d;
       best = k;

@@ -29,6 +29,10 @@ import threading
 import time
 import unittest
 
+# Process helpers shared with the single-node suite (tests/e2e/drun_testlib.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2e"))
+from drun_testlib import _cmdline, become_subreaper, descendants, drun_path, wait_pids_dead  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
 PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
@@ -52,21 +56,6 @@ WORKER_VARS = {
 }
 
 _PR_SET_CHILD_SUBREAPER = 36
-
-
-def drun_path():
-    path = os.environ.get("DRUN")
-    if not path:
-        raise unittest.SkipTest("DRUN is not set (ctest sets it to the built drun binary)")
-    if not os.access(path, os.X_OK):
-        raise RuntimeError(f"DRUN={path} is not an executable file")
-    return path
-
-
-def become_subreaper():
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
 def base_env(**overrides):
@@ -303,69 +292,6 @@ def summary_lines(stderr_lines):
 
 # ---------------------------------------------------------------------------------------
 # Processes
-
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
-    except OSError:
-        return None
-
-
-def wait_pids_dead(pids, timeout=DEATH_TIMEOUT, marker=None):
-    """Waits (pidfd + poll) until every pid has exited, for at most `timeout` seconds.
-    Returns the pids still alive. A pid whose command line lacks `marker` is taken to be
-    gone already (reused by an unrelated process)."""
-    fds = {}
-    try:
-        for pid in pids:
-            try:
-                fd = os.pidfd_open(pid)
-            except ProcessLookupError:
-                continue
-            if marker is not None and marker not in (_cmdline(pid) or marker):
-                os.close(fd)
-                continue
-            fds[fd] = pid
-        poller = select.poll()
-        for fd in fds:
-            poller.register(fd, select.POLLIN)
-        alive = dict(fds)
-        deadline = time.monotonic() + timeout
-        while alive:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            for fd, _ in poller.poll(remaining * 1000):
-                poller.unregister(fd)
-                alive.pop(fd, None)
-        return sorted(alive.values())
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
-def descendants(root=None):
-    """Pids of all live descendants of `root` (default: this process)."""
-    root = os.getpid() if root is None else root
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry))
-    result, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            result.append(child)
-            todo.append(child)
-    return result
 
 
 def kill_and_reap_descendants():

@@ -28,6 +28,10 @@ import threading
 import time
 import unittest
 
+# Process helpers shared with the single-node suite (tests/e2e/drun_testlib.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2e"))
+from drun_testlib import _cmdline, drun_path  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
 PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
@@ -39,15 +43,6 @@ GHOST = ("ghost", SUBNET_PREFIX + ".99")  # a name whose address nobody has
 PREFIX_RE = re.compile(r"^\[(?P<host>[^\]:]*):rank(?P<rank>\d+)\]: ?(?P<text>.*)$")
 
 _PR_SET_CHILD_SUBREAPER = 36
-
-
-def drun_path():
-    path = os.environ.get("DRUN")
-    if not path:
-        raise unittest.SkipTest("DRUN is not set (ctest sets it to the built drun binary)")
-    if not os.access(path, os.X_OK):
-        raise RuntimeError(f"DRUN={path} is not an executable file")
-    return path
 
 
 def unavailable_reason():
@@ -76,14 +71,6 @@ def run(*args, check=True, **kw):
 def become_subreaper():
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
-    except OSError:
-        return None
 
 
 def _ppid(pid):

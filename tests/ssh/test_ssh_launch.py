@@ -13,7 +13,7 @@ class LaunchTest(t.SshTestCase):
     def test_gloo_training_3_hosts_x_2_workers(self):
         hf = self.bed.write_hostfile("red01\norange07\npurple11\n")
         p = self.drun(["--hostfile", hf, "--nproc-per-node", "2",
-                       os.path.join(t.PROGRAMS, "train_allreduce.py")])
+                       os.path.join(t.HERE, "..", "multinode", "programs", "train_allreduce.py")])
         code = self.finish(p)
         out = p[1].lines()
         self.assertEqual(code, 0, p[1].describe())
