@@ -9,6 +9,7 @@ PKGS=(
   libabsl-dev libssh-dev libyaml-cpp-dev libgtest-dev libgmock-dev
   # end-to-end tests and the demo: Debian's PyTorch 1.13, LibTorch, Fashion-MNIST
   python3 python3-torch python3-torchvision dataset-fashion-mnist libtorch-dev
+  libgloo-dev  # ProcessGroupGloo.hpp's headers, for the LibTorch trainer example
   # multi-host and cluster testbeds, fuzzing, pseudo-terminal checks
   iproute2 procps psmisc openssh-server openssh-client
   slurmctld slurmd slurm-client munge
