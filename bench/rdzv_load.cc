@@ -1,0 +1,371 @@
+// Load client for bench/rendezvous_bench.py: N simulated agents on one
+// rendezvous server, each one gRPC stream that speaks proto/drun/v1 like
+// agent/grpc_rendezvous_client.cc does (Hello, Join, a Heartbeat every
+// --heartbeat-ms, Succeeded once assigned).
+//
+//   drun_rdzv_load --target 127.0.0.1:PORT --streams 10000 [--channels 8]
+//                  [--run-id ID] [--token T] [--heartbeat-ms 500]
+//                  [--timeout-s 120]
+//
+// Prints key=value lines on stdout (times in seconds, from the first stream's
+// start): last_join_s is when the last Join was handed to the transport,
+// last_assignment_s when the last Assignment arrived, join_to_assignment_s
+// their difference (the round's close as every agent sees it). Each stream
+// then answers its Assignment with Succeeded, as if its workers had exited 0,
+// and waits for Finish, so the job ends cleanly (a stream closed while the
+// round runs would be a lost node, and stop the round for everyone).
+// Exit code 0 when every stream got what it waited for, 1 otherwise.
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "drun/v1/rendezvous.grpc.pb.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using drun::v1::AgentMessage;
+using drun::v1::ServerMessage;
+
+struct Options {
+  std::string target = "127.0.0.1:29400";
+  int streams = 1000;
+  int channels = 8;
+  std::string run_id = "bench";
+  std::string token;
+  int heartbeat_ms = 500;
+  double timeout_s = 120;
+};
+
+Clock::time_point g_t0;
+double Since(Clock::time_point t) { return std::chrono::duration<double>(t - g_t0).count(); }
+
+// Shared tallies; every field is written under mu.
+struct Tally {
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;           // streams whose OnDone ran
+  int assigned = 0;
+  int finished = 0;       // Finish received
+  int rejected = 0;
+  int waiting = 0;        // Waiting replies received
+  int broken = 0;         // stream ended before it got what it waited for
+  int stops = 0;
+  double last_join = 0, first_assignment = -1, last_assignment = 0;
+  double last_succeeded = 0, last_finish = 0;
+  std::vector<double> hb_rtt;  // heartbeat round trips, seconds
+  std::string first_error;
+};
+
+class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
+ public:
+  SimAgent(int index, const Options& opt, Tally* tally)
+      : index_(index), opt_(opt), tally_(tally) {}
+
+  void Start(drun::v1::Rendezvous::Stub* stub) {
+    stub->async()->Attach(&ctx_, this);
+    AgentMessage hello;
+    auto* h = hello.mutable_hello();
+    h->set_run_id(opt_.run_id);
+    h->set_token(opt_.token);
+    h->set_hostname("sim" + std::to_string(index_));
+    h->set_local_world_size(1);
+    h->set_requested_node_rank(-1);
+    h->set_version("0.1.0");
+    h->set_addr("127.0.0.1");
+    Enqueue(std::move(hello));
+    AgentMessage join;
+    join.mutable_join()->set_free_port(0);
+    Enqueue(std::move(join));
+    StartRead(&in_);
+    StartCall();
+    started_.store(true);
+  }
+
+  // Called by the heartbeat thread.
+  void Heartbeat() {
+    if (!started_.load() || closed_.load()) return;
+    AgentMessage hb;
+    hb.mutable_heartbeat();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      hb_sent_.push_back(Clock::now());
+    }
+    Enqueue(std::move(hb));
+  }
+
+  void Cancel() { ctx_.TryCancel(); }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> l(mu_);
+    const AgentMessage& m = out_.front();
+    if (ok && m.has_join()) {
+      std::lock_guard<std::mutex> t(tally_->mu);
+      tally_->last_join = std::max(tally_->last_join, Since(Clock::now()));
+    } else if (ok && m.has_succeeded()) {
+      std::lock_guard<std::mutex> t(tally_->mu);
+      tally_->last_succeeded = std::max(tally_->last_succeeded, Since(Clock::now()));
+    }
+    out_.pop_front();
+    writing_ = false;
+    if (!ok) return;  // the read side sees the break
+    PumpLocked();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    const Clock::time_point now = Clock::now();
+    switch (in_.kind_case()) {
+      case ServerMessage::kHeartbeat: {
+        double rtt = -1;
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          if (!hb_sent_.empty()) {
+            rtt = std::chrono::duration<double>(now - hb_sent_.front()).count();
+            hb_sent_.pop_front();
+          }
+        }
+        if (rtt >= 0) {
+          std::lock_guard<std::mutex> t(tally_->mu);
+          tally_->hb_rtt.push_back(rtt);
+        }
+        break;
+      }
+      case ServerMessage::kWaiting: {
+        std::lock_guard<std::mutex> t(tally_->mu);
+        ++tally_->waiting;
+        break;
+      }
+      case ServerMessage::kAssignment: {
+        {
+          std::lock_guard<std::mutex> t(tally_->mu);
+          ++tally_->assigned;
+          const double s = Since(now);
+          if (tally_->first_assignment < 0) tally_->first_assignment = s;
+          tally_->last_assignment = std::max(tally_->last_assignment, s);
+        }
+        AgentMessage m;
+        m.mutable_succeeded()->set_round(in_.assignment().round());
+        Enqueue(std::move(m));
+        break;
+      }
+      case ServerMessage::kFinish: {
+        {
+          std::lock_guard<std::mutex> t(tally_->mu);
+          ++tally_->finished;
+          tally_->last_finish = std::max(tally_->last_finish, Since(now));
+          if (in_.finish().exit_code() != 0 && tally_->first_error.empty()) {
+            tally_->first_error = "finish: " + in_.finish().message();
+          }
+        }
+        got_finish_ = true;
+        CloseWrites();
+        tally_->cv.notify_all();
+        break;
+      }
+      case ServerMessage::kReject: {
+        std::lock_guard<std::mutex> t(tally_->mu);
+        ++tally_->rejected;
+        if (tally_->first_error.empty()) tally_->first_error = "reject: " + in_.reject().message();
+        break;
+      }
+      case ServerMessage::kStop: {
+        std::lock_guard<std::mutex> t(tally_->mu);
+        ++tally_->stops;
+        break;
+      }
+      default:
+        break;
+    }
+    StartRead(&in_);
+  }
+
+  void OnDone(const grpc::Status& s) override {
+    closed_.store(true);
+    const bool complete = got_finish_;
+    {
+      std::lock_guard<std::mutex> t(tally_->mu);
+      ++tally_->done;
+      if (!complete) {
+        ++tally_->broken;
+        if (tally_->first_error.empty()) {
+          tally_->first_error = "stream " + std::to_string(index_) + " ended early: " +
+                                std::to_string(s.error_code()) + " " + s.error_message();
+        }
+      }
+    }
+    tally_->cv.notify_all();
+  }
+
+ private:
+  void Enqueue(AgentMessage m) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (half_closed_) return;
+    out_.push_back(std::move(m));
+    PumpLocked();
+  }
+
+  void CloseWrites() {
+    std::lock_guard<std::mutex> l(mu_);
+    close_requested_ = true;
+    PumpLocked();
+  }
+
+  // mu_ held. One write in flight at a time, then WritesDone once drained.
+  void PumpLocked() {
+    if (writing_ || half_closed_) return;
+    if (!out_.empty()) {
+      writing_ = true;
+      StartWrite(&out_.front());
+    } else if (close_requested_) {
+      half_closed_ = true;
+      closed_.store(true);  // no more heartbeats
+      StartWritesDone();
+    }
+  }
+
+  const int index_;
+  const Options& opt_;
+  Tally* tally_;
+  grpc::ClientContext ctx_;
+  ServerMessage in_;
+  std::mutex mu_;
+  std::deque<AgentMessage> out_;
+  std::deque<Clock::time_point> hb_sent_;
+  bool writing_ = false;
+  bool close_requested_ = false;
+  bool half_closed_ = false;
+  bool got_finish_ = false;
+  std::atomic<bool> started_{false};
+  std::atomic<bool> closed_{false};
+};
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * (v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+int Usage() {
+  std::fprintf(stderr,
+               "usage: drun_rdzv_load --target HOST:PORT --streams N [--channels C] [--run-id ID]\n"
+               "                      [--token T] [--heartbeat-ms MS] [--timeout-s S]\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    const char* v = nullptr;
+    if (!(v = next())) return Usage();
+    if (a == "--target") opt.target = v;
+    else if (a == "--streams") opt.streams = std::atoi(v);
+    else if (a == "--channels") opt.channels = std::max(1, std::atoi(v));
+    else if (a == "--run-id") opt.run_id = v;
+    else if (a == "--token") opt.token = v;
+    else if (a == "--heartbeat-ms") opt.heartbeat_ms = std::atoi(v);
+    else if (a == "--timeout-s") opt.timeout_s = std::atof(v);
+    else return Usage();
+  }
+  if (opt.streams < 1) return Usage();
+
+  // One TCP connection per channel: a local subchannel pool keeps channels
+  // with equal arguments from sharing one.
+  std::vector<std::unique_ptr<drun::v1::Rendezvous::Stub>> stubs;
+  for (int c = 0; c < opt.channels; ++c) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("drun.bench.channel", c);
+    auto ch = grpc::CreateCustomChannel(opt.target, grpc::InsecureChannelCredentials(), args);
+    if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(30))) {
+      std::fprintf(stderr, "drun_rdzv_load: cannot connect to %s\n", opt.target.c_str());
+      return 1;
+    }
+    stubs.push_back(drun::v1::Rendezvous::NewStub(ch));
+  }
+
+  Tally tally;
+  tally.hb_rtt.reserve(1 << 20);
+  std::vector<std::unique_ptr<SimAgent>> agents;
+  agents.reserve(opt.streams);
+  for (int i = 0; i < opt.streams; ++i) agents.push_back(std::make_unique<SimAgent>(i, opt, &tally));
+
+  std::atomic<bool> stop_heartbeats{false};
+  std::atomic<int> started{0};
+  // Heartbeats like the real agent's: each stream every heartbeat_ms, spread
+  // over 50 slots so the server sees a steady rate, not bursts.
+  std::thread heart([&] {
+    if (opt.heartbeat_ms <= 0) return;
+    constexpr int kSlots = 50;
+    const auto slot = std::chrono::microseconds(opt.heartbeat_ms * 1000 / kSlots);
+    auto next = Clock::now() + slot;
+    for (int tick = 0; !stop_heartbeats.load(); ++tick) {
+      std::this_thread::sleep_until(next);
+      next += slot;
+      const int n = started.load();
+      for (int i = tick % kSlots; i < n; i += kSlots) agents[i]->Heartbeat();
+    }
+  });
+
+  g_t0 = Clock::now();
+  for (int i = 0; i < opt.streams; ++i) {
+    agents[i]->Start(stubs[i % stubs.size()].get());
+    started.store(i + 1);
+  }
+  const double started_s = Since(Clock::now());
+
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(opt.timeout_s));
+  bool timed_out = false;
+  {
+    std::unique_lock<std::mutex> l(tally.mu);
+    timed_out = !tally.cv.wait_until(l, deadline, [&] { return tally.done == opt.streams; });
+  }
+  if (timed_out) {
+    for (auto& a : agents) a->Cancel();
+    std::unique_lock<std::mutex> l(tally.mu);
+    tally.cv.wait_for(l, std::chrono::seconds(30), [&] { return tally.done == opt.streams; });
+  }
+  stop_heartbeats.store(true);
+  heart.join();
+
+  std::lock_guard<std::mutex> l(tally.mu);
+  std::printf("streams=%d\nchannels=%d\nstarted_s=%.4f\nlast_join_s=%.4f\n", opt.streams,
+              opt.channels, started_s, tally.last_join);
+  std::printf("waiting=%d\nassigned=%d\nfirst_assignment_s=%.4f\nlast_assignment_s=%.4f\n",
+              tally.waiting, tally.assigned, tally.first_assignment, tally.last_assignment);
+  std::printf("join_to_assignment_s=%.4f\n", tally.last_assignment - tally.last_join);
+  std::printf("finished=%d\nlast_succeeded_s=%.4f\nlast_finish_s=%.4f\n", tally.finished,
+              tally.last_succeeded, tally.last_finish);
+  std::printf("succeeded_to_finish_s=%.4f\n", tally.last_finish - tally.last_succeeded);
+  std::printf("heartbeats=%zu\nhb_rtt_p50_s=%.4f\nhb_rtt_p99_s=%.4f\nhb_rtt_max_s=%.4f\n",
+              tally.hb_rtt.size(), Percentile(tally.hb_rtt, 0.5), Percentile(tally.hb_rtt, 0.99),
+              Percentile(tally.hb_rtt, 1.0));
+  std::printf("rejected=%d\nbroken=%d\nstops=%d\ntimed_out=%d\n", tally.rejected, tally.broken,
+              tally.stops, timed_out ? 1 : 0);
+  std::fflush(stdout);
+  if (!tally.first_error.empty()) std::fprintf(stderr, "drun_rdzv_load: %s\n", tally.first_error.c_str());
+  const bool ok = !timed_out && tally.broken == 0 && tally.rejected == 0 &&
+                  tally.assigned == opt.streams && tally.finished == opt.streams;
+  // After a timeout some reactors may still be live: skip destructors.
+  std::fflush(stderr);
+  _exit(ok ? 0 : 1);
+}
