@@ -1,6 +1,7 @@
 #include "agent/grpc_rendezvous_client.h"
 
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -158,7 +159,30 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcCl
   const auto deadline = std::chrono::system_clock::now() +
                         std::chrono::duration_cast<std::chrono::system_clock::duration>(
                             opt.connect_timeout);
-  if (!channel->WaitForConnected(deadline)) {
+  // The agent's signals are blocked (they arrive through its signalfd later),
+  // so wait in slices and look for a pending stop signal between them:
+  // Ctrl-C must work while the server is not up yet.
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&stop, sig);
+  bool connected = false;
+  while (!connected) {
+    const auto now = std::chrono::system_clock::now();
+    if (now >= deadline) break;
+    connected = channel->WaitForConnected(std::min(deadline, now + std::chrono::milliseconds(100)));
+    sigset_t pending;
+    if (!connected && sigpending(&pending) == 0) {
+      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+        if (sigismember(&pending, sig)) {
+          timespec zero{0, 0};
+          sigtimedwait(&stop, nullptr, &zero);  // consume it: we act on it here
+          return absl::CancelledError(absl::StrCat("stopped by signal ", sig,
+                                                   " while waiting for the rendezvous server"));
+        }
+      }
+    }
+  }
+  if (!connected) {
     return absl::UnavailableError(absl::StrCat(
         "cannot reach the rendezvous server at ", opt.target, " within ",
         std::chrono::duration_cast<std::chrono::seconds>(opt.connect_timeout).count(),

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 
 #include <cstdio>
@@ -48,6 +49,19 @@ namespace {
 int Fail(int code, const std::string& message) {
   WriteAll(2, absl::StrCat("drun: ", message, "\n"));
   return code;
+}
+
+// A signal while connecting ends drun like a signal anywhere else: 128+N.
+int FailConnect(const absl::Status& s) {
+  if (absl::IsCancelled(s)) {
+    int sig = 0;
+    const std::string m(s.message());
+    size_t at = m.find("signal ");
+    if (at != std::string::npos) sig = atoi(m.c_str() + at + 7);
+    Fail(0, std::string(s.message()));
+    return 128 + (sig > 0 ? sig : SIGTERM);
+  }
+  return Fail(1, std::string(s.message()));
 }
 
 Duration Seconds(double s) {
@@ -110,7 +124,7 @@ int AgentMain() {
   copt.heartbeat = Seconds(spec.keepalive_interval_s() > 0 ? spec.keepalive_interval_s() : 0.5);
   copt.silence = Seconds(spec.keepalive_timeout_s() > 0 ? spec.keepalive_timeout_s() : 2);
   auto client = ConnectRendezvous(copt);
-  if (!client.ok()) return Fail(1, std::string(client.status().message()));
+  if (!client.ok()) return FailConnect(client.status());
 
   AgentOptions options;
   options.spec = spec;
@@ -275,7 +289,7 @@ int Main(int argc, char** argv) {
     copt.heartbeat = Seconds(spec.keepalive_interval_s());
     copt.silence = Seconds(spec.keepalive_timeout_s());
     auto client = ConnectRendezvous(copt);
-    if (!client.ok()) return Fail(1, std::string(client.status().message()));
+    if (!client.ok()) return FailConnect(client.status());
     rdzv = std::move(*client);
     options.host_in_prefix = spec.max_nodes() > 1;
 #endif
