@@ -127,6 +127,7 @@ class RendezvousState {
   void EnterWaiting(TimePoint now);
   v1::ServerMessage WaitingMessage(const std::string& reason, TimePoint now) const;
   std::vector<NodeId> JoinedNodes() const;
+  void SetState(Node& n, NodeState s);
   bool AnyStopping() const;
 
   Config config_;
@@ -136,6 +137,8 @@ class RendezvousState {
   int64_t round_ = -1;
   int restarts_used_ = 0;
   int64_t join_counter_ = 0;
+  int joined_count_ = 0;     // nodes in kJoined
+  int succeeded_count_ = 0;  // nodes in kSucceeded
   bool restart_round_ = false;  // waiting for the previous round's nodes
   std::optional<TimePoint> min_reached_at_;
   TimePoint waiting_since_;
