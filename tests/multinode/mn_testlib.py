@@ -31,7 +31,7 @@ import unittest
 
 # Process helpers shared with the single-node suite (tests/e2e/drun_testlib.py).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2e"))
-from drun_testlib import _cmdline, become_subreaper, descendants, drun_path, wait_pids_dead  # noqa: E402
+from drun_testlib import _cmdline, parse_summary, become_subreaper, descendants, drun_path, wait_pids_dead  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
@@ -246,32 +246,6 @@ def worker_records(lines):
             rec[key] = int(value) if value.lstrip("-").isdigit() else value
         records.append(rec)
     return records
-
-
-def parse_summary(stderr_lines):
-    """The root-cause summary as {field: value, ..., "stderr_tail": [lines]}, or None."""
-    try:
-        start = stderr_lines.index(SUMMARY_HEADER)
-    except ValueError:
-        return None
-    fields = {"stderr_tail": []}
-    in_tail = False
-    for line in stderr_lines[start + 1:]:
-        if not line.startswith("drun: "):
-            continue  # a worker's line interleaved with the summary
-        body = line[len("drun: "):]
-        if in_tail and body.startswith("    "):
-            fields["stderr_tail"].append(body[4:])
-            continue
-        if not in_tail and body.startswith("  stderr"):
-            in_tail = True
-            continue
-        m = re.match(r"^  (\w+):\s*(.*)$", body)
-        if m and not in_tail:
-            fields[m.group(1)] = m.group(2).strip()
-            continue
-        break
-    return fields
 
 
 def summary_lines(stderr_lines):
