@@ -23,6 +23,7 @@ class GrpcClient : public RendezvousClient {
     event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     stream_ = stub_->Attach(&ctx_);
     last_rx_ = Clock::now();
+    seen_ = last_rx_;
     reader_ = std::thread([this] { ReadLoop(); });
   }
 
@@ -61,7 +62,13 @@ class GrpcClient : public RendezvousClient {
   void OnTick(TimePoint now) override {
     {
       std::lock_guard<std::mutex> l(mu_);
-      if (!lost_ && now - last_rx_ > opt_.silence) {
+      // A heartbeat tick that comes late means this agent did not run (CPU
+      // starvation, a stopped host): the server's words of that time may be
+      // waiting unread, so that time is nobody's silence.
+      if (now >= next_heartbeat_ && now - next_heartbeat_ > kStallTolerance) {
+        stalled_ += now - next_heartbeat_ - kStallTolerance;
+      }
+      if (!lost_ && opt_.silence > Duration::zero() && now - stalled_ - seen_ > opt_.silence) {
         LoseLocked(absl::StrCat("no word from it for ",
                                 std::chrono::duration_cast<std::chrono::milliseconds>(now - last_rx_)
                                     .count(),
@@ -79,7 +86,9 @@ class GrpcClient : public RendezvousClient {
   std::optional<TimePoint> NextDeadline() const override {
     std::lock_guard<std::mutex> l(mu_);
     if (lost_) return std::nullopt;
-    return std::min(next_heartbeat_, last_rx_ + opt_.silence + std::chrono::milliseconds(1));
+    if (opt_.silence <= Duration::zero()) return next_heartbeat_;
+    return std::min(next_heartbeat_,
+                    seen_ + stalled_ + opt_.silence + std::chrono::milliseconds(1));
   }
 
   std::string server_host() const override {
@@ -98,6 +107,7 @@ class GrpcClient : public RendezvousClient {
     while (stream_->Read(&m)) {
       std::lock_guard<std::mutex> l(mu_);
       last_rx_ = Clock::now();
+      seen_ = last_rx_ - stalled_;
       if (m.has_heartbeat()) continue;
       inbox_.push_back(m);
       Wake();
@@ -140,7 +150,10 @@ class GrpcClient : public RendezvousClient {
   mutable std::mutex mu_;
   std::mutex write_mu_;
   std::deque<v1::ServerMessage> inbox_;
+  static constexpr Duration kStallTolerance = std::chrono::milliseconds(50);
   TimePoint last_rx_;
+  TimePoint seen_;                             // last_rx_ on the stall-free clock
+  Duration stalled_ = Duration::zero();        // time this agent was found not running
   TimePoint next_heartbeat_ = Clock::now();
   bool lost_ = false;
   bool closing_ = false;

@@ -287,7 +287,10 @@ int Main(int argc, char** argv) {
     auto rt = spec.rdzv_conf().find("read_timeout");
     copt.connect_timeout = Seconds(rt == spec.rdzv_conf().end() ? 60 : std::stod(rt->second));
     copt.heartbeat = Seconds(spec.keepalive_interval_s());
-    copt.silence = Seconds(spec.keepalive_timeout_s());
+    // The host's agent talks to a server in its own process: it cannot lose
+    // it to a cut link, and a slow answer from a busy server is no reason to
+    // end the job for every node.
+    copt.silence = server ? Duration::zero() : Seconds(spec.keepalive_timeout_s());
     auto client = ConnectRendezvous(copt);
     if (!client.ok()) return FailConnect(client.status());
     rdzv = std::move(*client);

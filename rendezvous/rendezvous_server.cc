@@ -84,6 +84,7 @@ class Core {
 
  private:
   void Dispatch(RendezvousState::Outbox out);  // mu_ held
+  void WakeTimerIfEarlier();                   // mu_ held
   void TimerLoop();
 
   std::mutex mu_;
@@ -96,6 +97,7 @@ class Core {
   int event_fd_ = -1;
   RendezvousState::NodeId next_id_ = 0;
   bool stop_ = false;
+  std::optional<TimePoint> timer_waits_for_;  // the timer thread's deadline
   std::thread timer_;
 };
 
@@ -206,13 +208,20 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
     case v1::AgentMessage::KIND_NOT_SET:
       break;
   }
-  cv_.notify_all();  // deadlines may have moved
+  WakeTimerIfEarlier();
 }
 
 void Core::Lost(RendezvousState::NodeId id) {
   std::lock_guard<std::mutex> l(mu_);
   Dispatch(state_.OnLost(id, Clock::now()));
-  cv_.notify_all();
+  WakeTimerIfEarlier();
+}
+
+void Core::WakeTimerIfEarlier() {
+  // Most messages (heartbeats) only move deadlines later: the timer thread
+  // needs waking only when something is due before what it waits for.
+  std::optional<TimePoint> next = state_.NextDeadline();
+  if (next && (!timer_waits_for_ || *next < *timer_waits_for_)) cv_.notify_one();
 }
 
 void Core::Dispatch(RendezvousState::Outbox out) {
@@ -251,11 +260,13 @@ void Core::TimerLoop() {
   std::unique_lock<std::mutex> l(mu_);
   while (!stop_) {
     std::optional<TimePoint> next = state_.NextDeadline();
+    timer_waits_for_ = next;
     if (next) {
       cv_.wait_until(l, *next);
     } else {
       cv_.wait(l);
     }
+    timer_waits_for_.reset();
     if (stop_) break;
     const TimePoint now = Clock::now();
     if (next && now >= *next) Dispatch(state_.OnTick(now));

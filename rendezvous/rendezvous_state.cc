@@ -48,9 +48,17 @@ void RendezvousState::SetState(Node& n, NodeState s) {
   // instead of a scan of every node (O(N^2) per round at 10 000 nodes).
   if (n.state == NodeState::kJoined) --joined_count_;
   if (n.state == NodeState::kSucceeded) --succeeded_count_;
+  if (n.state == NodeState::kStopping) --stopping_count_;
   n.state = s;
   if (s == NodeState::kJoined) ++joined_count_;
   if (s == NodeState::kSucceeded) ++succeeded_count_;
+  if (s == NodeState::kStopping) ++stopping_count_;
+}
+
+void RendezvousState::Touch(NodeId id, Node& n, TimePoint now) {
+  (void)id;
+  n.seen = now - stalled_;
+  by_seen_.splice(by_seen_.end(), by_seen_, n.seen_pos);
 }
 
 std::string RendezvousState::phase_name() const {
@@ -69,13 +77,6 @@ std::vector<RendezvousState::NodeId> RendezvousState::JoinedNodes() const {
     if (n.state == NodeState::kJoined) out.push_back(id);
   }
   return out;
-}
-
-bool RendezvousState::AnyStopping() const {
-  for (const auto& [id, n] : nodes_) {
-    if (n.state == NodeState::kStopping) return true;
-  }
-  return false;
 }
 
 RendezvousState::Outbox RendezvousState::OnHello(NodeId node, const v1::Hello& hello,
@@ -116,7 +117,9 @@ RendezvousState::Outbox RendezvousState::OnHello(NodeId node, const v1::Hello& h
   Node& n = nodes_[node];
   n.hello = hello;
   n.addr = peer_addr;
-  n.last_seen = now;
+  n.seen = now - stalled_;
+  n.seen_pos = by_seen_.insert(by_seen_.end(), node);
+  if (KeepaliveOn() && !last_sweep_) last_sweep_ = now;
   return {};
 }
 
@@ -124,7 +127,7 @@ RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, Time
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return {};
   Node& n = it->second;
-  n.last_seen = now;
+  Touch(node, n, now);
   n.free_port = free_port;
   if (finished_) return {};
   if (n.state == NodeState::kJoined) return {};
@@ -165,7 +168,7 @@ RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, Time
 RendezvousState::Outbox RendezvousState::OnSucceeded(NodeId node, int64_t round, TimePoint now) {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return {};
-  it->second.last_seen = now;
+  Touch(node, it->second, now);
   if (phase_ != Phase::kRunning || round != round_) return {};
   if (it->second.state != NodeState::kRunning) return {};
   SetState(it->second, NodeState::kSucceeded);
@@ -178,7 +181,7 @@ RendezvousState::Outbox RendezvousState::OnFailed(NodeId node, int64_t round,
                                                   const v1::Failure& failure, TimePoint now) {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return {};
-  it->second.last_seen = now;
+  Touch(node, it->second, now);
   if (round != round_) return {};
   v1::Failure f = failure;
   if (f.exit_code() == 0) f.set_exit_code(1);
@@ -225,7 +228,7 @@ RendezvousState::Outbox RendezvousState::StopComplete(TimePoint now) {
 
 RendezvousState::Outbox RendezvousState::OnHeartbeat(NodeId node, TimePoint now) {
   auto it = nodes_.find(node);
-  if (it != nodes_.end()) it->second.last_seen = now;
+  if (it != nodes_.end()) Touch(node, it->second, now);
   return {};
 }
 
@@ -236,6 +239,7 @@ RendezvousState::Outbox RendezvousState::OnLost(NodeId node, TimePoint now) {
   const std::string host = HostOf(it->second.hello);
   lost_hosts_.push_back(host);
   SetState(it->second, NodeState::kHello);  // keeps the counts right
+  by_seen_.erase(it->second.seen_pos);
   nodes_.erase(it);
   participants_.erase(std::remove(participants_.begin(), participants_.end(), node),
                       participants_.end());
@@ -260,15 +264,21 @@ RendezvousState::Outbox RendezvousState::OnLost(NodeId node, TimePoint now) {
 RendezvousState::Outbox RendezvousState::OnTick(TimePoint now) {
   Outbox out;
   if (finished_) return out;
-  if (config_.keepalive_timeout > Duration::zero()) {
-    std::vector<NodeId> expired;
-    for (const auto& [id, n] : nodes_) {
-      if (now - n.last_seen > config_.keepalive_timeout) expired.push_back(id);
+  if (KeepaliveOn() && last_sweep_) {
+    const TimePoint due = *last_sweep_ + config_.sweep_period;
+    if (now >= due) {
+      // A late tick is time this process did not run: nobody's silence.
+      if (now - due > config_.stall_tolerance) stalled_ += now - due - config_.stall_tolerance;
+      last_sweep_ = now;
     }
-    for (NodeId id : expired) {
+    const TimePoint v_now = now - stalled_;
+    while (!by_seen_.empty() && !finished_) {
+      const NodeId id = by_seen_.front();
+      if (v_now - nodes_.at(id).seen <= config_.keepalive_timeout) break;
       Outbox o = OnLost(id, now);
       out.insert(out.end(), o.begin(), o.end());
     }
+    if (nodes_.empty()) last_sweep_.reset();  // no one to watch: no ticks
   }
   if (phase_ == Phase::kWaiting) {
     Outbox o = MaybeClose(now);
@@ -295,9 +305,7 @@ std::optional<TimePoint> RendezvousState::NextDeadline() const {
   auto consider = [&](TimePoint t) {
     if (!next || t < *next) next = t;
   };
-  if (config_.keepalive_timeout > Duration::zero()) {
-    for (const auto& [id, n] : nodes_) consider(n.last_seen + config_.keepalive_timeout);
-  }
+  if (KeepaliveOn() && last_sweep_) consider(*last_sweep_ + config_.sweep_period);
   if (phase_ == Phase::kWaiting && clock_started_) {
     consider(waiting_since_ + config_.join_timeout);
     if (min_reached_at_) consider(*min_reached_at_ + config_.last_call_timeout);

@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <list>
 #include <map>
 #include <optional>
 #include <set>
@@ -57,6 +58,13 @@ class RendezvousState {
     Duration join_timeout = std::chrono::seconds(600);
     // Zero disables keepalive checking (in-process rendezvous).
     Duration keepalive_timeout = Duration::zero();
+    // While keep-alives are checked, OnTick is due every sweep_period. A tick
+    // that comes more than stall_tolerance late means this process itself did
+    // not run (CPU starvation, a stopped or suspended host); that time is not
+    // counted as anyone's silence, so an overloaded server does not declare
+    // its nodes lost for its own delay.
+    Duration sweep_period = std::chrono::milliseconds(100);
+    Duration stall_tolerance = std::chrono::milliseconds(50);
     bool use_agent_store = false;
     // When set, every Assignment carries this MASTER_ADDR/PORT instead of
     // group rank 0's (static backend, or a store the host serves).
@@ -103,6 +111,9 @@ class RendezvousState {
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   int num_waiting() const;
   std::string phase_name() const;
+  // Total time the server was found not running (late ticks), excluded from
+  // every node's silence.
+  Duration stalled() const { return stalled_; }
 
  private:
   enum class Phase { kWaiting, kRunning, kStopping, kFinished };
@@ -115,7 +126,9 @@ class RendezvousState {
     int free_port = 0;
     int group_rank = -1;  // in the last round it took part in
     int64_t join_seq = 0;
-    TimePoint last_seen;
+    // Time of the node's last message on the stall-free clock (now - stalled_).
+    TimePoint seen;
+    std::list<NodeId>::iterator seen_pos;  // its place in by_seen_
   };
 
   Outbox Finish(int exit_code, const std::string& message, const v1::Failure* failure);
@@ -128,7 +141,10 @@ class RendezvousState {
   v1::ServerMessage WaitingMessage(const std::string& reason, TimePoint now) const;
   std::vector<NodeId> JoinedNodes() const;
   void SetState(Node& n, NodeState s);
-  bool AnyStopping() const;
+  bool AnyStopping() const { return stopping_count_ > 0; }
+  // The node sent something: it is alive now.
+  void Touch(NodeId id, Node& n, TimePoint now);
+  bool KeepaliveOn() const { return config_.keepalive_timeout > Duration::zero(); }
 
   Config config_;
   Phase phase_ = Phase::kWaiting;
@@ -139,6 +155,13 @@ class RendezvousState {
   int64_t join_counter_ = 0;
   int joined_count_ = 0;     // nodes in kJoined
   int succeeded_count_ = 0;  // nodes in kSucceeded
+  int stopping_count_ = 0;   // nodes in kStopping
+  // Nodes by their last message, oldest first: a message moves its node to
+  // the back, so expiry looks only at the front (O(1) per message, not a
+  // scan of every node).
+  std::list<NodeId> by_seen_;
+  Duration stalled_ = Duration::zero();
+  std::optional<TimePoint> last_sweep_;
   bool restart_round_ = false;  // waiting for the previous round's nodes
   std::optional<TimePoint> min_reached_at_;
   TimePoint waiting_since_;

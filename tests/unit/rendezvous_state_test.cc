@@ -276,16 +276,82 @@ TEST_F(RendezvousStateTest, LostNodeAboveMinContinuesSmaller) {
   EXPECT_EQ(For(out, 2, kAssign)[0]->assignment().master_addr(), "10.0.0.2");
 }
 
+// Ticks the way the server's timer does: at every deadline, from `from` to
+// `to`; returns everything sent.
+static Outbox TickThrough(RendezvousState& s, TimePoint to) {
+  Outbox all;
+  while (auto next = s.NextDeadline()) {
+    if (*next > to) break;
+    Outbox o = s.OnTick(*next);
+    all.insert(all.end(), o.begin(), o.end());
+  }
+  return all;
+}
+
 TEST_F(RendezvousStateTest, KeepaliveExpiryLosesSilentNode) {
   auto c = Config(2, 2);
   c.keepalive_timeout = seconds(3);
   RendezvousState s(c);
   Arrive(s, 1, "a");
   Arrive(s, 2, "b");
+  // Sweeps are due every sweep_period while nodes are watched.
+  ASSERT_TRUE(s.NextDeadline().has_value());
+  EXPECT_EQ(*s.NextDeadline(), now + c.sweep_period);
+  EXPECT_EQ(Count(TickThrough(s, now + seconds(2)), kStop), 0);
   s.OnHeartbeat(1, now + seconds(2));
-  EXPECT_EQ(*s.NextDeadline(), now + seconds(3));
-  Outbox out = s.OnTick(now + seconds(3) + std::chrono::milliseconds(1));
+  // Node 2 has been silent for 3 s at now+3 s: lost at the first sweep after.
+  EXPECT_EQ(Count(TickThrough(s, now + seconds(3)), kStop), 0);
+  EXPECT_EQ(s.num_nodes(), 2);
+  Outbox out = TickThrough(s, now + seconds(3) + c.sweep_period);
   EXPECT_EQ(For(out, 1, kStop).size(), 1u);
+  EXPECT_EQ(s.num_nodes(), 1);
+  EXPECT_EQ(s.stalled(), Duration::zero());
+}
+
+TEST_F(RendezvousStateTest, ServerStallIsNobodysSilence) {
+  // The server itself did not run for 5 s (its tick came 5 s late): the
+  // nodes' messages of that time may be waiting unread, so the stall is not
+  // counted as their silence.
+  auto c = Config(2, 2);
+  c.keepalive_timeout = seconds(2);
+  RendezvousState s(c);
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  TickThrough(s, now + seconds(1));
+  const TimePoint late = now + seconds(6);
+  Outbox out = s.OnTick(late);
+  EXPECT_EQ(Count(out, kStop), 0);
+  EXPECT_EQ(s.num_nodes(), 2);
+  EXPECT_GE(s.stalled(), seconds(4));
+  // Back to regular ticks: node 1 speaks, node 2 stays silent. Its silence
+  // is the 1.1 s before the stall plus the time after it (the 50-ms stall
+  // tolerance counts as silence too): 2 s are up 0.85 s after the late tick.
+  s.OnHeartbeat(1, late + std::chrono::milliseconds(500));
+  out = TickThrough(s, late + std::chrono::milliseconds(800));
+  EXPECT_EQ(Count(out, kStop), 0);
+  EXPECT_EQ(s.num_nodes(), 2);
+  out = TickThrough(s, late + std::chrono::milliseconds(900));
+  EXPECT_EQ(For(out, 1, kStop).size(), 1u);
+  EXPECT_EQ(s.num_nodes(), 1);
+}
+
+TEST_F(RendezvousStateTest, SweepsStopWithNoNodesAndRestartWithoutStall) {
+  auto c = Config(1, 2);
+  c.keepalive_timeout = seconds(2);
+  c.last_call_timeout = seconds(1000);
+  c.join_timeout = seconds(100000);
+  RendezvousState s(c);
+  Arrive(s, 1, "a");
+  s.OnLost(1, now);
+  TickThrough(s, now + seconds(1));
+  // No node to watch: no sweep is due, only the join timeout.
+  ASSERT_TRUE(s.NextDeadline().has_value());
+  EXPECT_GT(*s.NextDeadline(), now + seconds(1000));
+  // A node arriving an hour later is not taken for a stalled server.
+  now += std::chrono::hours(1);
+  Arrive(s, 2, "b");
+  TickThrough(s, now + seconds(1));
+  EXPECT_EQ(s.stalled(), Duration::zero());
   EXPECT_EQ(s.num_nodes(), 1);
 }
 
