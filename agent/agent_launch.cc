@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "rendezvous/link_liveness.h"
 
 namespace drun {
 
@@ -36,7 +37,10 @@ RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::
   c.use_agent_store = spec.agent_store();
   c.join_timeout = Seconds(spec.join_timeout_s());
   c.last_call_timeout = Seconds(spec.last_call_timeout_s());
-  c.keepalive_timeout = Seconds(spec.keepalive_timeout_s());
+  // Links are watched by the kernel (link_liveness.h); the server's own
+  // heartbeat rule only catches a stuck agent process.
+  c.keepalive_timeout = ProcessSilenceTimeout(std::chrono::milliseconds(
+      static_cast<int64_t>(1000 * (spec.keepalive_timeout_s() > 0 ? spec.keepalive_timeout_s() : 2))));
   c.spec = spec;
   return c;
 }

@@ -1,9 +1,17 @@
 #include "agent/grpc_rendezvous_client.h"
 
+#include <errno.h>
+#include <grpcpp/create_channel_posix.h>
 #include <grpcpp/grpcpp.h>
+#include <netdb.h>
+#include <poll.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <deque>
 #include <mutex>
@@ -11,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "drun/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/link_liveness.h"
 
 namespace drun {
 
@@ -162,45 +171,114 @@ class GrpcClient : public RendezvousClient {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcClientOptions& opt) {
-  grpc::ChannelArguments args;
-  // Keep reconnect attempts frequent while we wait for the host to come up.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  auto channel = grpc::CreateCustomChannel(opt.target, grpc::InsecureChannelCredentials(), args);
-  const auto deadline = std::chrono::system_clock::now() +
-                        std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                            opt.connect_timeout);
-  // The agent's signals are blocked (they arrive through its signalfd later),
-  // so wait in slices and look for a pending stop signal between them:
-  // Ctrl-C must work while the server is not up yet.
-  sigset_t stop;
+namespace {
+
+// A pending SIGINT/TERM/HUP/QUIT (the agent's signals are blocked: they reach
+// its signalfd later) ends the wait for the server: Ctrl-C must work while
+// the server is not up yet.
+int TakeStopSignal() {
+  sigset_t stop, pending;
   sigemptyset(&stop);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&stop, sig);
-  bool connected = false;
-  while (!connected) {
-    const auto now = std::chrono::system_clock::now();
-    if (now >= deadline) break;
-    connected = channel->WaitForConnected(std::min(deadline, now + std::chrono::milliseconds(100)));
-    sigset_t pending;
-    if (!connected && sigpending(&pending) == 0) {
-      for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
-        if (sigismember(&pending, sig)) {
-          timespec zero{0, 0};
-          sigtimedwait(&stop, nullptr, &zero);  // consume it: we act on it here
-          return absl::CancelledError(absl::StrCat("stopped by signal ", sig,
-                                                   " while waiting for the rendezvous server"));
-        }
-      }
+  if (sigpending(&pending) != 0) return 0;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    if (sigismember(&pending, sig)) {
+      timespec zero{0, 0};
+      sigtimedwait(&stop, nullptr, &zero);  // consume it: we act on it here
+      return sig;
     }
   }
-  if (!connected) {
+  return 0;
+}
+
+// "host:port" / "[v6]:port" -> address to dial, resolved again on every
+// attempt (the host may not be in DNS yet).
+bool Resolve(const std::string& target, sockaddr_storage* out, socklen_t* len) {
+  std::string host, port;
+  if (!target.empty() && target[0] == '[') {
+    size_t close = target.find(']');
+    if (close == std::string::npos || close + 1 >= target.size()) return false;
+    host = target.substr(1, close - 1);
+    port = target.substr(close + 2);
+  } else {
+    size_t colon = target.rfind(':');
+    if (colon == std::string::npos) return false;
+    host = target.substr(0, colon);
+    port = target.substr(colon + 1);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || !res) return false;
+  memcpy(out, res->ai_addr, res->ai_addrlen);
+  *len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcClientOptions& opt) {
+  // drun dials the server itself, so the socket carries the link-liveness
+  // options (link_liveness.h) before gRPC runs HTTP/2 over it.
+  const auto deadline = Clock::now() + opt.connect_timeout;
+  const auto slice = std::chrono::milliseconds(100);
+  int fd = -1;
+  while (fd < 0) {
+    const TimePoint attempt = Clock::now();
+    if (attempt >= deadline) break;
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+    if (Resolve(opt.target, &addr, &len)) {
+      int s = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (s >= 0) {
+        SetLinkTimeout(s, std::chrono::duration_cast<std::chrono::milliseconds>(opt.link_timeout));
+        int r = connect(s, reinterpret_cast<sockaddr*>(&addr), len);
+        if (r != 0 && errno == EINPROGRESS) {
+          // A SYN into a cut link may take long: wait for it in slices.
+          for (;;) {
+            pollfd p{s, POLLOUT, 0};
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+            int n = poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 100)));
+            if (n > 0) {
+              int err = 0;
+              socklen_t el = sizeof err;
+              getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el);
+              r = err == 0 ? 0 : -1;
+              break;
+            }
+            if (int sig = TakeStopSignal()) {
+              close(s);
+              return absl::CancelledError(absl::StrCat(
+                  "stopped by signal ", sig, " while waiting for the rendezvous server"));
+            }
+            if (Clock::now() >= deadline) break;
+          }
+        }
+        if (r == 0) {
+          fd = s;
+          break;
+        }
+        close(s);
+      }
+    }
+    if (int sig = TakeStopSignal()) {
+      return absl::CancelledError(
+          absl::StrCat("stopped by signal ", sig, " while waiting for the rendezvous server"));
+    }
+    // Refused (the host is not up yet): try again once the slice is over.
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(
+        std::min(deadline, attempt + slice) - Clock::now());
+    if (wait.count() > 0) poll(nullptr, 0, static_cast<int>(wait.count()));
+  }
+  if (fd < 0) {
     return absl::UnavailableError(absl::StrCat(
         "cannot reach the rendezvous server at ", opt.target, " within ",
         std::chrono::duration_cast<std::chrono::seconds>(opt.connect_timeout).count(),
         " s: start drun on the node that hosts it, or check --rdzv-endpoint"));
   }
+  grpc::ChannelArguments args;
+  auto channel = grpc::CreateCustomInsecureChannelFromFd(opt.target, fd, args);
   return std::unique_ptr<RendezvousClient>(new GrpcClient(opt, std::move(channel)));
 }
 

@@ -1,10 +1,12 @@
 // GrpcRendezvousClient: the agent's end of the rendezvous stream. A reader
 // thread moves server messages into a queue and signals an eventfd that the
-// agent's poll loop watches; writes happen on the agent's thread. Heartbeats
-// go out every `heartbeat`; if nothing (not even a heartbeat reply) comes back
-// for `silence`, or the stream breaks, the client reports the server lost as a
-// Finish with exit code 1 naming the server. Time the agent itself did not run
-// (a heartbeat tick more than 50 ms late) does not count as silence.
+// agent's poll loop watches; writes happen on the agent's thread. When the
+// stream breaks (the server died, or the kernel gave up on a cut link after
+// link_timeout), or nothing at all (not even a reply to the heartbeats sent
+// every `heartbeat`) comes back for `silence`, the client reports the server
+// lost as a Finish with exit code 1 naming the server. Time the agent itself
+// did not run (a heartbeat tick more than 50 ms late) does not count as
+// silence.
 #ifndef DRUN_AGENT_GRPC_RENDEZVOUS_CLIENT_H_
 #define DRUN_AGENT_GRPC_RENDEZVOUS_CLIENT_H_
 
@@ -20,9 +22,13 @@ struct GrpcClientOptions {
   std::string target;  // HOST:PORT
   Duration connect_timeout = std::chrono::seconds(60);
   Duration heartbeat = std::chrono::milliseconds(500);
-  // Zero: never give up on a silent server (the host's own agent, whose
+  // The connection breaks when the server's kernel has not answered for
+  // this long (link cut, host frozen; see rendezvous/link_liveness.h).
+  Duration link_timeout = std::chrono::seconds(2);
+  // Give up on a server whose link is alive but that has sent nothing for
+  // this long (a stuck process). Zero: never (the host's own agent, whose
   // server lives in the same process).
-  Duration silence = std::chrono::seconds(2);
+  Duration silence = std::chrono::seconds(20);
 };
 
 // Connects (retrying until connect_timeout) and opens the stream.

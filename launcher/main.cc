@@ -38,6 +38,7 @@
 #include "launcher/ssh_launcher.h"
 #endif
 #ifndef DRUN_LIGHT
+#include "rendezvous/link_liveness.h"
 #include "rendezvous/rendezvous_server.h"
 #endif
 
@@ -122,7 +123,9 @@ int AgentMain() {
   copt.target = launch->rdzv_target();
   copt.connect_timeout = std::chrono::seconds(30);
   copt.heartbeat = Seconds(spec.keepalive_interval_s() > 0 ? spec.keepalive_interval_s() : 0.5);
-  copt.silence = Seconds(spec.keepalive_timeout_s() > 0 ? spec.keepalive_timeout_s() : 2);
+  copt.link_timeout = Seconds(spec.keepalive_timeout_s() > 0 ? spec.keepalive_timeout_s() : 2);
+  copt.silence = ProcessSilenceTimeout(
+      std::chrono::duration_cast<std::chrono::milliseconds>(copt.link_timeout));
   auto client = ConnectRendezvous(copt);
   if (!client.ok()) return FailConnect(client.status());
 
@@ -290,7 +293,11 @@ int Main(int argc, char** argv) {
     // The host's agent talks to a server in its own process: it cannot lose
     // it to a cut link, and a slow answer from a busy server is no reason to
     // end the job for every node.
-    copt.silence = server ? Duration::zero() : Seconds(spec.keepalive_timeout_s());
+    copt.link_timeout = Seconds(spec.keepalive_timeout_s());
+    copt.silence = server ? Duration::zero()
+                          : Duration(ProcessSilenceTimeout(
+                                std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    copt.link_timeout)));
     auto client = ConnectRendezvous(copt);
     if (!client.ok()) return FailConnect(client.status());
     rdzv = std::move(*client);

@@ -1,10 +1,17 @@
 #include "rendezvous/rendezvous_server.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/server_posix.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -14,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "drun/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/link_liveness.h"
 #include "rendezvous/round_store.h"
 
 namespace drun {
@@ -80,6 +88,21 @@ class Core {
     streams_.erase(id);
   }
   void Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const std::string& peer);
+
+  // Connections accepted by drun's own listener reach gRPC as descriptors,
+  // and gRPC names such a peer "fd:N": the acceptor notes the address.
+  void NotePeer(int fd, std::string host) {
+    std::lock_guard<std::mutex> l(peers_mu_);
+    peers_[fd] = std::move(host);
+  }
+  std::string PeerOf(const std::string& grpc_peer) {
+    if (grpc_peer.rfind("fd:", 0) == 0) {
+      std::lock_guard<std::mutex> l(peers_mu_);
+      auto it = peers_.find(atoi(grpc_peer.c_str() + 3));
+      if (it != peers_.end()) return it->second;
+    }
+    return PeerHost(grpc_peer);
+  }
   void Lost(RendezvousState::NodeId id);
 
  private:
@@ -98,13 +121,15 @@ class Core {
   RendezvousState::NodeId next_id_ = 0;
   bool stop_ = false;
   std::optional<TimePoint> timer_waits_for_;  // the timer thread's deadline
+  std::mutex peers_mu_;
+  std::map<int, std::string> peers_;  // accepted descriptor -> peer host
   std::thread timer_;
 };
 
 class Stream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage> {
  public:
   Stream(Core* core, grpc::CallbackServerContext* ctx)
-      : core_(core), peer_(PeerHost(ctx->peer())) {
+      : core_(core), peer_(core->PeerOf(ctx->peer())) {
     id_ = core_->Register(this);
     StartRead(&in_);
   }
@@ -285,34 +310,80 @@ class Service final : public v1::Rendezvous::CallbackService {
   Core* core_;
 };
 
+// The listening socket is drun's own: every accepted connection gets its
+// link-liveness options (link_liveness.h) before gRPC takes it over, which
+// gRPC's own listener has no way to do.
 class ServerImpl : public RendezvousServer {
  public:
   explicit ServerImpl(RendezvousState::Config config)
-      : core_(std::make_unique<Core>(std::move(config))), service_(core_.get()) {}
-  ~ServerImpl() override { Shutdown(Duration::zero()); }
+      : link_timeout_(std::chrono::milliseconds(static_cast<int64_t>(
+            1000 * (config.spec.keepalive_timeout_s() > 0 ? config.spec.keepalive_timeout_s() : 2)))),
+        core_(std::make_unique<Core>(std::move(config))),
+        service_(core_.get()) {}
+  ~ServerImpl() override {
+    Shutdown(Duration::zero());
+    if (listen_fd_ >= 0) close(listen_fd_);
+  }
 
   absl::Status Listen(const std::string& addr) {
+    const auto busy = absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", addr,
+        " (the port is in use, or the address is not on this host); pick another "
+        "--rdzv-endpoint port"));
+    const size_t colon = addr.rfind(':');
+    if (colon == std::string::npos) return busy;
+    std::string host = addr.substr(0, colon);
+    const int port = atoi(addr.c_str() + colon + 1);
+    const bool v6 = !host.empty() && host[0] == '[';
+    if (v6) host = host.substr(1, host.size() - 2);
+    sockaddr_storage ss{};
+    socklen_t len;
+    if (v6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+      a->sin6_family = AF_INET6;
+      a->sin6_port = htons(static_cast<uint16_t>(port));
+      if (inet_pton(AF_INET6, host.c_str(), &a->sin6_addr) != 1) return busy;
+      len = sizeof *a;
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+      a->sin_family = AF_INET;
+      a->sin_port = htons(static_cast<uint16_t>(port));
+      if (inet_pton(AF_INET, host.c_str(), &a->sin_addr) != 1) return busy;
+      len = sizeof *a;
+    }
+    listen_fd_ = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (listen_fd_ < 0) return busy;
+    const int one = 1, zero = 0;
+    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (v6) setsockopt(listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+        listen(listen_fd_, 4096) != 0 ||
+        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+      return busy;
+    }
+    port_ = ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                     : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+
     grpc::ServerBuilder b;
-    b.AddListeningPort(addr, grpc::InsecureServerCredentials(), &port_);
     b.RegisterService(&service_);
     // Agents' transport keepalive pings are welcome at any rate.
     b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 200);
     b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
     b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     server_ = b.BuildAndStart();
-    if (!server_ || port_ == 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot listen on ", addr,
-          " (the port is in use, or the address is not on this host); pick another "
-          "--rdzv-endpoint port"));
-    }
+    if (!server_) return absl::InternalError("cannot start the rendezvous service");
+    acceptor_ = std::thread([this] { AcceptLoop(); });
     return absl::OkStatus();
   }
   int port() const override { return port_; }
   int event_fd() const override { return core_->event_fd(); }
   std::optional<Event> NextEvent() override { return core_->NextEvent(); }
   void Shutdown(Duration grace) override {
+    if (acceptor_.joinable()) {
+      stopping_ = true;
+      shutdown(listen_fd_, SHUT_RDWR);  // wakes accept4 with EINVAL
+      acceptor_.join();
+    }
     if (!server_) return;
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::duration_cast<std::chrono::system_clock::duration>(grace));
@@ -320,10 +391,45 @@ class ServerImpl : public RendezvousServer {
   }
 
  private:
+  void AcceptLoop() {
+    while (!stopping_) {
+      sockaddr_storage peer{};
+      socklen_t peer_len = sizeof peer;
+      int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                       SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (stopping_ || errno == EINVAL || errno == EBADF) return;
+        // Out of descriptors or memory: the connection waits in the backlog.
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          poll(nullptr, 0, 50);
+        }
+        continue;
+      }
+      SetLinkTimeout(fd, link_timeout_);
+      char text[INET6_ADDRSTRLEN] = "";
+      if (peer.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&peer)->sin_addr, text, sizeof text);
+      } else if (peer.ss_family == AF_INET6) {
+        const in6_addr& a6 = reinterpret_cast<sockaddr_in6*>(&peer)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+          inet_ntop(AF_INET, &a6.s6_addr[12], text, sizeof text);
+        } else {
+          inet_ntop(AF_INET6, &a6, text, sizeof text);
+        }
+      }
+      core_->NotePeer(fd, text);
+      grpc::AddInsecureChannelFromFd(server_.get(), fd);
+    }
+  }
+
+  const std::chrono::milliseconds link_timeout_;
   std::unique_ptr<Core> core_;
   Service service_;
   std::unique_ptr<grpc::Server> server_;
+  int listen_fd_ = -1;
   int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
 };
 
 }  // namespace
