@@ -104,6 +104,21 @@ bool NeedsNet(const CommandLine& cl, const EnvMap& env) {
           (s.max_nodes() > 1 || !s.rdzv_endpoint().empty() || s.rdzv_backend() == "static"));
 }
 #else
+// The link to the server is watched by the kernel within the keep-alive
+// timeout (rendezvous/link_liveness.h). Heartbeats only prove that the
+// server process is not stuck, so they are rare: four per silence timeout
+// (10 x the keep-alive timeout). The host's agent talks to a server in its
+// own process: it cannot lose it to a cut link, and a slow answer from a busy
+// server is no reason to end the job for every node.
+void SetLiveness(const v1::JobSpec& spec, bool in_process_server, GrpcClientOptions* copt) {
+  const auto link = std::chrono::milliseconds(static_cast<int64_t>(
+      1000 * (spec.keepalive_timeout_s() > 0 ? spec.keepalive_timeout_s() : 2)));
+  const auto silence = ProcessSilenceTimeout(link);
+  copt->link_timeout = link;
+  copt->heartbeat = silence / 4;
+  copt->silence = in_process_server ? Duration::zero() : Duration(silence);
+}
+
 // `drun agent`: a node started by a launcher (ssh, srun). The job arrives on
 // standard input, which then stays open as the lifeline to the launcher.
 int AgentMain() {
@@ -122,10 +137,7 @@ int AgentMain() {
   GrpcClientOptions copt;
   copt.target = launch->rdzv_target();
   copt.connect_timeout = std::chrono::seconds(30);
-  copt.heartbeat = Seconds(spec.keepalive_interval_s() > 0 ? spec.keepalive_interval_s() : 0.5);
-  copt.link_timeout = Seconds(spec.keepalive_timeout_s() > 0 ? spec.keepalive_timeout_s() : 2);
-  copt.silence = ProcessSilenceTimeout(
-      std::chrono::duration_cast<std::chrono::milliseconds>(copt.link_timeout));
+  SetLiveness(spec, /*in_process_server=*/false, &copt);
   auto client = ConnectRendezvous(copt);
   if (!client.ok()) return FailConnect(client.status());
 
@@ -289,15 +301,7 @@ int Main(int argc, char** argv) {
     copt.target = ep->ToString();
     auto rt = spec.rdzv_conf().find("read_timeout");
     copt.connect_timeout = Seconds(rt == spec.rdzv_conf().end() ? 60 : std::stod(rt->second));
-    copt.heartbeat = Seconds(spec.keepalive_interval_s());
-    // The host's agent talks to a server in its own process: it cannot lose
-    // it to a cut link, and a slow answer from a busy server is no reason to
-    // end the job for every node.
-    copt.link_timeout = Seconds(spec.keepalive_timeout_s());
-    copt.silence = server ? Duration::zero()
-                          : Duration(ProcessSilenceTimeout(
-                                std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    copt.link_timeout)));
+    SetLiveness(spec, /*in_process_server=*/server != nullptr, &copt);
     auto client = ConnectRendezvous(copt);
     if (!client.ok()) return FailConnect(client.status());
     rdzv = std::move(*client);
