@@ -237,6 +237,9 @@ int Agent::Run() {
     if (exit_failure_) WriteAll(2, FormatRootCause(*exit_failure_));
   }
   WriteReport(Clock::now());
+  // Normally every worker is gone by now; if the loop broke early, the
+  // group's destructor kills what is left (drun may _exit right after).
+  group_.reset();
   if (!tmp_dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(tmp_dir_, ec);

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -40,9 +42,48 @@ namespace {
 
 }  // namespace
 
+namespace {
+
+// What the child needs, prepared before it exists: between clone and exec it
+// makes system calls only, on its own stack.
+struct ChildArgs {
+  const SpawnRequest* req;
+  const char* exe;  // empty: not found on PATH
+  char** argv;
+  char** envp;
+  pid_t parent;
+};
+
+int ChildMain(void* p) {
+  const ChildArgs& a = *static_cast<const ChildArgs*>(p);
+  const SpawnRequest& req = *a.req;
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != a.parent) _exit(137);  // drun died before prctl took effect
+  // Every signal is blocked here (see SpawnProcessGroup): reset dispositions
+  // first, then unblock, so no handler of drun's ever runs in the child.
+  for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (req.stdout_fd >= 0 && dup2(req.stdout_fd, 1) < 0) ChildFail("dup2", a.argv[0], 127);
+  if (req.stderr_fd >= 0 && dup2(req.stderr_fd, 2) < 0) ChildFail("dup2", a.argv[0], 127);
+  if (!req.cwd.empty() && chdir(req.cwd.c_str()) != 0) {
+    ChildFail("cannot change directory", req.cwd.c_str(), 127);
+  }
+  if (a.exe[0] == '\0') {
+    errno = ENOENT;
+    ChildFail("not found on PATH", a.argv[0], 127);
+  }
+  execve(a.exe, a.argv, a.envp);
+  ChildFail("exec failed", a.exe, errno == ENOENT ? 127 : 126);
+}
+
+}  // namespace
+
 absl::StatusOr<pid_t> SpawnProcessGroup(const SpawnRequest& req) {
   if (req.argv.empty()) return absl::InvalidArgumentError("empty command");
-  // Everything the child needs is prepared before fork.
+  // Everything the child needs is prepared before it exists.
   std::string path_value = "/usr/local/bin:/usr/bin:/bin";
   for (const auto& e : req.env) {
     if (e.rfind("PATH=", 0) == 0) path_value = e.substr(5);
@@ -54,30 +95,22 @@ absl::StatusOr<pid_t> SpawnProcessGroup(const SpawnRequest& req) {
   std::vector<char*> envp;
   for (const auto& e : req.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  const pid_t parent = getpid();
+  ChildArgs args{&req, exe.c_str(), argv.data(), envp.data(), getpid()};
 
-  pid_t pid = fork();
-  if (pid < 0) return absl::ErrnoToStatus(errno, "fork");
-  if (pid == 0) {
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(137);  // drun died before prctl took effect
-    sigset_t none;
-    sigemptyset(&none);
-    for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (req.stdout_fd >= 0 && dup2(req.stdout_fd, 1) < 0) ChildFail("dup2", argv[0], 127);
-    if (req.stderr_fd >= 0 && dup2(req.stderr_fd, 2) < 0) ChildFail("dup2", argv[0], 127);
-    if (!req.cwd.empty() && chdir(req.cwd.c_str()) != 0) {
-      ChildFail("cannot change directory", req.cwd.c_str(), 127);
-    }
-    if (exe.empty()) {
-      errno = ENOENT;
-      ChildFail("not found on PATH", argv[0], 127);
-    }
-    execve(exe.c_str(), argv.data(), envp.data());
-    ChildFail("exec failed", exe.c_str(), errno == ENOENT ? 127 : 126);
-  }
+  // Like posix_spawn: the child shares drun's memory until it execs
+  // (CLONE_VM | CLONE_VFORK), so starting a worker does not copy the page
+  // tables of a process that has gRPC loaded, and this thread waits until the
+  // exec. Signals stay blocked across the clone so no handler runs on the
+  // child's borrowed memory.
+  constexpr size_t kStack = 64 * 1024;
+  std::vector<char> stack(kStack);
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pid_t pid = clone(ChildMain, stack.data() + kStack, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  const int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return absl::ErrnoToStatus(clone_errno, "clone");
   // Also from the parent, so the group exists before we signal it even if
   // the child has not been scheduled yet.
   setpgid(pid, pid);
