@@ -359,8 +359,7 @@ void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
 }
 
 std::string Agent::AttemptDir(int local_rank) const {
-  const std::string& base = opt_.spec.log_dir().empty() ? tmp_dir_ : opt_.spec.log_dir();
-  std::filesystem::path dir = std::filesystem::path(base) / opt_.spec.run_id() /
+  std::filesystem::path dir = std::filesystem::path(opt_.spec.log_dir()) / opt_.spec.run_id() /
                               absl::StrCat("attempt_", assignment_->round()) /
                               std::to_string(local_rank);
   std::error_code ec;
@@ -407,11 +406,19 @@ void Agent::StartWorkers(TimePoint now) {
     l.colour = l.rank;
     l.prefix = opt_.host_in_prefix ? absl::StrCat("[", opt_.hostname, ":rank", l.rank, "]: ")
                                    : absl::StrCat("[rank", l.rank, "]: ");
-    const std::string dir = AttemptDir(lr);
-    l.error_file = dir + "/error.json";
     const int to_file = redirects.ForRank(lr) | tee.ForRank(lr);
-    if (to_file & 1) l.stdout_file = dir + "/stdout.log";
-    if (to_file & 2) l.stderr_file = dir + "/stderr.log";
+    if (!spec.log_dir().empty()) {
+      // torchrun's layout: LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/{error.json,stdout.log,...}.
+      const std::string dir = AttemptDir(lr);
+      l.error_file = dir + "/error.json";
+      if (to_file & 1) l.stdout_file = dir + "/stdout.log";
+      if (to_file & 2) l.stderr_file = dir + "/stderr.log";
+    } else if (!tmp_dir_.empty()) {
+      // No log directory (so no log files either): the error file lives flat
+      // in this agent's private temporary directory, which no one else sees;
+      // three directory levels per worker cost a thousand agents real time.
+      l.error_file = absl::StrCat(tmp_dir_, "/error-", a.round(), "-", lr, ".json");
+    }
     const bool shown = filter.empty() || std::find(filter.begin(), filter.end(), lr) != filter.end();
     l.console_stdout = shown && !(redirects.ForRank(lr) & 1);
     l.console_stderr = shown && !(redirects.ForRank(lr) & 2);
