@@ -275,6 +275,13 @@ RendezvousState::Outbox RendezvousState::OnTick(TimePoint now) {
     while (!by_seen_.empty() && !finished_) {
       const NodeId id = by_seen_.front();
       if (v_now - nodes_.at(id).seen <= config_.keepalive_timeout) break;
+      // Tell the node, should it wake up (a stopped process): it is out.
+      out.push_back({id, RejectMessage(absl::StrCat(
+                             "nothing came from this node for ",
+                             std::chrono::duration_cast<std::chrono::seconds>(
+                                 config_.keepalive_timeout)
+                                 .count(),
+                             " s (a stopped or stuck drun): it was dropped from the job"))});
       Outbox o = OnLost(id, now);
       out.insert(out.end(), o.begin(), o.end());
     }

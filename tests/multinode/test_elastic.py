@@ -119,6 +119,42 @@ class ElasticTest(MultiNodeTestCase):
             self.assertExit(agent, 0)
         self.assertNoWorkersLeft(self.pids(a, b, c))
 
+    def test_stopped_agent_is_dropped_after_the_silence_timeout_and_told(self):
+        """A drun that is alive but stuck (SIGSTOP) on a healthy host keeps its kernel
+        answering, so the link stays up; the application heartbeats catch it after the
+        silence timeout (10 x keep-alive, at least 10 s), the survivor goes on alone, and
+        the stopped agent, once continued, learns it was dropped and cleans up."""
+        gate = Gate(self.tmp)
+        self.addCleanup(gate.open)
+        cmd = worker_command("--then", "gate", "--gate", gate.path)
+        conf = {"keep_alive_interval": "0.5", "keep_alive_max_attempt": "2"}  # 1 s: silence 10 s
+        a, b = self.start_in_order(2, lambda i: cmd, nnodes="1:2", conf=conf)
+        for agent in (a, b):
+            self.wait_workers(agent, 2, world=4)
+        stopped_pids = self.pids(b)
+
+        stopped_at = b.kill(signal.SIGSTOP)
+        self.addCleanup(lambda: b.proc.poll() is None and b.kill(signal.SIGCONT))
+        (t, _), = a.wait_for_line(r"^drun: stopping round \d+: host .* was lost", "stderr",
+                                  timeout=RESUME_BOUND)
+        dropped_after = t - stopped_at
+        recs = self.wait_workers(a, 2, world=2)
+        self.assertEqual(sorted(r["rank"] for r in recs), [0, 1])
+        # The stopped agent's workers ran on (nothing stopped them): they are the ones a
+        # frozen host would take down with it, here they must be cleaned up by their agent.
+        b.kill(signal.SIGCONT)
+        self.assertExit(b, 1)
+        self.assertTrue(any("rejected this node" in l and "nothing came from this node" in l
+                            for l in b.stderr_lines), b.describe())
+        self.assertNoWorkersLeft(stopped_pids)
+        report(f"stopped agent (SIGSTOP): dropped by the server after {dropped_after:.3f}s")
+        self.assertGreater(dropped_after, 5, "a stopped process was judged before its silence timeout")
+        self.assertLess(dropped_after, RESUME_BOUND)
+
+        gate.open()
+        self.assertExit(a, 0)
+        self.assertNoWorkersLeft(self.pids(a))
+
     def test_worker_failure_restarts_all_nodes_with_the_same_restart_count(self):
         gate = Gate(self.tmp)
         self.addCleanup(gate.open)

@@ -304,6 +304,10 @@ TEST_F(RendezvousStateTest, KeepaliveExpiryLosesSilentNode) {
   EXPECT_EQ(s.num_nodes(), 2);
   Outbox out = TickThrough(s, now + seconds(3) + c.sweep_period);
   EXPECT_EQ(For(out, 1, kStop).size(), 1u);
+  // The silent node is told, should it wake up: it is out of the job.
+  ASSERT_EQ(For(out, 2, kReject).size(), 1u);
+  EXPECT_NE(For(out, 2, kReject)[0]->reject().message().find("nothing came from this node for 3 s"),
+            std::string::npos);
   EXPECT_EQ(s.num_nodes(), 1);
   EXPECT_EQ(s.stalled(), Duration::zero());
 }
