@@ -222,7 +222,9 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcCl
   // drun dials the server itself, so the socket carries the link-liveness
   // options (link_liveness.h) before gRPC runs HTTP/2 over it.
   const auto deadline = Clock::now() + opt.connect_timeout;
-  const auto slice = std::chrono::milliseconds(100);
+  // Refused while the host starts: dial again after 5 ms, doubling up to
+  // 100 ms (jobs start all nodes at once, and a refused loopback dial is cheap).
+  auto slice = std::chrono::milliseconds(5);
   int fd = -1;
   while (fd < 0) {
     const TimePoint attempt = Clock::now();
@@ -270,6 +272,7 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcCl
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(
         std::min(deadline, attempt + slice) - Clock::now());
     if (wait.count() > 0) poll(nullptr, 0, static_cast<int>(wait.count()));
+    slice = std::min(2 * slice, std::chrono::milliseconds(100));
   }
   if (fd < 0) {
     return absl::UnavailableError(absl::StrCat(
