@@ -281,6 +281,7 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcCl
         " s: start drun on the node that hosts it, or check --rdzv-endpoint"));
   }
   grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   auto channel = grpc::CreateCustomInsecureChannelFromFd(opt.target, fd, args);
   return std::unique_ptr<RendezvousClient>(new GrpcClient(opt, std::move(channel)));
 }
