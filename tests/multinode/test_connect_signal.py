@@ -31,54 +31,51 @@ def blocked_signals(pid):
 
 @unittest.skipUnless(DRUN, "DRUN is not set (ctest sets it to the built drun binary)")
 class ConnectSignalTest(unittest.TestCase):
+    def start(self, port):
+        """drun as a client of 127.0.0.1:port; killed (by pid) at cleanup if still there."""
+        proc = subprocess.Popen(command(port), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        def reap():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        self.addCleanup(reap)
+        return proc
+
     def stop(self, proc, sig):
+        """Sends sig; asserts drun exits 128+sig at once; returns its stderr."""
         started = time.monotonic()
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=10)
-        return time.monotonic() - started, err
+        self.assertEqual(proc.returncode, 128 + sig, err)
+        self.assertLess(time.monotonic() - started, 5, "the signal waited for read_timeout")
+        return err
 
     def run_dialing(self, sig):
         # A port nothing listens on: connections are refused and drun dials again.
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-            proc = subprocess.Popen(command(port), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            try:
-                # drun blocks its handled signals before it dials (they go to its
-                # signalfd); wait for that state, bounded, then signal it.
-                deadline = time.monotonic() + 30
-                while not blocked_signals(proc.pid) & (1 << (sig - 1)):
-                    self.assertIsNone(proc.poll(), "drun exited before dialing")
-                    self.assertLess(time.monotonic(), deadline, "drun never blocked its signals")
-                    time.sleep(0.01)
-                elapsed, err = self.stop(proc, sig)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        self.assertEqual(proc.returncode, 128 + sig, err)
-        self.assertLess(elapsed, 5, "the signal waited for read_timeout")
+            proc = self.start(s.getsockname()[1])
+            # drun blocks its handled signals before it dials (they go to its signalfd);
+            # wait for that state, bounded, then signal it.
+            deadline = time.monotonic() + 30
+            while not blocked_signals(proc.pid) & (1 << (sig - 1)):
+                self.assertIsNone(proc.poll(), "drun exited before dialing")
+                self.assertLess(time.monotonic(), deadline, "drun never blocked its signals")
+                time.sleep(0.01)
+            err = self.stop(proc, sig)
         self.assertIn(b"while waiting for the rendezvous server", err)
 
     def run_unanswered(self, sig):
         with socket.socket() as listener:
             listener.bind(("127.0.0.1", 0))
             listener.listen(16)
-            port = listener.getsockname()[1]
-            proc = subprocess.Popen(command(port), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            try:
-                listener.settimeout(30)  # a bound, not a delay: drun dials at once
-                conn, _ = listener.accept()
-                elapsed, err = self.stop(proc, sig)
-                conn.close()
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        self.assertEqual(proc.returncode, 128 + sig, err)
-        self.assertLess(elapsed, 5, "the signal waited for read_timeout")
+            proc = self.start(listener.getsockname()[1])
+            listener.settimeout(30)  # a bound, not a delay: drun dials at once
+            conn, _ = listener.accept()
+            self.stop(proc, sig)
+            conn.close()
 
     def test_sigterm_while_dialing(self):
         self.run_dialing(signal.SIGTERM)
