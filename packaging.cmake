@@ -44,10 +44,19 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3, openssh-client")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3-torch, dataset-fashion-mnist, slurm-client")
 
-# The shared libraries drun links (libgrpc++1.51, libprotobuf32, libssh-4, libyaml-cpp0.7,
-# Abseil, OpenSSL, ...) become Depends through dpkg-shlibdeps, with the versions the build
+# The shared libraries drun links (libssh-4, libyaml-cpp0.7, OpenSSL, ...; also
+# libgrpc++1.51, libprotobuf32 and Abseil with -DDRUN_STATIC_DEPS=OFF, see
+# static_deps.cmake) become Depends through dpkg-shlibdeps, with the versions the build
 # saw. Without dpkg-shlibdeps (dpkg-dev) or file(1), CPack cannot do that: declare
 # Debian 12's names instead.
+if(DRUN_STATIC_DEPS_USED)
+  set(_drun_deb_libs "libssh-4 libyaml-cpp0.7")
+  set(_drun_deb_depends "libc6, libstdc++6, libgcc-s1, libssh-4, libyaml-cpp0.7, libssl3, zlib1g")
+else()
+  set(_drun_deb_libs "libgrpc++1.51 libprotobuf32 libssh-4 libyaml-cpp0.7")
+  set(_drun_deb_depends
+      "libc6, libstdc++6, libgcc-s1, libgrpc++1.51, libgrpc29, libprotobuf32, libssh-4, libyaml-cpp0.7, libabsl20220623, libssl3")
+endif()
 find_program(DRUN_DPKG_SHLIBDEPS dpkg-shlibdeps)
 find_program(DRUN_FILE_PROGRAM file)
 if(DRUN_DPKG_SHLIBDEPS AND DRUN_FILE_PROGRAM)
@@ -55,8 +64,7 @@ if(DRUN_DPKG_SHLIBDEPS AND DRUN_FILE_PROGRAM)
 else()
   message(STATUS "dpkg-shlibdeps or file not found: the .deb declares Debian 12's library "
                  "package names as Depends")
-  set(CPACK_DEBIAN_PACKAGE_DEPENDS
-      "libc6, libstdc++6, libgcc-s1, libgrpc++1.51, libgrpc29, libprotobuf32, libssh-4, libyaml-cpp0.7, libabsl20220623, libssl3")
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "${_drun_deb_depends}")
 endif()
 
 include(CPack)
@@ -85,7 +93,7 @@ if(DRUN_BUILD_TESTS)
         grep -qxF "$f" "$out/contents.txt" || { echo "missing from $deb: $f"; status=1; }
       done
       depends=$(sed -n 's/^ Depends: //p' "$out/info.txt")
-      for lib in libgrpc++1.51 libprotobuf32 libssh-4 libyaml-cpp0.7; do
+      for lib in $3; do
         case ", $depends," in
           *", $lib"[\ ,]*) ;;
           *) echo "Depends lacks $lib: $depends"; status=1 ;;
@@ -93,6 +101,6 @@ if(DRUN_BUILD_TESTS)
       done
       [ "$status" -eq 0 ] || { cat "$out/info.txt" "$out/contents.txt"; exit 1; }
       echo "$deb"; echo "Depends: $depends"
-    ]=] package_deb ${PROJECT_BINARY_DIR} ${CMAKE_CPACK_COMMAND})
+    ]=] package_deb ${PROJECT_BINARY_DIR} ${CMAKE_CPACK_COMMAND} "${_drun_deb_libs}")
   set_tests_properties(package_deb PROPERTIES TIMEOUT 300 LABELS package)
 endif()
