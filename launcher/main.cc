@@ -63,6 +63,7 @@ int Fail(int code, const std::string& message) {
   return code;
 }
 
+#ifndef DRUN_LIGHT
 // A signal while connecting ends drun like a signal anywhere else: 128+N.
 int FailConnect(const absl::Status& s) {
   if (absl::IsCancelled(s)) {
@@ -79,6 +80,7 @@ int FailConnect(const absl::Status& s) {
 Duration Seconds(double s) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }
+#endif  // DRUN_LIGHT
 
 std::string Hostname() {
   char buf[256] = {0};
