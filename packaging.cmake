@@ -1,6 +1,6 @@
 # Installing drun (`cmake --install`) and its Debian package (`cpack -G DEB`).
 # Included from the top-level CMakeLists.txt, after add_subdirectory(launcher): drun's own
-# install rule is in launcher/CMakeLists.txt, and launcher/config_file.cmake writes the man
+# install rule is in launcher/CMakeLists.txt, and launcher/job/CMakeLists.txt writes the man
 # page to ${PROJECT_BINARY_DIR}/man/drun.1.gz (its drun_man_page target is part of `all`).
 #
 #   cmake --install build --prefix /usr/local     bin/drun, share/man/man1/drun.1.gz,

@@ -1,5 +1,8 @@
 #include "agent/agent.h"
 
+#include "agent/entrypoint.h"
+#include "agent/std_streams.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -348,7 +351,9 @@ void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
   rs.restart_count = a.restart_count();
   report_.rounds.push_back(rs);
   if (a.use_agent_store() && a.master_addr().empty()) {
-    assignment_->set_master_addr(rdzv_->server_host());
+    // The store is the rendezvous host's; --master-addr names it when given.
+    assignment_->set_master_addr(opt_.spec.master_addr().empty() ? rdzv_->server_host()
+                                                                  : opt_.spec.master_addr());
   }
   reported_ = false;
   if (!opt_.spec.node_setup().empty() && !setup_done_) {
@@ -388,14 +393,10 @@ void Agent::StartSetup(TimePoint now) {
 void Agent::StartWorkers(TimePoint now) {
   const v1::Assignment& a = *assignment_;
   const v1::JobSpec& spec = opt_.spec;
-  StdSpec redirects = ParseStdSpec(spec.redirects()).value_or(StdSpec{});
-  StdSpec tee = ParseStdSpec(spec.tee()).value_or(StdSpec{});
-  std::vector<int> filter = ParseRankList(spec.local_ranks_filter()).value_or(std::vector<int>{});
-  std::string python = spec.python_exec();
-  if (python.empty()) {
-    auto it = opt_.base_env.find("PYTHON_EXEC");
-    python = it != opt_.base_env.end() && !it->second.empty() ? it->second : "python3";
-  }
+  const StdSpec redirects = FromProto(spec.redirects());
+  const StdSpec tee = FromProto(spec.tee());
+  const std::vector<int> filter(spec.local_ranks_filter().begin(), spec.local_ranks_filter().end());
+  const std::string python = PythonInterpreter(spec, opt_.base_env);
 
   std::vector<WorkerLaunch> launches;
   const int n = opt_.nproc.count;
@@ -430,19 +431,7 @@ void Agent::StartWorkers(TimePoint now) {
     if (!opt_.nproc.devices.empty()) in.cuda_visible_device = opt_.nproc.devices[lr];
     EnvMap env = BuildWorkerEnv(opt_.base_env, spec, a, in);
 
-    auto& argv = l.request.argv;
-    switch (spec.kind()) {
-      case v1::JobSpec::PYTHON_SCRIPT:
-        argv = {python, "-u", spec.entrypoint()};
-        break;
-      case v1::JobSpec::PYTHON_MODULE:
-        argv = {python, "-u", "-m", spec.entrypoint()};
-        break;
-      default:
-        argv = {spec.entrypoint()};
-        break;
-    }
-    argv.insert(argv.end(), spec.args().begin(), spec.args().end());
+    l.request.argv = WorkerArgv(spec, python);
     l.request.env = EnvToList(env);
     l.request.cwd = spec.working_dir();
     launches.push_back(std::move(l));

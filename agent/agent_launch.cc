@@ -35,6 +35,10 @@ RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::
   c.run_id = spec.run_id();
   c.token = token;
   c.use_agent_store = spec.agent_store();
+  // A port the user gave is the workers' MASTER_PORT in every mode; with
+  // --no-agent-store, rank 0 binds it at the address the user gave.
+  c.fixed_master_port = spec.master_port();
+  if (!spec.agent_store()) c.fixed_master_addr = spec.master_addr();
   c.join_timeout = Seconds(spec.join_timeout_s());
   c.last_call_timeout = Seconds(spec.last_call_timeout_s());
   // Links are watched by the kernel (link_liveness.h); the server's own

@@ -218,7 +218,9 @@ bool Resolve(const std::string& target, sockaddr_storage* out, socklen_t* len) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcClientOptions& opt) {
+absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcClientOptions& opt,
+                                                                     int* stop_signal) {
+  *stop_signal = 0;
   // drun dials the server itself, so the socket carries the link-liveness
   // options (link_liveness.h) before gRPC runs HTTP/2 over it.
   const auto deadline = Clock::now() + opt.connect_timeout;
@@ -251,6 +253,7 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcCl
             }
             if (int sig = TakeStopSignal()) {
               close(s);
+              *stop_signal = sig;
               return absl::CancelledError(absl::StrCat(
                   "stopped by signal ", sig, " while waiting for the rendezvous server"));
             }
@@ -265,6 +268,7 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcCl
       }
     }
     if (int sig = TakeStopSignal()) {
+      *stop_signal = sig;
       return absl::CancelledError(
           absl::StrCat("stopped by signal ", sig, " while waiting for the rendezvous server"));
     }

@@ -31,8 +31,11 @@ struct GrpcClientOptions {
   Duration silence = std::chrono::seconds(20);
 };
 
-// Connects (retrying until connect_timeout) and opens the stream.
-absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcClientOptions& opt);
+// Connects (retrying until connect_timeout) and opens the stream. A stop
+// signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) pending while it waits ends the
+// wait: Cancelled, with the signal in *stop_signal (0 otherwise).
+absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcClientOptions& opt,
+                                                                     int* stop_signal);
 
 }  // namespace drun
 

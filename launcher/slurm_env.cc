@@ -58,7 +58,7 @@ constexpr const char* kRendezvousOptions[] = {"rdzv-endpoint", "rdzv-backend", "
                                               "master-addr", "master-port"};
 
 bool Explicit(const CommandLine& cl, const char* name) {
-  return cl.explicit_options.count(name) > 0;
+  return cl.Explicit(name);
 }
 
 // Whether this process is a task of an srun step; else why not.
@@ -197,8 +197,8 @@ absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl, const Env& en
   SlurmStepPlan p;
   p.spec = cl.spec;
   if (!InSrunStep(env, &p.why_off)) return p;
-  if (cl.launcher == "slurm") return Bad(kLauncherUnderSrun);
-  if (cl.launcher == "ssh") {
+  if (cl.launcher == Launcher::kSlurm) return Bad(kLauncherUnderSrun);
+  if (cl.launcher == Launcher::kSsh) {
     p.why_off = "--launcher ssh starts the agents itself";
     return p;
   }
@@ -300,7 +300,9 @@ absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl, const Env& en
   s.set_node_rank(p.mode == SlurmMode::kPerNode ? p.node_id : p.proc_id);
   s.set_rdzv_endpoint(absl::StrCat(p.host, ":", p.port));
   p.is_host = p.node_id == 0 && p.local_id == 0;
-  if (!s.rdzv_conf().count("is_host")) (*s.mutable_rdzv_conf())["is_host"] = p.is_host ? "true" : "false";
+  if (s.host_role() == v1::JobSpec::HOST_ROLE_AUTO) {
+    s.set_host_role(p.is_host ? v1::JobSpec::HOST_ROLE_HOST : v1::JobSpec::HOST_ROLE_CLIENT);
+  }
   if (!Explicit(cl, "rdzv-id") && !Explicit(cl, "run-id")) s.set_run_id(absl::StrCat("slurm-", p.step));
 
   if (p.mode == SlurmMode::kPerNode) {
@@ -357,8 +359,16 @@ absl::Status SlurmLauncherDefaults(CommandLine* cl, const Env& env) {
 absl::Status ApplySlurmEnvironment(CommandLine* cl, Env* env) {
   auto plan = PlanSlurmStep(*cl, *env, "");
   if (!plan.ok()) return plan.status();
-  if (cl->launcher == "slurm") return SlurmLauncherDefaults(cl, *env);
-  if (plan->mode == SlurmMode::kOff) return absl::OkStatus();
+  if (cl->launcher == Launcher::kSlurm) return SlurmLauncherDefaults(cl, *env);
+  if (plan->mode == SlurmMode::kOff) {
+    if (cl->mode != JobMode::kSrunStep) return absl::OkStatus();
+    cl->mode = NodeMode(*cl);
+    if (cl->mode == JobMode::kC10d && cl->spec.rdzv_endpoint().empty()) {
+      return Bad(absl::StrCat(cl->Describe("nnodes"), " needs --rdzv-endpoint HOST:PORT (", plan->why_off,
+                              ", so drun does not configure itself from SLURM_*)"));
+    }
+    return absl::OkStatus();
+  }
   std::string secret;
   if (!cl->token_file.empty()) {
     std::ifstream in(cl->token_file);
@@ -382,6 +392,7 @@ absl::Status ApplySlurmEnvironment(CommandLine* cl, Env* env) {
     }
   }
   cl->spec = p.spec;
+  cl->mode = NodeMode(*cl);
   cl->token_file.clear();
   (*env)["DRUN_RDZV_TOKEN"] = p.token;
   if (p.is_host) {

@@ -49,7 +49,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "launcher/cli.h"
+#include "launcher/job/cli.h"
 
 namespace drun {
 

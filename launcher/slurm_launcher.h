@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/cli.h"
+#include "launcher/job/cli.h"
 
 namespace drun {
 

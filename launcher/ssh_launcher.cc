@@ -569,23 +569,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
     Say(hosts.status().message());
     return 2;
   }
-  std::string env_file_text;
-  if (!cl_.env_file.empty()) {
-    std::ifstream in(cl_.env_file, std::ios::binary);
-    if (!in) {
-      Say(absl::StrCat("--env-file ", cl_.env_file, ": cannot read it: ", strerror(errno)));
-      return 2;
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    env_file_text = ss.str();
-  }
-  auto forwarded = ForwardedEnv(cl_, env_, env_file_text);
-  if (!forwarded.ok()) {
-    Say(forwarded.status().message());
-    return 2;
-  }
-  auto plan = PlanSshJob(cl_, spec_in, *hosts, *forwarded, env_);
+  auto plan = PlanSshJob(cl_, spec_in, *hosts, AlwaysForwardedEnv(env_), env_);
   if (!plan.ok()) {
     Say(plan.status().message());
     return 2;

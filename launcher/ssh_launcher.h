@@ -26,7 +26,7 @@
 #include <string>
 
 #include "drun/v1/job.pb.h"
-#include "launcher/cli.h"
+#include "launcher/job/cli.h"
 
 namespace drun {
 

@@ -14,14 +14,6 @@ namespace drun {
 
 namespace {
 
-bool ValidVarName(absl::string_view name) {
-  if (name.empty() || absl::ascii_isdigit(name[0])) return false;
-  for (char c : name) {
-    if (!absl::ascii_isalnum(c) && c != '_') return false;
-  }
-  return true;
-}
-
 absl::Status Bad(std::string msg) { return absl::InvalidArgumentError(std::move(msg)); }
 
 }  // namespace
@@ -43,74 +35,10 @@ std::string HostLabel(const HostEntry& e) {
   return e.user.empty() ? e.host : absl::StrCat(e.user, "@", e.host);
 }
 
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseEnvFile(
-    absl::string_view text, absl::string_view filename,
-    const std::map<std::string, std::string>& env) {
-  std::vector<std::pair<std::string, std::string>> out;
-  int lineno = 0;
-  for (absl::string_view raw : absl::StrSplit(text, '\n')) {
-    ++lineno;
-    absl::string_view line = absl::StripAsciiWhitespace(raw);
-    if (line.empty() || line[0] == '#') continue;
-    if (absl::StartsWith(line, "export ") || absl::StartsWith(line, "export\t")) {
-      line = absl::StripLeadingAsciiWhitespace(line.substr(7));
-    }
-    const size_t eq = line.find('=');
-    std::string name(absl::StripTrailingAsciiWhitespace(line.substr(0, eq)));
-    if (!ValidVarName(name)) {
-      return Bad(absl::StrCat(filename, ":", lineno, ": expected VAR=VALUE or VAR, got '",
-                              absl::CEscape(line.substr(0, 80)), "'"));
-    }
-    if (eq == absl::string_view::npos) {
-      auto it = env.find(name);
-      if (it == env.end()) {
-        return Bad(absl::StrCat(filename, ":", lineno, ": ", name,
-                                " is not set in this environment; write ", name, "=VALUE"));
-      }
-      out.emplace_back(name, it->second);
-      continue;
-    }
-    absl::string_view value = absl::StripLeadingAsciiWhitespace(line.substr(eq + 1));
-    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
-        value.back() == value.front()) {
-      value = value.substr(1, value.size() - 2);
-    }
-    out.emplace_back(name, std::string(value));
-  }
-  return out;
-}
-
-absl::StatusOr<std::map<std::string, std::string>> ForwardedEnv(
-    const CommandLine& cl, const std::map<std::string, std::string>& env,
-    absl::string_view env_file_text) {
+std::map<std::string, std::string> AlwaysForwardedEnv(const std::map<std::string, std::string>& env) {
   std::map<std::string, std::string> out;
   for (const char* name : kAlwaysForwarded) {
     if (auto it = env.find(name); it != env.end()) out[name] = it->second;
-  }
-  if (!cl.env_file.empty()) {
-    auto parsed = ParseEnvFile(env_file_text, cl.env_file, env);
-    if (!parsed.ok()) return parsed.status();
-    for (auto& [k, v] : *parsed) out[k] = v;
-  }
-  for (const std::string& x : cl.forward_env) {
-    const size_t eq = x.find('=');
-    const std::string name = x.substr(0, eq);
-    if (!ValidVarName(name)) {
-      return Bad(absl::StrCat("-x '", absl::CEscape(x.substr(0, 80)),
-                              "': expected VAR or VAR=VALUE (a variable name of letters, "
-                              "digits and '_')"));
-    }
-    if (eq != std::string::npos) {
-      out[name] = x.substr(eq + 1);
-      continue;
-    }
-    auto it = env.find(name);
-    if (it == env.end()) {
-      return Bad(absl::StrCat("-x ", name, ": ", name,
-                              " is not set in this environment; write -x ", name,
-                              "=VALUE to set it on every host"));
-    }
-    out[name] = it->second;
   }
   return out;
 }
@@ -143,7 +71,7 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
                                    const std::map<std::string, std::string>& env) {
   SshPlan plan;
   const int n = static_cast<int>(hosts.size());
-  if (cl.explicit_options.count("nnodes")) {
+  if (cl.Explicit("nnodes")) {
     plan.min_nodes = spec.min_nodes();
     plan.max_nodes = spec.max_nodes();
     if (n < plan.min_nodes) {
@@ -156,14 +84,14 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
   } else {
     plan.min_nodes = plan.max_nodes = n;
   }
-  if (spec.rdzv_backend() == "static" || spec.node_rank() >= 0) {
+  if (spec.rdzv_backend() == v1::JobSpec::STATIC || spec.node_rank() >= 0) {
     return Bad("--node-rank and --rdzv-backend static do not apply to the ssh launcher: it "
                "starts every node itself and the rendezvous assigns the ranks; drop them");
   }
   const int active = std::min(n, plan.max_nodes);
   plan.spares = n - active;
 
-  const bool nproc_explicit = cl.explicit_options.count("nproc-per-node") > 0;
+  const bool nproc_explicit = cl.Explicit("nproc-per-node");
   int nproc_number = 0;
   const bool nproc_numeric = absl::SimpleAtoi(spec.nproc_per_node(), &nproc_number);
 
@@ -188,7 +116,7 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
     hp.spec.set_min_nodes(plan.min_nodes);
     hp.spec.set_max_nodes(plan.max_nodes);
     hp.spec.clear_local_addr();
-    for (const auto& [k, v] : forwarded_env) (*hp.spec.mutable_env())[k] = v;
+    for (const auto& [k, v] : forwarded_env) hp.spec.mutable_env()->insert({k, v});  // the user's win
     if (hp.spec.python_exec().empty()) {
       if (auto it = env.find("PYTHON_EXEC"); it != env.end() && !it->second.empty()) {
         hp.spec.set_python_exec(it->second);

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "drun/v1/job.pb.h"
-#include "launcher/cli.h"
+#include "launcher/job/cli.h"
 #include "launcher/hostfile.h"
 
 namespace drun {
@@ -35,19 +35,10 @@ struct SshPlan {
   int spares = 0;
 };
 
-// Parses --env-file text: VAR=VALUE lines, '#' comments, blank lines, an
-// optional leading "export ", one pair of matching quotes around VALUE
-// removed, and a bare VAR forwarding this environment's value. Errors name
-// file and line.
-absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseEnvFile(
-    absl::string_view text, absl::string_view filename, const std::map<std::string, std::string>& env);
-
-// The variables every worker gets on top of its agent's environment: PATH,
-// PYTHONPATH, VIRTUAL_ENV from `env` (when set), then --env-file, then -x in
-// order (a later setting wins). `env_file_text` is the file's content.
-absl::StatusOr<std::map<std::string, std::string>> ForwardedEnv(
-    const CommandLine& cl, const std::map<std::string, std::string>& env,
-    absl::string_view env_file_text);
+// PATH, PYTHONPATH and VIRTUAL_ENV from `env`, when set. The user's own
+// variables (-x, --env-file, env:) are in the JobSpec already (job/user_env.h)
+// and win over these.
+std::map<std::string, std::string> AlwaysForwardedEnv(const std::map<std::string, std::string>& env);
 
 // The hosts of --hostfile or -H (the file read here), at least one.
 absl::StatusOr<std::vector<HostEntry>> LoadHosts(const CommandLine& cl);

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/stubs/common.h"
 #include "grpcpp/grpcpp.h"
-#include "launcher/cli.h"
+#include "launcher/job/cli.h"
 
 namespace drun {
 

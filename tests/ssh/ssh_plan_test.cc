@@ -16,9 +16,10 @@ using ::testing::Pair;
 
 CommandLine Cl(std::vector<std::string> explicit_opts = {}) {
   CommandLine cl;
-  cl.launcher = "ssh";
+  cl.launcher = Launcher::kSsh;
+  cl.mode = JobMode::kSsh;
   cl.hostfile = "hosts";
-  for (auto& o : explicit_opts) cl.explicit_options.insert(o);
+  for (auto& o : explicit_opts) cl.origins[o] = Origin{Origin::kCommandLine, "--" + o, ""};
   cl.spec.set_nproc_per_node("1");
   cl.spec.set_min_nodes(1);
   cl.spec.set_max_nodes(1);
@@ -109,32 +110,9 @@ TEST(PlanSshJob, RejectsStaticRanks) {
   EXPECT_FALSE(PlanSshJob(cl, cl.spec, Hosts({{"a", 0}}), {}, {}).ok());
 }
 
-TEST(ForwardedEnv, OrderAndAlwaysForwarded) {
-  CommandLine cl = Cl();
-  cl.forward_env = {"HOME", "A=1", "A=2"};
-  cl.env_file = "envfile";
-  auto env = ForwardedEnv(cl, {{"PATH", "/p"}, {"HOME", "/h"}, {"OTHER", "x"}},
-                          "# comment\nexport B='two words'\nA=0\n\nPATH=/q\n");
-  ASSERT_TRUE(env.ok()) << env.status();
-  EXPECT_THAT(*env, ElementsAre(Pair("A", "2"), Pair("B", "two words"), Pair("HOME", "/h"),
-                                Pair("PATH", "/q")));
-}
-
-TEST(ForwardedEnv, UnsetVariableIsAnError) {
-  CommandLine cl = Cl();
-  cl.forward_env = {"NOPE"};
-  auto env = ForwardedEnv(cl, {}, "");
-  ASSERT_FALSE(env.ok());
-  EXPECT_THAT(env.status().message(), HasSubstr("-x NOPE: NOPE is not set"));
-}
-
-TEST(ParseEnvFile, ErrorsNameFileAndLine) {
-  auto r = ParseEnvFile("A=1\n1BAD=2\n", "my.env", {});
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("my.env:2: expected VAR=VALUE"));
-  auto bare = ParseEnvFile("X\n", "my.env", {{"X", "v"}});
-  ASSERT_TRUE(bare.ok());
-  EXPECT_THAT(*bare, ElementsAre(Pair("X", "v")));
+TEST(AlwaysForwardedEnv, OnlyThoseSetHere) {
+  auto env = AlwaysForwardedEnv({{"PATH", "/p"}, {"HOME", "/h"}, {"VIRTUAL_ENV", "/v"}});
+  EXPECT_THAT(env, ElementsAre(Pair("PATH", "/p"), Pair("VIRTUAL_ENV", "/v")));
 }
 
 TEST(ShellQuote, QuotesSingleQuotes) {

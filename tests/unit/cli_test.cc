@@ -1,4 +1,4 @@
-#include "launcher/cli.h"
+#include "launcher/job/cli.h"
 
 #include <gtest/gtest.h>
 
@@ -52,8 +52,8 @@ TEST(CliTest, ShortOptions) {
   auto cl = Parse({"-m", "-r", "3", "-t1", "pkg.train"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(cl->spec.kind(), v1::JobSpec::PYTHON_MODULE);
-  EXPECT_EQ(cl->spec.redirects(), "3");
-  EXPECT_EQ(cl->spec.tee(), "1");
+  EXPECT_EQ(cl->spec.redirects().all(), 3);
+  EXPECT_EQ(cl->spec.tee().all(), 1);
 }
 
 TEST(CliTest, Defaults) {
@@ -137,8 +137,8 @@ TEST(CliTest, HelpAndVersion) {
 TEST(CliTest, RdzvConfPairs) {
   auto cl = Parse({"--rdzv-conf", "join_timeout=5,last_call_timeout=1", "t.py"});
   ASSERT_TRUE(cl.ok());
-  EXPECT_EQ(cl->spec.rdzv_conf().at("join_timeout"), "5");
-  EXPECT_EQ(cl->spec.rdzv_conf().at("last_call_timeout"), "1");
+  EXPECT_EQ(cl->spec.join_timeout_s(), 5);
+  EXPECT_EQ(cl->spec.last_call_timeout_s(), 1);
 }
 
 class JobFileTest : public ::testing::Test {
@@ -156,7 +156,7 @@ TEST_F(JobFileTest, PrecedenceCommandLineThenEnvironmentThenFile) {
   std::string path = Write(
       "nproc-per-node: 2\nmax-restarts: 1\nrole: fromfile\nenv: {A: '1'}\n"
       "script: train.py\nargs: [--lr, '0.1']\nx: [FILEVAR]\n");
-  auto cl = Parse({"--config", path}, {{"PET_MAX_RESTARTS", "5"}});
+  auto cl = Parse({"--config", path}, {{"PET_MAX_RESTARTS", "5"}, {"FILEVAR", "f"}});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(cl->spec.nproc_per_node(), "2");
   EXPECT_EQ(cl->spec.max_restarts(), 5);
@@ -164,15 +164,15 @@ TEST_F(JobFileTest, PrecedenceCommandLineThenEnvironmentThenFile) {
   EXPECT_EQ(cl->spec.env().at("A"), "1");
   EXPECT_EQ(cl->spec.entrypoint(), "train.py");
   ASSERT_EQ(cl->spec.args_size(), 2);
-  EXPECT_TRUE(cl->explicit_options.count("nproc-per-node"));
+  EXPECT_TRUE(cl->Explicit("nproc-per-node"));
   cl = Parse({"--config", path, "--nproc-per-node", "3", "-x", "CLIVAR", "other.py"},
-             {{"PET_NPROC_PER_NODE", "4"}});
+             {{"PET_NPROC_PER_NODE", "4"}, {"FILEVAR", "f"}, {"CLIVAR", "c"}});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(cl->spec.nproc_per_node(), "3");
   EXPECT_EQ(cl->spec.entrypoint(), "other.py");
   EXPECT_EQ(cl->spec.args_size(), 0);
   EXPECT_EQ(cl->forward_env, (std::vector<std::string>{"FILEVAR", "CLIVAR"}));
-  cl = Parse({"t.py"}, {{"DRUN_CONFIG", path}, {"PET_NPROC_PER_NODE", "4"}});
+  cl = Parse({"t.py"}, {{"DRUN_CONFIG", path}, {"PET_NPROC_PER_NODE", "4"}, {"FILEVAR", "f"}});
   ASSERT_TRUE(cl.ok());
   EXPECT_EQ(cl->spec.nproc_per_node(), "4");
 }
@@ -181,7 +181,8 @@ TEST_F(JobFileTest, HostsFromFileSelectSsh) {
   std::string path = Write("hosts:\n  - {host: red01, max_slots: 2}\n  - orange07:3\nscript: t.py\n");
   auto cl = Parse({"--config", path});
   ASSERT_TRUE(cl.ok()) << cl.status();
-  EXPECT_EQ(cl->launcher, "ssh");
+  EXPECT_EQ(cl->launcher, Launcher::kSsh);
+  EXPECT_EQ(cl->mode, JobMode::kSsh);
   ASSERT_EQ(cl->host_entries.size(), 2u);
   EXPECT_EQ(cl->host_entries[0].max_slots, 2);
   EXPECT_EQ(cl->host_entries[1].slots, 3);

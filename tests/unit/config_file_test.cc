@@ -1,4 +1,4 @@
-#include "launcher/config_file.h"
+#include "launcher/job/config_file.h"
 
 #include <dirent.h>
 #include <stdlib.h>
@@ -14,7 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "launcher/cli.h"
+#include "launcher/job/cli.h"
 
 namespace drun {
 namespace {

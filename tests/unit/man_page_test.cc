@@ -1,4 +1,4 @@
-#include "launcher/man_page.h"
+#include "launcher/job/man_page.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "launcher/cli.h"
+#include "launcher/job/cli.h"
 
 namespace drun {
 namespace {

@@ -123,7 +123,7 @@ TEST(SlurmEnv, NodeModeFromTheStep) {
     EXPECT_EQ(s.run_id(), "slurm-4242.0");
     // The first node of the step hosts; every node resolves the name itself.
     EXPECT_EQ(s.rdzv_endpoint(), "gpu07:" + std::to_string(DerivedSlurmPort(4242, 0)));
-    EXPECT_EQ(s.rdzv_conf().at("is_host"), node == 0 ? "true" : "false");
+    EXPECT_EQ(s.host_role(), node == 0 ? v1::JobSpec::HOST_ROLE_HOST : v1::JobSpec::HOST_ROLE_CLIENT);
     EXPECT_EQ(plan->is_host, node == 0);
     // The program and its arguments are untouched.
     EXPECT_EQ(s.kind(), v1::JobSpec::PYTHON_SCRIPT);
@@ -185,7 +185,7 @@ TEST(SlurmEnv, ExplicitRunIdAndNnodesAreKeptOrChecked) {
   // the option is marked explicit by hand.) A range that holds the step's node
   // count is fixed to it; a count that differs is an error.
   CommandLine cl = Parse({"train.py"});
-  cl.explicit_options.insert("nnodes");
+  cl.origins["nnodes"] = Origin{Origin::kCommandLine, "--nnodes", "2:4"};
   cl.spec.set_min_nodes(2);
   cl.spec.set_max_nodes(4);
   auto plan = PlanSlurmStep(cl, env, "");
@@ -215,7 +215,7 @@ TEST(SlurmEnv, TaskModeEachTaskIsOneWorker) {
     EXPECT_EQ(s.nproc_per_node(), "1");
     EXPECT_EQ(s.run_id(), "slurm-77.2");
     EXPECT_EQ(s.rdzv_endpoint(), "a1:" + std::to_string(DerivedSlurmPort(77, 2)));
-    EXPECT_EQ(s.rdzv_conf().at("is_host"), proc == 0 ? "true" : "false");
+    EXPECT_EQ(s.host_role(), proc == 0 ? v1::JobSpec::HOST_ROLE_HOST : v1::JobSpec::HOST_ROLE_CLIENT);
     // The node's view goes over the agent's one-worker values through env(1).
     const int node = std::stoi(env.at("SLURM_NODEID"));
     const int on_node = node == 0 ? 3 : node == 1 ? 2 : 1;

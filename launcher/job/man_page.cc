@@ -1,4 +1,4 @@
-#include "launcher/man_page.h"
+#include "launcher/job/man_page.h"
 
 #include <algorithm>
 #include <vector>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "launcher/cli.h"
+#include "launcher/job/cli.h"
 
 #ifndef DRUN_VERSION
 #define DRUN_VERSION "0.1.0"

@@ -1,4 +1,4 @@
-#include "launcher/config_file.h"
+#include "launcher/job/config_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "launcher/cli.h"
+#include "launcher/job/cli.h"
 #include "yaml-cpp/yaml.h"
 
 namespace drun {

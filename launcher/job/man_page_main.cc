@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "launcher/man_page.h"
+#include "launcher/job/man_page.h"
 
 int main(int argc, char** argv) {
   if (argc > 2) {

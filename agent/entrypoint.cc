@@ -1,0 +1,127 @@
+#include "agent/entrypoint.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace drun {
+
+namespace {
+
+absl::Status Bad(std::string msg) { return absl::InvalidArgumentError(std::move(msg)); }
+
+std::string InDir(const std::string& path, const std::string& dir) {
+  if (path.empty() || path[0] == '/' || dir.empty()) return path;
+  return absl::StrCat(dir, "/", path);
+}
+
+bool Executable(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+std::string Value(const EnvMap& env, const char* name) {
+  auto it = env.find(name);
+  return it == env.end() ? "" : it->second;
+}
+
+absl::Status CheckInterpreter(const v1::JobSpec& spec, const EnvMap& env) {
+  const std::string python = PythonInterpreter(spec, env);
+  if (!FindProgram(python, env, spec.working_dir()).empty()) return absl::OkStatus();
+  const bool chosen = !spec.python_exec().empty() || !Value(env, "PYTHON_EXEC").empty();
+  return Bad(absl::StrCat("cannot run the Python interpreter '", python, "'",
+                          chosen ? " (PYTHON_EXEC)" : " (not on PATH)",
+                          ": set PYTHON_EXEC=/usr/bin/python3 (or another interpreter), or run a "
+                          "program with --no-python"));
+}
+
+absl::Status CheckScript(const v1::JobSpec& spec) {
+  const std::string& script = spec.entrypoint();
+  if (IsPythonInterpreter(script)) {
+    return Bad(absl::StrCat("'", script, "' is an interpreter, and drun already runs the script with "
+                            "python3 -u (or $PYTHON_EXEC): drop it and write drun [options] ",
+                            spec.args_size() > 0 ? spec.args(0) : "train.py",
+                            " ..., or add --no-python to run '", script, "' as the program"));
+  }
+  struct stat st;
+  if (stat(InDir(script, spec.working_dir()).c_str(), &st) != 0) {
+    return Bad(absl::StrCat(script, ": no such file in ", spec.working_dir(),
+                            " (drun runs python3 -u ", script, " there); for a module write -m NAME"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string PythonInterpreter(const v1::JobSpec& spec, const EnvMap& env) {
+  if (!spec.python_exec().empty()) return spec.python_exec();
+  const std::string from_env = Value(env, "PYTHON_EXEC");
+  return from_env.empty() ? "python3" : from_env;
+}
+
+std::vector<std::string> WorkerArgv(const v1::JobSpec& spec, const std::string& python) {
+  std::vector<std::string> argv;
+  switch (spec.kind()) {
+    case v1::JobSpec::PYTHON_MODULE:
+      argv = {python, "-u", "-m", spec.entrypoint()};
+      break;
+    case v1::JobSpec::PROGRAM:
+      argv = {spec.entrypoint()};
+      break;
+    default:
+      argv = {python, "-u", spec.entrypoint()};
+      break;
+  }
+  argv.insert(argv.end(), spec.args().begin(), spec.args().end());
+  return argv;
+}
+
+std::string FindProgram(const std::string& program, const EnvMap& env, const std::string& dir) {
+  if (program.empty()) return "";
+  if (program.find('/') != std::string::npos) {
+    const std::string path = InDir(program, dir);
+    return Executable(path) ? path : "";
+  }
+  auto it = env.find("PATH");
+  const std::string path_var = it == env.end() ? "/usr/local/bin:/usr/bin:/bin" : it->second;
+  for (absl::string_view d : absl::StrSplit(path_var, ':')) {
+    const std::string candidate = absl::StrCat(d.empty() ? "." : d, "/", program);
+    if (Executable(InDir(candidate, dir))) return candidate;
+  }
+  return "";
+}
+
+bool IsPythonInterpreter(const std::string& path) {
+  absl::string_view base = path;
+  if (size_t slash = base.rfind('/'); slash != absl::string_view::npos) base.remove_prefix(slash + 1);
+  for (absl::string_view prefix : {"python", "pypy"}) {
+    if (!absl::ConsumePrefix(&base, prefix)) continue;
+    absl::ConsumeSuffix(&base, "-dbg");
+    for (char c : base) {
+      if (!absl::ascii_isdigit(c) && c != '.') return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+absl::Status CheckEntrypoint(const v1::JobSpec& spec, const EnvMap& env) {
+  EnvMap merged = env;
+  for (const auto& [k, v] : spec.env()) merged[k] = v;
+  if (spec.kind() == v1::JobSpec::PROGRAM) {
+    if (!FindProgram(spec.entrypoint(), merged, spec.working_dir()).empty()) return absl::OkStatus();
+    return Bad(absl::StrCat(spec.entrypoint(), ": ",
+                            spec.entrypoint().find('/') != std::string::npos ? "no such executable file"
+                                                                              : "not found on PATH",
+                            " (--no-python runs it as the program)"));
+  }
+  if (absl::Status st = CheckInterpreter(spec, merged); !st.ok()) return st;
+  if (spec.kind() == v1::JobSpec::PYTHON_SCRIPT) return CheckScript(spec);
+  return absl::OkStatus();
+}
+
+}  // namespace drun

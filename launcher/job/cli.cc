@@ -1,0 +1,1023 @@
+#include "launcher/job/cli.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "agent/nproc.h"
+#include "absl/strings/str_join.h"
+#include "agent/output.h"
+#include "agent/std_streams.h"
+#include "launcher/endpoint.h"
+#include "launcher/job/user_env.h"
+
+namespace drun {
+
+using EnvMap = std::map<std::string, std::string>;
+
+namespace {
+
+enum class Kind { kFlag, kValue };
+
+struct OptionDef {
+  const char* name;  // canonical, dashed
+  char short_name;
+  Kind kind;
+  const char* group;
+  const char* metavar;
+  const char* help;
+  bool torchrun;  // env twin is PET_<NAME> (torchrun's), else DRUN_<NAME>
+};
+
+constexpr const char kJob[] = "job";
+constexpr const char kRdzv[] = "rendezvous";
+constexpr const char kOut[] = "output";
+constexpr const char kSsh[] = "ssh";
+constexpr const char kSlurm[] = "slurm";
+
+// The order here is the order of --help.
+const OptionDef kOptions[] = {
+    {"config", 0, Kind::kValue, kJob, "FILE",
+     "read options from a YAML job file (docs/config.md); the command line and environment win", false},
+    {"print-config", 0, Kind::kFlag, kJob, nullptr, "print the resolved job as a YAML job file and exit", false},
+    {"nnodes", 0, Kind::kValue, kJob, "N|MIN:MAX", "number of nodes, or an elastic range (default 1)", true},
+    {"nproc-per-node", 0, Kind::kValue, kJob, "N|cpu|gpu|auto|gpu:LIST",
+     "workers per node; gpu:1,3,5 runs one worker per listed GPU (default 1)", true},
+    {"standalone", 0, Kind::kFlag, kJob, nullptr,
+     "single-node job with an in-process rendezvous and a random run id", true},
+    {"module", 'm', Kind::kFlag, kJob, nullptr, "run the entrypoint as a Python module (python -m)", true},
+    {"no-python", 0, Kind::kFlag, kJob, nullptr, "run the entrypoint as a program, without Python", true},
+    {"run-path", 0, Kind::kFlag, kJob, nullptr,
+     "accepted for torchrun compatibility: the script runs as python3 -u SCRIPT either way", true},
+    {"max-restarts", 0, Kind::kValue, kJob, "N", "restarts of the whole job before failing (default 0)", true},
+    {"role", 0, Kind::kValue, kJob, "NAME", "worker role, ROLE_NAME (default 'default')", true},
+    {"node-setup", 0, Kind::kValue, kJob, "CMD",
+     "run CMD (/bin/sh -c) once per node before the workers start; they start only if it exits 0", false},
+    {"no-agent-store", 0, Kind::kFlag, kJob, nullptr,
+     "let rank 0 host the c10d store (torchrun 1.13's way) instead of drun serving a fresh one per round",
+     false},
+    {"shutdown-timeout", 0, Kind::kValue, kJob, "SECONDS",
+     "grace between forwarding a stop signal and SIGKILL (default 30)", false},
+    {"monitor-interval", 0, Kind::kValue, kJob, "SECONDS", "accepted for torchrun compatibility; drun is event driven", true},
+    {"start-method", 0, Kind::kValue, kJob, "spawn|fork|forkserver", "accepted for torchrun compatibility", true},
+    {"run-id", 0, Kind::kValue, kRdzv, "ID", "job id, TORCHELASTIC_RUN_ID (same as --rdzv-id)", false},
+    {"rdzv-id", 0, Kind::kValue, kRdzv, "ID", "job id shared by all nodes (default: random with --standalone, else 'none')", true},
+    {"rdzv-backend", 0, Kind::kValue, kRdzv, "c10d|static", "rendezvous backend", true},
+    {"rdzv-endpoint", 0, Kind::kValue, kRdzv, "HOST:PORT", "rendezvous server address", true},
+    {"rdzv-conf", 0, Kind::kValue, kRdzv, "K=V,...", "rendezvous settings (join_timeout, last_call_timeout, close_timeout, is_host)", true},
+    {"node-rank", 0, Kind::kValue, kRdzv, "N", "this node's rank in a static rendezvous", true},
+    {"master-addr", 0, Kind::kValue, kRdzv, "ADDR",
+     "node 0 of a static job (--node-rank), MASTER_ADDR of the workers (default: 127.0.0.1)", true},
+    {"master-port", 0, Kind::kValue, kRdzv, "PORT",
+     "MASTER_PORT given to the workers, in every mode (default: a free port)", true},
+    {"local-addr", 0, Kind::kValue, kRdzv, "ADDR", "address of this node as others should reach it", true},
+    {"rdzv-token-file", 0, Kind::kValue, kRdzv, "FILE",
+     "file holding the job token (else $DRUN_RDZV_TOKEN); nodes without it are rejected", false},
+    {"log-dir", 0, Kind::kValue, kOut, "DIR", "write <DIR>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log", true},
+    {"redirects", 'r', Kind::kValue, kOut, "0-3|R:0-3,...",
+     "send workers' stdout (1), stderr (2) or both (3) to log files only", true},
+    {"tee", 't', Kind::kValue, kOut, "0-3|R:0-3,...", "copy workers' stdout (1), stderr (2) or both (3) to log files", true},
+    {"local-ranks-filter", 0, Kind::kValue, kOut, "R,...", "show only these local ranks on the console", true},
+    {"summary", 0, Kind::kFlag, kOut, nullptr,
+     "print the per-rank table (exit, attempts, wall time, peak RSS) at exit; always on failure", false},
+    {"report", 0, Kind::kValue, kOut, "FILE", "write the run's summary and rendezvous timings as JSON", false},
+    {"quiet", 'q', Kind::kFlag, kOut, nullptr, "print nothing of drun's own but the outcome of a failed job", false},
+    {"hostfile", 0, Kind::kValue, kSsh, "FILE",
+     "start one agent per host of FILE over ssh (mpirun syntax: host [slots=N] [max_slots=N])", false},
+    {"host", 'H', Kind::kValue, kSsh, "HOST[:N],...", "the same for a list of hosts (mpirun's -H)", false},
+    {"x", 'x', Kind::kValue, kSsh, "VAR[=VALUE]", "forward VAR (or set it) on every host; repeatable (mpirun's -x)", false},
+    {"env-file", 0, Kind::kValue, kSsh, "FILE", "forward the VAR=VALUE lines of FILE to every host", false},
+    {"remote-drun", 0, Kind::kValue, kSsh, "PATH", "drun's path on the hosts (default: this drun's path)", false},
+    {"ssh-accept-new", 0, Kind::kFlag, kSsh, nullptr,
+     "accept and remember unknown host keys (StrictHostKeyChecking=accept-new)", false},
+    {"rsh", 0, Kind::kValue, kSsh, "CMD", "start agents with CMD HOST ... instead of libssh (e.g. 'ssh -p 2222')", false},
+    {"launcher", 0, Kind::kValue, kSlurm, "local|ssh|slurm",
+     "how agents start: slurm runs srun inside an allocation (default: from the other options)", false},
+    {"help", 'h', Kind::kFlag, "", nullptr, "show this help and exit", false},
+    {"version", 0, Kind::kFlag, "", nullptr, "show drun's version and its libraries' and exit", false},
+};
+
+// torchrun 2.x options that drun refuses, each with its reason (docs/migrating.md).
+struct RefusedOption {
+  const char* name;
+  const char* reason;
+};
+constexpr RefusedOption kRefused[] = {
+    {"logs-specs",
+     "torchrun's LogsSpecs plugins do not apply: drun writes its own layout (--log-dir, -r, -t)"},
+    {"event-log-handler", "drun has no torchrun event handlers; --report FILE writes the run as JSON"},
+    {"signals-to-handle",
+     "drun always forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to every worker"},
+    {"virtual-local-rank",
+     "drun gives each worker its own LOCAL_RANK; --nproc-per-node gpu:LIST shows each worker only its GPU"},
+    {"numa-binding",
+     "drun does not bind workers to NUMA nodes; run them under numactl: --no-python numactl ... python3 train.py"},
+    {"use-env", "torch.distributed.launch's flag: drun always passes LOCAL_RANK in the environment"},
+};
+
+// mpirun's process-count spellings.
+enum class MpiCount { kNone, kTotal, kPerNode };
+MpiCount MpirunSpelling(const std::string& name) {
+  for (const char* t : {"-np", "--np", "-n", "-c"}) {
+    if (name == t) return MpiCount::kTotal;
+  }
+  for (const char* p : {"-N", "-npernode", "--npernode"}) {
+    if (name == p) return MpiCount::kPerNode;
+  }
+  return MpiCount::kNone;
+}
+
+const OptionDef* FindLong(std::string name) {
+  std::replace(name.begin(), name.end(), '_', '-');
+  for (const auto& o : kOptions) {
+    if (name == o.name) return &o;
+  }
+  return nullptr;
+}
+
+const OptionDef* FindShort(char c) {
+  for (const auto& o : kOptions) {
+    if (o.short_name == c) return &o;
+  }
+  return nullptr;
+}
+
+std::string EnvName(const OptionDef& o) {
+  std::string n = absl::AsciiStrToUpper(o.name);
+  std::replace(n.begin(), n.end(), '-', '_');
+  return absl::StrCat(o.torchrun ? "PET_" : "DRUN_", n);
+}
+
+// Other spellings of an option's variable, read after EnvName: the Kubeflow
+// training operator writes PET_N_PROC_PER_NODE in some versions.
+std::vector<std::string> EnvAliases(const OptionDef& o) {
+  if (std::string(o.name) == "nproc-per-node") return {"PET_N_PROC_PER_NODE"};
+  return {};
+}
+
+absl::Status Bad(const std::string& msg) { return absl::InvalidArgumentError(msg); }
+
+absl::Status UnknownOption(const std::string& arg) {
+  std::string name = arg.substr(0, arg.find('='));
+  std::string bare = name;
+  bare.erase(0, bare.find_first_not_of('-'));
+  std::replace(bare.begin(), bare.end(), '_', '-');
+  for (const RefusedOption& r : kRefused) {
+    if (bare == r.name) return Bad(absl::StrCat(name, " is not supported: ", r.reason));
+  }
+  const OptionDef* best = nullptr;
+  // Only names long enough to be a typo of another (not -x for -np).
+  size_t best_d = bare.size() >= 4 ? 4 : 0;
+  for (const auto& o : kOptions) {
+    size_t d = EditDistance(bare, o.name);
+    if (d < best_d) {
+      best_d = d;
+      best = &o;
+    }
+  }
+  if (best) return Bad(absl::StrCat("unknown option ", name, "; did you mean --", best->name, "?"));
+  return Bad(absl::StrCat("unknown option ", name, "; see drun --help"));
+}
+
+bool ParseBool(const std::string& v, bool* out) {
+  std::string s = absl::AsciiStrToLower(v);
+  if (s == "1" || s == "true" || s == "yes" || s == "on") return *out = true, true;
+  if (s == "0" || s == "false" || s == "no" || s == "off" || s.empty()) return *out = false, true;
+  return false;
+}
+
+std::string RandomRunId() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid()));
+  static const char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (int i = 0; i < 12; ++i) id.push_back(kHex[gen() % 16]);
+  return id;
+}
+
+// The command line split into options and the entrypoint.
+struct Tokens {
+  std::map<std::string, std::string> given;  // canonical name -> value ("1" for flags)
+  std::vector<std::string> x;                // -x values, in order
+  std::vector<std::string> rest;             // entrypoint and its arguments
+  // mpirun's -np N (kTotal) or -N N (kPerNode), with the spelling used.
+  MpiCount mpi_kind = MpiCount::kNone;
+  std::string mpi_spelling;
+  std::string mpi_value;
+};
+
+// Reads the value of option `o` (spelled `spelling`) at args[*i].
+absl::StatusOr<std::string> TakeValue(const std::vector<std::string>& args, size_t* i,
+                                      const std::string& spelling, const char* metavar) {
+  if (*i + 1 >= args.size()) {
+    return Bad(absl::StrCat(spelling, " needs a value: ", spelling, " ", metavar));
+  }
+  return args[++*i];
+}
+
+absl::StatusOr<Tokens> Tokenize(const std::vector<std::string>& args) {
+  Tokens t;
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.size() < 2 || a[0] != '-') break;  // the training script
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(0, eq);
+    if (MpiCount k = MpirunSpelling(name); k != MpiCount::kNone) {
+      auto v = eq == std::string::npos ? TakeValue(args, &i, name, "N") : a.substr(eq + 1);
+      if (!v.ok()) return v.status();
+      t.mpi_kind = k;
+      t.mpi_spelling = name;
+      t.mpi_value = *v;
+      continue;
+    }
+    const OptionDef* o = nullptr;
+    std::optional<std::string> value;
+    if (a[1] == '-') {
+      o = FindLong(a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2));
+      if (!o) return UnknownOption(a);
+      if (eq != std::string::npos) value = a.substr(eq + 1);
+    } else {
+      o = FindShort(a[1]);
+      if (!o) return UnknownOption(a);
+      if (a.size() > 2) {
+        if (o->kind == Kind::kFlag) return UnknownOption(a);
+        value = a.substr(a[2] == '=' ? 3 : 2);
+      }
+    }
+    if (o->kind == Kind::kFlag) {
+      if (value) return Bad(absl::StrCat("--", o->name, " takes no value; write just --", o->name));
+      t.given[o->name] = "1";
+      continue;
+    }
+    if (!value) {
+      auto v = TakeValue(args, &i, absl::StrCat("--", o->name), o->metavar);
+      if (!v.ok()) return v.status();
+      value = *v;
+    }
+    if (std::string(o->name) == "x") {  // repeatable
+      t.x.push_back(*value);
+      continue;
+    }
+    t.given[o->name] = *value;
+  }
+  t.rest.assign(args.begin() + static_cast<long>(std::min(i, args.size())), args.end());
+  return t;
+}
+
+// One option's value with where it came from.
+struct Valued {
+  std::string value;
+  Origin origin;
+};
+
+// The three layers an option may come from, in precedence order: the command
+// line, the environment (PET_<NAME> / DRUN_<NAME>), a job file.
+class Sources {
+ public:
+  Sources(const Tokens& t, const EnvMap& env, const JobFile& job, std::string job_path)
+      : t_(t), env_(env), job_(job), job_path_(std::move(job_path)) {}
+
+  std::optional<Valued> Get(const std::string& name) const {
+    const OptionDef* o = FindLong(name);
+    if (auto it = t_.given.find(name); it != t_.given.end()) {
+      return Valued{it->second, {Origin::kCommandLine, absl::StrCat("--", name), it->second}};
+    }
+    std::vector<std::string> vars = {EnvName(*o)};
+    for (auto& alias : EnvAliases(*o)) vars.push_back(alias);
+    for (const std::string& var : vars) {
+      if (auto e = env_.find(var); e != env_.end()) {
+        return Valued{e->second, {Origin::kEnvironment, var, e->second}};
+      }
+    }
+    if (auto f = job_.options.find(name); f != job_.options.end()) {
+      return Valued{f->second, {Origin::kJobFile, job_path_, f->second}};
+    }
+    return std::nullopt;
+  }
+  std::optional<std::string> Value(const std::string& name) const {
+    auto v = Get(name);
+    return v ? std::optional<std::string>(v->value) : std::nullopt;
+  }
+  // A flag's value; a value that is not a boolean is an error naming its source.
+  absl::StatusOr<bool> Flag(const std::string& name) const {
+    auto v = Get(name);
+    if (!v) return false;
+    bool b;
+    if (!ParseBool(v->value, &b)) {
+      return Bad(absl::StrCat(Label(v->origin, name), "='", v->value, "' is not a boolean; write 1 or 0"));
+    }
+    return b;
+  }
+  // How a message names the option as the user gave it.
+  static std::string Label(const Origin& o, const std::string& name) {
+    switch (o.kind) {
+      case Origin::kEnvironment:
+        return o.name;
+      case Origin::kJobFile:
+        return absl::StrCat(name, " (", o.name, ")");
+      case Origin::kCommandLine:
+        break;
+    }
+    return absl::StrCat("--", name);
+  }
+  std::string Label(const std::string& name) const {
+    auto v = Get(name);
+    return v ? Label(v->origin, name) : absl::StrCat("--", name);
+  }
+  const Tokens& tokens() const { return t_; }
+  const JobFile& job() const { return job_; }
+  const EnvMap& env() const { return env_; }
+
+ private:
+  const Tokens& t_;
+  const EnvMap& env_;
+  const JobFile& job_;
+  std::string job_path_;
+};
+
+absl::StatusOr<double> ParseSeconds(const std::string& label, const std::string& v) {
+  double d;
+  if (!absl::SimpleAtod(v, &d) || d < 0) {
+    return Bad(absl::StrCat(label, ": '", v, "' is not a number of seconds; write e.g. 30 or 0.5"));
+  }
+  return d;
+}
+
+absl::StatusOr<int> ParseInt(const std::string& label, const std::string& v, int lo, int hi,
+                             const std::string& what) {
+  int n;
+  if (!absl::SimpleAtoi(v, &n) || n < lo || n > hi) {
+    return Bad(absl::StrCat(label, ": '", v, "' is not ", what));
+  }
+  return n;
+}
+
+// Reads an integer option when given; `set` receives it.
+template <typename Set>
+absl::Status IntOption(const Sources& src, const char* name, int lo, int hi, const char* what, Set set) {
+  auto v = src.Get(name);
+  if (!v) return absl::OkStatus();
+  auto n = ParseInt(Sources::Label(v->origin, name), v->value, lo, hi, what);
+  if (!n.ok()) return n.status();
+  set(*n);
+  return absl::OkStatus();
+}
+
+template <typename Set>
+absl::Status SecondsOption(const Sources& src, const char* name, Set set) {
+  auto v = src.Get(name);
+  if (!v) return absl::OkStatus();
+  auto d = ParseSeconds(Sources::Label(v->origin, name), v->value);
+  if (!d.ok()) return d.status();
+  set(*d);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<JobFile> LoadConfig(const Tokens& t, const EnvMap& env, std::string* path) {
+  if (auto it = t.given.find("config"); it != t.given.end()) {
+    *path = it->second;
+  } else if (auto e = env.find("DRUN_CONFIG"); e != env.end()) {
+    *path = e->second;
+  }
+  if (path->empty()) return JobFile{};
+  return LoadJobFile(*path);
+}
+
+absl::Status ResolveNodes(const Sources& src, CommandLine* cl) {
+  int min_nodes = 1, max_nodes = 1;
+  if (auto v = src.Get("nnodes")) {
+    const std::string label = Sources::Label(v->origin, "nnodes");
+    std::vector<std::string> parts = absl::StrSplit(v->value, ':');
+    const std::string hint = "write a number like 2, or a range MIN:MAX like 2:4";
+    if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &min_nodes) || min_nodes < 1 ||
+        (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &max_nodes) || max_nodes < 1))) {
+      return Bad(absl::StrCat(label, ": '", v->value, "' is not valid; ", hint));
+    }
+    if (parts.size() == 1) max_nodes = min_nodes;
+    if (min_nodes > max_nodes) {
+      return Bad(absl::StrCat(label, " ", v->value, ": the minimum is larger than the maximum; ", hint));
+    }
+    if (cl->standalone && max_nodes > 1) {
+      return Bad(absl::StrCat("--standalone runs one node, but ", cl->Describe("nnodes"),
+                              " asks for more: drop --standalone and give --rdzv-endpoint HOST:PORT"));
+    }
+  }
+  cl->spec.set_min_nodes(min_nodes);
+  cl->spec.set_max_nodes(max_nodes);
+  return absl::OkStatus();
+}
+
+// --nproc-per-node, or mpirun's -N (per node) / -np (the whole job's count).
+absl::Status ResolveNproc(const Sources& src, CommandLine* cl) {
+  const Tokens& t = src.tokens();
+  auto given = src.Get("nproc-per-node");
+  std::string nproc = given ? given->value : "1";
+  if (t.mpi_kind != MpiCount::kNone) {
+    int n;
+    if (!absl::SimpleAtoi(t.mpi_value, &n) || n < 1) {
+      return Bad(absl::StrCat(t.mpi_spelling, " '", t.mpi_value, "' is not a number of processes"));
+    }
+    if (given) {
+      return Bad(absl::StrCat(t.mpi_spelling, " and ", cl->Describe("nproc-per-node"),
+                              " both set the number of workers; give only --nproc-per-node"));
+    }
+    const int nodes = cl->spec.max_nodes();
+    const bool fixed = cl->spec.min_nodes() == nodes && cl->hostfile.empty() && cl->hosts.empty() &&
+                          cl->host_entries.empty();
+    if (t.mpi_kind == MpiCount::kTotal && (!fixed || n % nodes != 0)) {
+      return Bad(absl::StrCat(t.mpi_spelling, " ", n, " counts the processes of the whole job; drun "
+                              "counts them per node: write --nproc-per-node N (mpirun's -N)"));
+    }
+    nproc = std::to_string(t.mpi_kind == MpiCount::kTotal ? n / nodes : n);
+  }
+  cl->spec.set_nproc_per_node(nproc);
+  if (absl::Status st = ValidateNprocSpec(nproc); !st.ok() && !absl::IsFailedPrecondition(st)) {
+    if (given && given->origin.kind != Origin::kCommandLine) {
+      return Bad(absl::StrCat(Sources::Label(given->origin, "nproc-per-node"), ": ", st.message()));
+    }
+    return st;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveEntrypointKind(const Sources& src, CommandLine* cl) {
+  auto module = src.Flag("module");
+  if (!module.ok()) return module.status();
+  auto no_python = src.Flag("no-python");
+  if (!no_python.ok()) return no_python.status();
+  auto run_path = src.Flag("run-path");  // runs the script as the default does
+  if (!run_path.ok()) return run_path.status();
+  if (*module && *no_python) {
+    return Bad("--module and --no-python exclude each other; use one of them");
+  }
+  cl->spec.set_kind(*module ? v1::JobSpec::PYTHON_MODULE
+                            : *no_python ? v1::JobSpec::PROGRAM : v1::JobSpec::PYTHON_SCRIPT);
+  return absl::OkStatus();
+}
+
+absl::Status ResolveSupervision(const Sources& src, CommandLine* cl) {
+  v1::JobSpec& s = cl->spec;
+  if (auto st = IntOption(src, "max-restarts", 0, 1 << 30, "a number of restarts (0 or more)",
+                          [&](int n) { s.set_max_restarts(n); });
+      !st.ok()) {
+    return st;
+  }
+  auto no_agent_store = src.Flag("no-agent-store");
+  if (!no_agent_store.ok()) return no_agent_store.status();
+  s.set_agent_store(!*no_agent_store);
+  s.set_role(src.Value("role").value_or("default"));
+  s.set_node_setup(src.Value("node-setup").value_or(""));
+  s.set_shutdown_timeout_s(30);
+  if (auto st = SecondsOption(src, "shutdown-timeout", [&](double d) { s.set_shutdown_timeout_s(d); });
+      !st.ok()) {
+    return st;
+  }
+  if (auto st = SecondsOption(src, "monitor-interval", [](double) {}); !st.ok()) return st;
+  if (auto v = src.Get("start-method")) {
+    if (v->value != "spawn" && v->value != "fork" && v->value != "forkserver") {
+      return Bad(absl::StrCat(Sources::Label(v->origin, "start-method"), ": '", v->value,
+                              "' is not valid; write spawn, fork or forkserver"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveRunId(const Sources& src, CommandLine* cl) {
+  auto run_id = src.Value("run-id");
+  auto rdzv_id = src.Value("rdzv-id");
+  if (run_id && rdzv_id && *run_id != *rdzv_id) {
+    return Bad("--run-id and --rdzv-id name the same thing; give only one of them");
+  }
+  if (run_id || rdzv_id) {
+    cl->spec.set_run_id(run_id ? *run_id : *rdzv_id);
+    if (cl->spec.run_id().empty()) return Bad("--run-id: the id must not be empty");
+  } else {
+    cl->spec.set_run_id(cl->standalone ? RandomRunId() : "none");
+  }
+  return absl::OkStatus();
+}
+
+// One --rdzv-conf KEY=VALUE into its typed field.
+absl::Status ApplyRdzvConf(const std::string& label, const std::string& k, const std::string& v,
+                           v1::JobSpec* s, int* max_attempts) {
+  const std::string what = absl::StrCat(label, " ", k);
+  if (k == "is_host") {
+    bool b;
+    if (!ParseBool(v, &b)) return Bad(absl::StrCat(what, "='", v, "': write true or false"));
+    s->set_host_role(b ? v1::JobSpec::HOST_ROLE_HOST : v1::JobSpec::HOST_ROLE_CLIENT);
+    return absl::OkStatus();
+  }
+  if (k == "keep_alive_max_attempt") {
+    auto n = ParseInt(what, v, 1, 1000, "a count of 1 or more");
+    if (!n.ok()) return n.status();
+    *max_attempts = *n;
+    return absl::OkStatus();
+  }
+  auto d = ParseSeconds(what, v);
+  if (!d.ok()) return d.status();
+  if (k == "join_timeout" || k == "timeout") {
+    s->set_join_timeout_s(*d);
+  } else if (k == "last_call_timeout") {
+    s->set_last_call_timeout_s(*d);
+  } else if (k == "close_timeout") {
+    s->set_close_timeout_s(*d);
+  } else if (k == "read_timeout") {
+    s->set_read_timeout_s(*d);
+  } else if (k == "keep_alive_interval") {
+    s->set_keepalive_interval_s(*d);
+  } else {
+    return Bad(absl::StrCat(label, ": unknown key '", k, "'; known: join_timeout, last_call_timeout, "
+                            "close_timeout, read_timeout, is_host, keep_alive_interval, keep_alive_max_attempt"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveRdzvConf(const Sources& src, CommandLine* cl) {
+  v1::JobSpec& s = cl->spec;
+  s.set_join_timeout_s(600);
+  s.set_last_call_timeout_s(30);
+  s.set_close_timeout_s(30);
+  s.set_read_timeout_s(60);
+  s.set_keepalive_interval_s(0.5);
+  s.set_keepalive_timeout_s(2);
+  auto v = src.Get("rdzv-conf");
+  if (!v) return absl::OkStatus();
+  const std::string label = Sources::Label(v->origin, "rdzv-conf");
+  int max_attempts = 4;
+  bool keepalive_given = false;
+  for (absl::string_view kv : absl::StrSplit(v->value, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    if (p.first.empty() || kv.find('=') == absl::string_view::npos) {
+      return Bad(absl::StrCat(label, ": '", kv,
+                              "' is not KEY=VALUE; write e.g. join_timeout=600,last_call_timeout=30"));
+    }
+    if (auto st = ApplyRdzvConf(label, p.first, p.second, &s, &max_attempts); !st.ok()) return st;
+    keepalive_given |= p.first == "keep_alive_interval" || p.first == "keep_alive_max_attempt";
+  }
+  if (keepalive_given) s.set_keepalive_timeout_s(s.keepalive_interval_s() * max_attempts);
+  return absl::OkStatus();
+}
+
+absl::Status ResolveRendezvous(const Sources& src, CommandLine* cl) {
+  v1::JobSpec& s = cl->spec;
+  if (auto st = ResolveRunId(src, cl); !st.ok()) return st;
+  if (auto v = src.Get("rdzv-backend")) {
+    if (v->value != "c10d" && v->value != "static") {
+      return Bad(absl::StrCat(Sources::Label(v->origin, "rdzv-backend"), ": '", v->value,
+                              "' is not available; drun serves its own rendezvous: write c10d or static"));
+    }
+    s.set_rdzv_backend(v->value == "static" ? v1::JobSpec::STATIC : v1::JobSpec::C10D);
+  }
+  s.set_rdzv_endpoint(src.Value("rdzv-endpoint").value_or(""));
+  if (auto st = ResolveRdzvConf(src, cl); !st.ok()) return st;
+  s.set_node_rank(-1);
+  if (auto st = IntOption(src, "node-rank", 0, 1 << 30, "a node rank (0 or more)",
+                          [&](int n) { s.set_node_rank(n); });
+      !st.ok()) {
+    return st;
+  }
+  s.set_master_addr(src.Value("master-addr").value_or(""));
+  if (auto st = IntOption(src, "master-port", 1, 65535, "a TCP port (1-65535)",
+                          [&](int n) { s.set_master_port(n); });
+      !st.ok()) {
+    return st;
+  }
+  s.set_local_addr(src.Value("local-addr").value_or(""));
+  return absl::OkStatus();
+}
+
+absl::Status ResolveOutput(const Sources& src, CommandLine* cl) {
+  v1::JobSpec& s = cl->spec;
+  s.set_log_dir(src.Value("log-dir").value_or(""));
+  for (const char* name : {"redirects", "tee"}) {
+    auto v = src.Get(name);
+    if (!v) continue;
+    auto spec = ParseStdSpec(v->value);
+    if (!spec.ok()) return Bad(absl::StrCat(Sources::Label(v->origin, name), ": ", spec.status().message()));
+    *(std::string(name) == "redirects" ? s.mutable_redirects() : s.mutable_tee()) = ToProto(*spec);
+  }
+  if (auto v = src.Get("local-ranks-filter")) {
+    auto f = ParseRankList(v->value);
+    if (!f.ok()) {
+      return Bad(absl::StrCat(Sources::Label(v->origin, "local-ranks-filter"), ": ", f.status().message()));
+    }
+    for (int r : *f) s.add_local_ranks_filter(r);
+  }
+  for (const char* name : {"summary", "quiet"}) {
+    auto b = src.Flag(name);
+    if (!b.ok()) return b.status();
+    if (std::string(name) == "summary") cl->summary = *b; else s.set_quiet(*b);
+  }
+  cl->report_path = src.Value("report").value_or("");
+  return absl::OkStatus();
+}
+
+absl::Status ResolveHosts(const Sources& src, CommandLine* cl) {
+  const JobFile& job = src.job();
+  cl->token_file = src.Value("rdzv-token-file").value_or("");
+  cl->hostfile = src.Value("hostfile").value_or("");
+  cl->hosts = src.Value("host").value_or("");
+  if (cl->hostfile.empty() && cl->hosts.empty() && !job.hosts.empty()) {
+    cl->hosts = absl::StrJoin(job.hosts, ",");
+    cl->host_entries = job.host_entries;
+    for (auto& h : cl->host_entries) h.line = 0;  // lines of the YAML file, not a host file
+  }
+  cl->remote_drun = src.Value("remote-drun").value_or("");
+  cl->rsh = src.Value("rsh").value_or("");
+  auto accept_new = src.Flag("ssh-accept-new");
+  if (!accept_new.ok()) return accept_new.status();
+  cl->ssh_accept_new = *accept_new;
+  if (!cl->hostfile.empty() && !cl->hosts.empty()) {
+    return Bad("--hostfile and -H/--host both name the hosts; give only one of them");
+  }
+  const bool have_hosts = !cl->hostfile.empty() || !cl->hosts.empty();
+  if (auto v = src.Get("launcher")) {
+    if (v->value == "local") cl->launcher = Launcher::kLocal;
+    else if (v->value == "ssh") cl->launcher = Launcher::kSsh;
+    else if (v->value == "slurm") cl->launcher = Launcher::kSlurm;
+    else {
+      return Bad(absl::StrCat(Sources::Label(v->origin, "launcher"), ": '", v->value,
+                              "' is not valid; write local, ssh or slurm"));
+    }
+  } else {
+    cl->launcher = have_hosts ? Launcher::kSsh : Launcher::kLocal;
+  }
+  if (cl->launcher == Launcher::kSsh && !have_hosts) {
+    return Bad("--launcher ssh needs the hosts: --hostfile FILE or -H host1,host2");
+  }
+  if (cl->standalone && cl->launcher != Launcher::kLocal) {
+    return Bad(absl::StrCat("--standalone runs one node on this machine, but ",
+                            have_hosts ? "--hostfile/-H start agents on other hosts" : "--launcher slurm starts them with srun",
+                            ": drop --standalone"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveEnv(const Sources& src, CommandLine* cl) {
+  cl->forward_env = src.job().multi.count("x") ? src.job().multi.at("x") : std::vector<std::string>{};
+  for (const auto& x : src.tokens().x) cl->forward_env.push_back(x);
+  cl->env_file = src.Value("env-file").value_or("");
+  std::optional<std::pair<std::string, std::string>> env_file;
+  if (!cl->env_file.empty()) {
+    std::ifstream in(cl->env_file, std::ios::binary);
+    if (!in) return Bad(absl::StrCat("--env-file ", cl->env_file, ": cannot read it: ", strerror(errno)));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    env_file = std::make_pair(cl->env_file, ss.str());
+  }
+  auto user = ResolveUserEnv(src.job().env, env_file, cl->forward_env, src.env());
+  if (!user.ok()) return user.status();
+  for (const auto& [k, v] : user->vars) (*cl->spec.mutable_env())[k] = v;
+  for (auto& n : user->notices) cl->notices.push_back(std::move(n));
+  return absl::OkStatus();
+}
+
+// Options that say "the command line configures the rendezvous itself"; under
+// srun, none of them given means drun configures itself from SLURM_*.
+constexpr const char* kRendezvousOptions[] = {"rdzv-endpoint", "rdzv-backend", "node-rank",
+                                              "master-addr", "master-port"};
+
+}  // namespace
+
+JobMode NodeMode(const CommandLine& cl) {
+  const v1::JobSpec& s = cl.spec;
+  if (cl.standalone) return JobMode::kSingleNode;
+  if (s.rdzv_backend() == v1::JobSpec::STATIC) return JobMode::kStatic;
+  if (s.max_nodes() > 1 || !s.rdzv_endpoint().empty()) return JobMode::kC10d;
+  return JobMode::kSingleNode;
+}
+
+namespace {
+
+JobMode DecideMode(const CommandLine& cl, const EnvMap& env) {
+  if (cl.launcher == Launcher::kSsh) return JobMode::kSsh;
+  if (cl.launcher == Launcher::kSlurm) return JobMode::kSlurmLauncher;
+  if (!cl.standalone && (env.count("SLURM_STEP_ID") || env.count("SLURM_STEPID"))) {
+    bool configured = false;
+    for (const char* o : kRendezvousOptions) configured |= cl.Explicit(o);
+    if (!configured) return JobMode::kSrunStep;  // slurm_env decides the rest
+  }
+  return NodeMode(cl);
+}
+
+// --standalone replaces the rendezvous: any option that configures one is a contradiction.
+absl::Status CheckStandalone(const CommandLine& cl) {
+  if (!cl.standalone) return absl::OkStatus();
+  for (const char* o : {"rdzv-endpoint", "rdzv-backend", "node-rank"}) {
+    if (cl.Explicit(o)) {
+      return Bad(absl::StrCat("--standalone runs its own rendezvous on this machine, so ", cl.Describe(o),
+                              " would be ignored: drop one of them"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// On one node every worker runs here: a --master-addr is honoured, so it must
+// be an address of this machine.
+absl::Status CheckSingleNodeMaster(const CommandLine& cl) {
+  const std::string& addr = cl.spec.master_addr();
+  if (addr.empty()) return absl::OkStatus();
+  auto ip = ResolveHost(addr);
+  if (ip.ok() && IsLocalAddress(*ip)) return absl::OkStatus();
+  return Bad(absl::StrCat(cl.Describe("master-addr"), " is not an address of this machine, and a "
+                          "single-node job runs every worker here: drop it (MASTER_ADDR is then "
+                          "127.0.0.1), or give --nnodes and --node-rank for a multi-node job"));
+}
+
+// A static job's master: --master-addr/--master-port, else MASTER_ADDR and
+// MASTER_PORT of drun's own environment (Kubeflow's non-elastic pods and
+// hand-written sbatch scripts export them), and the rendezvous endpoint
+// derived from it when none is given.
+absl::Status ResolveStaticMaster(const EnvMap& env, CommandLine* cl) {
+  v1::JobSpec& s = cl->spec;
+  if (s.rdzv_endpoint().empty() && !cl->Explicit("master-addr")) {
+    if (auto it = env.find("MASTER_ADDR"); it != env.end() && !it->second.empty()) {
+      s.set_master_addr(it->second);
+      cl->origins["master-addr"] = Origin{Origin::kEnvironment, "MASTER_ADDR", it->second};
+    }
+  }
+  if (!cl->Explicit("master-port")) {
+    if (auto it = env.find("MASTER_PORT"); it != env.end() && cl->Explicit("master-addr")) {
+      auto n = ParseInt("MASTER_PORT", it->second, 1, 65535, "a TCP port (1-65535)");
+      if (!n.ok()) return n.status();
+      s.set_master_port(*n);
+      cl->origins["master-port"] = Origin{Origin::kEnvironment, "MASTER_PORT", it->second};
+    }
+  }
+  if (s.max_nodes() > 1 && s.master_addr().empty() && s.rdzv_endpoint().empty()) {
+    return Bad("a static rendezvous needs --master-addr (the node with --node-rank 0)");
+  }
+  if (s.rdzv_endpoint().empty()) {
+    // torchrun's rule: the rendezvous is at MASTER_ADDR:MASTER_PORT (29500), and the
+    // workers' store is served on the same port. With --no-agent-store rank 0's worker
+    // binds MASTER_PORT itself, so the rendezvous takes the next port.
+    const int port = s.master_port() > 0 ? s.master_port() : 29500;
+    const bool next = !s.agent_store() && s.master_port() > 0;
+    const std::string addr = s.master_addr().empty() ? "127.0.0.1" : s.master_addr();
+    s.set_rdzv_endpoint(absl::StrCat(addr.find(':') != std::string::npos ? absl::StrCat("[", addr, "]") : addr,
+                                     ":", next ? port + 1 : port));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckStatic(CommandLine* cl) {
+  v1::JobSpec& s = cl->spec;
+  const int max_nodes = s.max_nodes();
+  if (s.min_nodes() != max_nodes) {
+    return Bad(absl::StrCat("a static rendezvous has a fixed size, but ", cl->Describe("nnodes"),
+                            " is a range: write --nnodes N, or use --rdzv-backend c10d"));
+  }
+  if (s.node_rank() < 0 && max_nodes > 1) return Bad("a static rendezvous needs --node-rank on every node");
+  if (s.node_rank() >= max_nodes) {
+    return Bad(absl::StrCat(cl->Describe("node-rank"), " is out of range for ", cl->Describe("nnodes"),
+                            "; write 0..", max_nodes - 1));
+  }
+  return absl::OkStatus();
+}
+
+// Combinations, once every value is known; decides the mode.
+absl::Status ResolveMode(const EnvMap& env, CommandLine* cl) {
+  v1::JobSpec& s = cl->spec;
+  if (auto st = CheckStandalone(*cl); !st.ok()) return st;
+  if (s.node_rank() >= 0 && s.rdzv_endpoint().empty()) s.set_rdzv_backend(v1::JobSpec::STATIC);
+  cl->mode = DecideMode(*cl, env);
+  if (cl->mode == JobMode::kSingleNode) return CheckSingleNodeMaster(*cl);
+  if (cl->mode == JobMode::kStatic) {
+    if (auto st = CheckStatic(cl); !st.ok()) return st;
+    return ResolveStaticMaster(env, cl);
+  }
+  if (cl->mode == JobMode::kC10d && s.rdzv_endpoint().empty()) {
+    return Bad(absl::StrCat(cl->Describe("nnodes"),
+                            " needs --rdzv-endpoint HOST:PORT (the node that hosts the rendezvous)"));
+  }
+  if (cl->mode == JobMode::kC10d && cl->Explicit("master-addr")) {
+    return Bad(absl::StrCat(cl->Describe("master-addr"), " names node 0 of a static job (--node-rank); "
+                            "with --rdzv-endpoint the workers' MASTER_ADDR is the node that hosts the "
+                            "store: drop --master-addr"));
+  }
+  return absl::OkStatus();
+}
+
+// --print-config: the resolved job, as a file LoadJobFile reads back.
+void FillResolved(const Sources& src, CommandLine* cl) {
+  JobFile& r = cl->resolved;
+  for (const auto& o : kOptions) {
+    const std::string name = o.name;
+    if (name == "help" || name == "version" || name == "config" || name == "print-config" || name == "x") {
+      continue;
+    }
+    if (o.kind == Kind::kFlag) {
+      auto b = src.Flag(o.name);
+      if (b.ok() && *b) r.options[name] = "1";
+    } else if (name == "nproc-per-node") {
+      if (cl->Explicit(name) || src.tokens().mpi_kind != MpiCount::kNone) r.options[name] = cl->spec.nproc_per_node();
+    } else if (auto v = src.Value(o.name)) {
+      r.options[name] = *v;
+    }
+  }
+  if (!cl->forward_env.empty()) r.multi["x"] = cl->forward_env;
+  for (const auto& [k, v] : src.job().env) r.env[k] = v;
+  if (!cl->host_entries.empty()) r.host_entries = cl->host_entries;
+}
+
+absl::Status ResolveEntrypoint(const Sources& src, CommandLine* cl) {
+  std::vector<std::string> rest = src.tokens().rest;
+  // The command line's entrypoint replaces the file's script and args.
+  if (rest.empty() && !src.job().script.empty()) {
+    rest.push_back(src.job().script);
+    rest.insert(rest.end(), src.job().args.begin(), src.job().args.end());
+  }
+  if (cl->print_config) {
+    if (!rest.empty()) {
+      cl->resolved.script = rest[0];
+      cl->resolved.args.assign(rest.begin() + 1, rest.end());
+    }
+    return absl::OkStatus();
+  }
+  if (rest.empty()) return Bad("missing the training script; write drun [options] train.py [args...]");
+  cl->spec.set_entrypoint(rest[0]);
+  for (size_t k = 1; k < rest.size(); ++k) cl->spec.add_args(rest[k]);
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd)) cl->spec.set_working_dir(cwd);
+  return absl::OkStatus();
+}
+
+void RecordOrigins(const Sources& src, CommandLine* cl) {
+  for (const auto& o : kOptions) {
+    if (auto v = src.Get(o.name)) {
+      cl->origins[o.name] = v->origin;
+    } else if (std::string(o.name) == "x" && (!src.tokens().x.empty() || src.job().multi.count("x"))) {
+      cl->origins["x"] = Origin{src.tokens().x.empty() ? Origin::kJobFile : Origin::kCommandLine, "-x", ""};
+    }
+  }
+  if (src.tokens().mpi_kind != MpiCount::kNone) {
+    cl->origins["nproc-per-node"] = Origin{Origin::kCommandLine, src.tokens().mpi_spelling, src.tokens().mpi_value};
+  }
+}
+
+}  // namespace
+
+const char* JobModeName(JobMode mode) {
+  switch (mode) {
+    case JobMode::kSingleNode: return "single node";
+    case JobMode::kStatic: return "static rendezvous";
+    case JobMode::kC10d: return "c10d rendezvous";
+    case JobMode::kSrunStep: return "srun step";
+    case JobMode::kSsh: return "ssh";
+    case JobMode::kSlurmLauncher: return "--launcher slurm";
+  }
+  return "?";
+}
+
+std::string Origin::Describe(const std::string& option) const {
+  switch (kind) {
+    case kEnvironment:
+      return absl::StrCat(name, "=", value, " (environment)");
+    case kJobFile:
+      return absl::StrCat(option, ": ", value, " (", name, ")");
+    case kCommandLine:
+      break;
+  }
+  return value.empty() || value == "1" ? name : absl::StrCat(name, " ", value);
+}
+
+std::string CommandLine::Describe(const std::string& option) const {
+  auto it = origins.find(option);
+  return it == origins.end() ? absl::StrCat("--", option) : it->second.Describe(option);
+}
+
+bool NeedsNetwork(const CommandLine& cl) { return cl.version || cl.mode != JobMode::kSingleNode; }
+
+absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
+                                             const std::map<std::string, std::string>& env) {
+  auto tokens = Tokenize(args);
+  if (!tokens.ok()) return tokens.status();
+  std::string job_path;
+  auto job = LoadConfig(*tokens, env, &job_path);
+  if (!job.ok()) return job.status();
+  const Sources src(*tokens, env, *job, job_path);
+
+  CommandLine cl;
+  RecordOrigins(src, &cl);
+  for (auto [field, name] : {std::pair<bool*, const char*>{&cl.help, "help"}, {&cl.version, "version"},
+                             {&cl.standalone, "standalone"}, {&cl.print_config, "print-config"}}) {
+    auto b = src.Flag(name);
+    if (!b.ok()) return b.status();
+    *field = *b;
+  }
+  if (cl.help || cl.version) return cl;
+  for (auto step : {ResolveHosts, ResolveNodes, ResolveNproc, ResolveEntrypointKind, ResolveSupervision,
+                    ResolveRendezvous, ResolveOutput, ResolveEnv}) {
+    if (absl::Status st = step(src, &cl); !st.ok()) return st;
+  }
+  if (absl::Status st = ResolveMode(env, &cl); !st.ok()) return st;
+  if (cl.print_config) FillResolved(src, &cl);
+  if (absl::Status st = ResolveEntrypoint(src, &cl); !st.ok()) return st;
+  return cl;
+}
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t prev = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cur = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      prev = cur;
+    }
+  }
+  return row[b.size()];
+}
+
+namespace {
+std::string& DrunPathStorage() {
+  static std::string path;
+  return path;
+}
+}  // namespace
+
+std::string DrunPath() {
+  if (!DrunPathStorage().empty()) return DrunPathStorage();
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "drun";
+}
+
+void SetDrunPath(std::string path) { DrunPathStorage() = std::move(path); }
+
+std::vector<OptionInfo> KnownOptions() {
+  std::vector<OptionInfo> out;
+  for (const auto& o : kOptions) {
+    out.push_back({o.name, o.short_name, o.kind == Kind::kFlag, std::string(o.name) == "x", o.group,
+                   o.metavar ? o.metavar : "", o.help, EnvName(o)});
+  }
+  return out;
+}
+
+std::string HelpText() {
+  std::string out =
+      "usage: drun [options] training_script [script args...]\n"
+      "\n"
+      "Launches a distributed training job: one agent per node runs --nproc-per-node\n"
+      "workers with torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,\n"
+      "MASTER_PORT, TORCHELASTIC_*), supervises them, restarts the whole job on failure\n"
+      "(--max-restarts) and prints each worker's output with a [rank<N>] prefix.\n"
+      "Every option may also be written with underscores (--nproc_per_node) or set in\n"
+      "the environment as PET_<NAME> (torchrun's options) or DRUN_<NAME> (drun's own);\n"
+      "the command line wins. The interpreter is $PYTHON_EXEC, else python3 on PATH.\n";
+  for (const char* group : {kJob, kRdzv, kOut, kSsh, kSlurm, ""}) {
+    absl::StrAppend(&out, "\n", *group ? group : "other", " options:\n");
+    for (const auto& o : kOptions) {
+      if (std::string(o.group) != group) continue;
+      std::string lhs = o.short_name ? absl::StrCat("-", std::string(1, o.short_name), ", --", o.name)
+                                     : absl::StrCat("    --", o.name);
+      if (std::string(o.name).size() == 1) lhs = absl::StrCat("-", o.name);  // mpirun's -x
+      if (o.metavar) absl::StrAppend(&lhs, " ", o.metavar);
+      if (lhs.size() < 34) {
+        lhs.resize(34, ' ');
+        absl::StrAppend(&out, "  ", lhs, o.help, "\n");
+      } else {
+        absl::StrAppend(&out, "  ", lhs, "\n  ", std::string(34, ' '), o.help, "\n");
+      }
+    }
+  }
+  absl::StrAppend(&out,
+                  "\nexamples:\n"
+                  "  drun --standalone --nproc-per-node 4 train.py --epochs 5\n"
+                  "  drun --nproc-per-node gpu:0,2 --max-restarts 3 train.py\n"
+                  "  drun --nproc-per-node 4 --node-setup 'python3 prepare_data.py' train.py\n"
+                  "  drun --nnodes 2:4 --nproc-per-node 2 --rdzv-endpoint node0:29400 train.py\n"
+                  "  drun --hostfile hosts --nproc-per-node 2 -x WANDB_API_KEY train.py\n"
+                  "  srun drun --nproc-per-node 2 train.py          (inside sbatch)\n"
+                  "  drun --config configs/one_lab_pc.yaml\n"
+                  "\nmodes: --standalone or --nnodes 1: this process is the node. --rdzv-endpoint\n"
+                  "HOST:PORT on every node: the node whose address HOST is hosts the rendezvous.\n"
+                  "--hostfile/-H: agents start over ssh. Under srun (SLURM_STEP_ID set, none of\n"
+                  "--rdzv-endpoint/--rdzv-backend/--node-rank/--master-*) drun configures itself:\n"
+                  "with one task per node each task is that node's agent (nnodes, node rank and\n"
+                  "GPUs from Slurm); with more tasks than nodes each task is one worker\n"
+                  "(RANK=SLURM_PROCID, LOCAL_RANK=SLURM_LOCALID). --launcher slurm in a batch\n"
+                  "script runs that srun for you (docs/slurm.md).\n"
+                  "\nexit status: 0 when every worker exits 0; else the first failing worker's\n"
+                  "exit code (128+N for signal N); 2 for a bad command line.\n");
+  return out;
+}
+
+
+}  // namespace drun

@@ -1,0 +1,63 @@
+// drun: the light binary. It runs single-node jobs itself and hands every
+// other mode to drun-net (main_net.cc) by exec with the same arguments and
+// environment: loading gRPC costs more start-up time and memory than a whole
+// single-node job of /bin/true. The build checks that it links no gRPC
+// (tests/unit/CMakeLists.txt: light_binary_links_no_grpc).
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "agent/output.h"
+#include "agent/worker_env.h"
+#include "launcher/job/cli.h"
+#include "launcher/job/config_file.h"
+#include "launcher/node.h"
+
+extern char** environ;
+
+namespace drun {
+namespace {
+
+// drun-net lives next to drun (the build tree) or in ../lib/drun (installed).
+[[noreturn]] void ExecNet(char** argv) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string dir = ".";
+  if (n > 0) {
+    self[n] = '\0';
+    dir = std::filesystem::path(self).parent_path().string();
+    setenv("DRUN_LAUNCHED_AS", self, 1);
+  }
+  const std::string here = dir + "/drun-net";
+  const std::string installed = std::filesystem::path(dir + "/../lib/drun/drun-net").lexically_normal().string();
+  for (const std::string& candidate : {here, installed}) execv(candidate.c_str(), argv);
+  Fail(127, absl::StrCat("this job needs drun-net (drun's networked half, for multi-node, ssh and "
+                         "Slurm jobs), which is neither ", here, " nor ", installed, ": ", strerror(errno),
+                         "; copy both files (docs/install.md)"));
+  _exit(127);
+}
+
+int Main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "agent") ExecNet(argv);
+  EnvMap env = EnvironToMap(environ);
+  auto cl = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
+  if (!cl.ok()) return Fail(2, std::string(cl.status().message()));
+  if (cl->help) return WriteAll(1, HelpText()), 0;
+  if (cl->print_config) return WriteAll(1, RenderJobFile(cl->resolved)), 0;
+  if (NeedsNetwork(*cl)) ExecNet(argv);
+  v1::JobSpec spec = cl->spec;
+  if (int code = PrepareJob(*cl, env, /*workers_here=*/true, &spec); code != 0) return code;
+  auto token = ReadJobToken(*cl, env);
+  if (!token.ok()) return Fail(2, std::string(token.status().message()));
+  RunSingleNode(*cl, std::move(spec), std::move(env), *token);
+}
+
+}  // namespace
+}  // namespace drun
+
+int main(int argc, char** argv) { return drun::Main(argc, argv); }

@@ -1,0 +1,236 @@
+// drun-net: everything that needs the network. The light drun (main_light.cc)
+// execs it for every mode but a single node: a node of a multi-node job
+// (static or c10d, typed on every node), `drun agent` (started over ssh or by
+// srun), the ssh and Slurm launchers, a task of an srun step, and --version.
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "agent/agent.h"
+#include "agent/agent_launch.h"
+#include "agent/entrypoint.h"
+#include "agent/grpc_rendezvous_client.h"
+#include "agent/nproc.h"
+#include "agent/output.h"
+#include "agent/process.h"
+#include "agent/worker_env.h"
+#include "launcher/endpoint.h"
+#include "launcher/job/cli.h"
+#include "launcher/job/config_file.h"
+#include "launcher/node.h"
+#include "launcher/slurm_env.h"
+#include "launcher/slurm_launcher.h"
+#include "launcher/ssh_launcher.h"
+#include "rendezvous/link_liveness.h"
+#include "rendezvous/rendezvous_server.h"
+
+extern char** environ;
+
+namespace drun {
+namespace {
+
+// A signal while connecting ends drun like a signal anywhere else: 128+N.
+int FailConnect(const absl::Status& s, int stop_signal) {
+  Fail(0, std::string(s.message()));
+  return stop_signal > 0 ? 128 + stop_signal : 1;
+}
+
+Duration Seconds(double s) {
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+
+// The link to the server is watched by the kernel within the keep-alive
+// timeout (rendezvous/link_liveness.h). Heartbeats only prove that the
+// server process is not stuck, so they are rare: four per silence timeout
+// (10 x the keep-alive timeout). The host's agent talks to a server in its
+// own process: it cannot lose it to a cut link, and a slow answer from a busy
+// server is no reason to end the job for every node.
+void SetLiveness(const v1::JobSpec& spec, bool in_process_server, GrpcClientOptions* copt) {
+  const auto link = std::chrono::milliseconds(static_cast<int64_t>(
+      1000 * (spec.keepalive_timeout_s() > 0 ? spec.keepalive_timeout_s() : 2)));
+  const auto silence = ProcessSilenceTimeout(link);
+  copt->link_timeout = link;
+  copt->heartbeat = silence / 4;
+  copt->silence = in_process_server ? Duration::zero() : Duration(silence);
+}
+
+// `drun agent`: a node started by a launcher (ssh, srun). The job arrives on
+// standard input, which then stays open as the lifeline to the launcher.
+int AgentMain() {
+  auto launch = ReadAgentLaunch(0);
+  if (!launch.ok()) return Fail(2, std::string(launch.status().message()));
+  const v1::JobSpec& spec = launch->spec();
+  if (!spec.working_dir().empty() && chdir(spec.working_dir().c_str()) != 0) {
+    return Fail(1, absl::StrCat("cannot enter the job's working directory ", spec.working_dir(),
+                                " on this host: ", strerror(errno)));
+  }
+  EnvMap env = EnvironToMap(environ);
+  if (absl::Status st = CheckEntrypoint(spec, env); !st.ok()) return Fail(2, std::string(st.message()));
+  auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
+  if (!nproc.ok()) return Fail(2, std::string(nproc.status().message()));
+  Guardian guardian = Guardian::Start();
+  Agent::BlockHandledSignals();
+
+  GrpcClientOptions copt;
+  copt.target = launch->rdzv_target();
+  copt.connect_timeout = std::chrono::seconds(30);
+  SetLiveness(spec, /*in_process_server=*/false, &copt);
+  int stop_signal = 0;
+  auto client = ConnectRendezvous(copt, &stop_signal);
+  if (!client.ok()) return FailConnect(client.status(), stop_signal);
+
+  AgentOptions options;
+  options.spec = spec;
+  options.hostname = launch->hostname().empty() ? Hostname() : launch->hostname();
+  options.nproc = *nproc;
+  options.token = launch->token();
+  options.host_in_prefix = true;
+  options.lifeline_fd = 0;
+  options.quiet = spec.quiet();
+  options.advertise_addr = launch->local_addr();
+  if (options.advertise_addr.empty()) {
+    auto ep = ParseEndpoint(copt.target, 0);
+    auto ip = ep.ok() ? ResolveHost(ep->host) : absl::StatusOr<std::string>(ep.status());
+    if (ip.ok()) options.advertise_addr = RouteSourceAddress(*ip, ep->port);
+  }
+  options.base_env = std::move(env);
+  // Not destroyed: see QuickExit.
+  Agent* agent = new Agent(std::move(options), std::move(client.value()), &guardian);
+  int code = agent->Run();
+  guardian.Release();
+  QuickExit(code);
+}
+
+// Whether this node hosts the rendezvous server, and whether that was said
+// explicitly (then a port that is taken is an error, not a reason to join as
+// a client). is_host says so; else node rank 0 of a static job; else the node
+// whose address (--local-addr when several nodes share a machine) or hostname
+// the endpoint names.
+struct HostDecision {
+  bool is_host = false;
+  bool explicit_host = false;
+};
+
+HostDecision DecideHost(const v1::JobSpec& spec, const Endpoint& ep, const std::string& ip) {
+  switch (spec.host_role()) {
+    case v1::JobSpec::HOST_ROLE_HOST:
+      return {true, true};
+    case v1::JobSpec::HOST_ROLE_CLIENT:
+      return {false, true};
+    default:
+      break;
+  }
+  if (spec.rdzv_backend() == v1::JobSpec::STATIC) return {spec.node_rank() <= 0, true};
+  if (!spec.local_addr().empty()) {
+    auto local = ResolveHost(spec.local_addr());
+    return {local.ok() && *local == ip, false};
+  }
+  // Kubernetes: the master pod's service name resolves to a service address,
+  // not to the pod's own; its hostname is the pod's name.
+  const std::string self = Hostname();
+  const bool named = ep.host == self || (ep.host.size() > self.size() && ep.host.compare(0, self.size(), self) == 0 &&
+                                         ep.host[self.size()] == '.');
+  return {named || IsLocalAddress(ip), false};
+}
+
+// A node of a multi-node job typed on every node (JobMode::kStatic, kC10d, or
+// a task of an srun step): hosts the rendezvous server when it is the host,
+// and runs its agent against it.
+[[noreturn]] void RunNetworkNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const std::string& token) {
+  auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
+  if (!nproc.ok()) QuickExit(Fail(2, std::string(nproc.status().message())));
+  Guardian guardian = Guardian::Start();
+  Agent::BlockHandledSignals();
+
+  auto ep = ParseEndpoint(spec.rdzv_endpoint(), 29400);
+  if (!ep.ok()) QuickExit(Fail(2, absl::StrCat(cl.Describe("rdzv-endpoint"), ": ", ep.status().message())));
+  auto ip = ResolveHost(ep->host);
+  if (!ip.ok()) QuickExit(Fail(1, absl::StrCat("rendezvous endpoint: ", ip.status().message())));
+
+  AgentOptions options;
+  options.advertise_addr = spec.local_addr();
+  if (options.advertise_addr.empty()) options.advertise_addr = RouteSourceAddress(*ip, ep->port);
+  std::unique_ptr<RendezvousServer> server;
+  const HostDecision host = DecideHost(spec, *ep, *ip);
+  if (host.is_host) {
+    auto started = RendezvousServer::Start(
+        absl::StrCat(ip->find(':') == std::string::npos ? "0.0.0.0" : "[::]", ":", ep->port),
+        RendezvousConfigFor(spec, token));
+    if (started.ok()) {
+      server = std::move(*started);
+    } else if (host.explicit_host) {
+      QuickExit(Fail(1, std::string(started.status().message())));
+    }
+    // Else another node on this machine hosts it: join as a client.
+  }
+  GrpcClientOptions copt;
+  copt.target = ep->ToString();
+  copt.connect_timeout = Seconds(spec.read_timeout_s() > 0 ? spec.read_timeout_s() : 60);
+  SetLiveness(spec, /*in_process_server=*/server != nullptr, &copt);
+  int stop_signal = 0;
+  auto client = ConnectRendezvous(copt, &stop_signal);
+  if (!client.ok()) QuickExit(FailConnect(client.status(), stop_signal));
+
+  options.spec = spec;
+  options.hostname = Hostname();
+  options.nproc = *nproc;
+  options.token = token;
+  options.host_in_prefix = spec.max_nodes() > 1;
+  options.base_env = std::move(env);
+  options.summary = cl.summary;
+  options.report_path = cl.report_path;
+  options.quiet = spec.quiet();
+  auto agent = std::make_unique<Agent>(std::move(options), std::move(client.value()), &guardian);
+  const int code = agent->Run();
+  if (server) {
+    // Our own stream ends first, then the other agents have their Finish by
+    // now, or lose the server here.
+    agent.reset();
+    server->Shutdown(std::chrono::seconds(2));
+  }
+  guardian.Release();
+  QuickExit(code);
+}
+
+int Main(int argc, char** argv) {
+  // Started by the light drun: remember its path (remote hosts run the same
+  // one) and keep the variable out of the workers' environment.
+  if (const char* as = getenv("DRUN_LAUNCHED_AS")) {
+    SetDrunPath(as);
+    unsetenv("DRUN_LAUNCHED_AS");
+  }
+  if (argc >= 2 && std::string(argv[1]) == "agent") return AgentMain();
+  EnvMap env = EnvironToMap(environ);
+  auto cl = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
+  if (!cl.ok()) return Fail(2, std::string(cl.status().message()));
+  if (cl->help) return WriteAll(1, HelpText()), 0;
+  if (cl->print_config) return WriteAll(1, RenderJobFile(cl->resolved)), 0;
+  if (cl->version) return WriteAll(1, VersionText()), 0;
+  if (auto st = ApplySlurmEnvironment(&*cl, &env); !st.ok()) return Fail(2, std::string(st.message()));
+  v1::JobSpec spec = cl->spec;
+  const bool remote_workers = cl->mode == JobMode::kSsh || cl->mode == JobMode::kSlurmLauncher;
+  if (int code = PrepareJob(*cl, env, !remote_workers, &spec); code != 0) return code;
+  auto token = ReadJobToken(*cl, env);
+  if (!token.ok()) return Fail(2, std::string(token.status().message()));
+  switch (cl->mode) {
+    case JobMode::kSlurmLauncher:
+      return RunSlurmLauncher(*cl, spec, *token, env);
+    case JobMode::kSsh:
+      return RunSshLauncher(*cl, spec, *token, env);
+    case JobMode::kSingleNode:
+      RunSingleNode(*cl, std::move(spec), std::move(env), *token);
+    default:
+      RunNetworkNode(*cl, std::move(spec), std::move(env), *token);
+  }
+}
+
+}  // namespace
+}  // namespace drun
+
+int main(int argc, char** argv) { return drun::Main(argc, argv); }

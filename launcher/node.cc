@@ -1,0 +1,98 @@
+#include "launcher/node.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "agent/agent.h"
+#include "agent/agent_launch.h"
+#include "agent/entrypoint.h"
+#include "agent/local_rendezvous.h"
+#include "agent/nproc.h"
+#include "agent/output.h"
+#include "agent/process.h"
+
+namespace drun {
+
+int Fail(int code, const std::string& message) {
+  WriteAll(2, absl::StrCat("drun: ", message, "\n"));
+  return code;
+}
+
+void QuickExit(int code) {
+  fflush(nullptr);
+  _exit(code);
+}
+
+std::string Hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+absl::StatusOr<std::string> ReadJobToken(const CommandLine& cl, const EnvMap& env) {
+  std::string token;
+  if (!cl.token_file.empty()) {
+    std::ifstream in(cl.token_file);
+    if (!in || !std::getline(in, token) || token.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv-token-file ", cl.token_file, ": cannot read a token from it (one line, not empty)"));
+    }
+  } else if (auto it = env.find("DRUN_RDZV_TOKEN"); it != env.end()) {
+    token = it->second;
+  }
+  return token;
+}
+
+int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::JobSpec* spec) {
+  for (const std::string& n : cl.notices) WriteAll(2, absl::StrCat("drun: ", n, "\n"));
+  if (workers_here) {
+    if (absl::Status st = CheckEntrypoint(*spec, env); !st.ok()) return Fail(2, std::string(st.message()));
+  }
+  const bool logs = spec->redirects().all() != 0 || spec->redirects().has_per_rank() ||
+                    spec->tee().all() != 0 || spec->tee().has_per_rank();
+  if (logs && spec->log_dir().empty()) {
+    // Like torchrun: log files need a directory; keep it and say where.
+    std::string tmpl = (std::filesystem::temp_directory_path() / "drun_logs_XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) return Fail(1, "cannot create a log directory under /tmp");
+    spec->set_log_dir(tmpl);
+    WriteAll(2, absl::StrCat("drun: log directory set to ", tmpl, "\n"));
+  }
+  return 0;
+}
+
+void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const std::string& token) {
+  auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
+  if (!nproc.ok()) QuickExit(Fail(2, std::string(nproc.status().message())));
+  // The guardian is forked before any thread exists; the handled signals are
+  // blocked before any thread exists, so only the agent's signalfd sees them.
+  Guardian guardian = Guardian::Start();
+  Agent::BlockHandledSignals();
+
+  RendezvousState::Config config = RendezvousConfigFor(spec, token);
+  config.fixed_master_addr = spec.master_addr().empty() ? "127.0.0.1" : spec.master_addr();
+  config.keepalive_timeout = Duration::zero();  // one process: nothing to lose
+  if (spec.agent_store() && spec.master_addr().empty()) config.fixed_master_addr.clear();
+
+  AgentOptions options;
+  options.spec = spec;
+  options.hostname = Hostname();
+  options.nproc = *nproc;
+  options.token = token;
+  options.base_env = std::move(env);
+  options.summary = cl.summary;
+  options.report_path = cl.report_path;
+  options.quiet = spec.quiet();
+  auto rdzv = std::make_unique<LocalRendezvous>(std::move(config));
+  // Not destroyed: see QuickExit.
+  Agent* agent = new Agent(std::move(options), std::move(rdzv), &guardian);
+  const int code = agent->Run();
+  guardian.Release();
+  QuickExit(code);
+}
+
+}  // namespace drun

@@ -1,0 +1,40 @@
+// What both entry points (main_light.cc: `drun`, main_net.cc: `drun-net`) do
+// to run this process as a node of a job: the steps before the agent starts,
+// and the single-node job itself. Links no gRPC.
+#ifndef DRUN_LAUNCHER_NODE_H_
+#define DRUN_LAUNCHER_NODE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "agent/worker_env.h"
+#include "launcher/job/cli.h"
+
+namespace drun {
+
+// Writes "drun: <message>" to stderr and returns `code`.
+int Fail(int code, const std::string& message);
+
+// The job is over and everything drun owes is written (report, summary,
+// logs: Agent::Run has flushed them) and its workers and guardian are gone:
+// leave without unwinding gRPC and the other libraries.
+[[noreturn]] void QuickExit(int code);
+
+std::string Hostname();
+
+// The job token: --rdzv-token-file's first line, else $DRUN_RDZV_TOKEN, else "".
+absl::StatusOr<std::string> ReadJobToken(const CommandLine& cl, const EnvMap& env);
+
+// What every mode does before anything starts: prints the command line's
+// notices, checks the entrypoint on this machine (for modes whose workers run
+// here), and gives -r/-t a log directory when none was given. Returns the exit
+// code to leave with, or 0 to go on.
+int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::JobSpec* spec);
+
+// Runs a single-node job (JobMode::kSingleNode) in this process and exits.
+[[noreturn]] void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env,
+                                const std::string& token);
+
+}  // namespace drun
+
+#endif  // DRUN_LAUNCHER_NODE_H_
