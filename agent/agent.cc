@@ -472,6 +472,7 @@ void Agent::ReportFailure(const WorkerExit& e, TimePoint now) {
   fl->set_attempt(assignment_ ? assignment_->round() : 0);
   for (const auto& line : e.stderr_tail) fl->add_stderr_tail(line);
   fl->set_error_message(e.error_message);
+  if (e.rank >= 0) fl->set_program(WorkerProgram(opt_.spec, opt_.base_env));
   fl->set_time_unix_s(
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   rdzv_->Send(m, now);
@@ -588,6 +589,7 @@ std::string FormatRootCause(const v1::Failure& f) {
     lines.push_back(absl::StrCat("  stderr (last ", f.stderr_tail_size(), " lines):"));
     for (const auto& l : f.stderr_tail()) lines.push_back(absl::StrCat("    ", l));
   }
+  for (const auto& hint : RootCauseHints(f)) lines.push_back(absl::StrCat("hint: ", hint));
   std::string out;
   for (const auto& l : lines) absl::StrAppend(&out, "drun: ", l, "\n");
   return out;

@@ -124,4 +124,35 @@ absl::Status CheckEntrypoint(const v1::JobSpec& spec, const EnvMap& env) {
   return absl::OkStatus();
 }
 
+std::string WorkerProgram(const v1::JobSpec& spec, const EnvMap& env) {
+  EnvMap merged = env;
+  for (const auto& [k, v] : spec.env()) merged[k] = v;
+  const std::string program =
+      spec.kind() == v1::JobSpec::PROGRAM ? spec.entrypoint() : PythonInterpreter(spec, merged);
+  const std::string found = FindProgram(program, merged, spec.working_dir());
+  return found.empty() ? program : found;
+}
+
+std::vector<std::string> RootCauseHints(const v1::Failure& failure) {
+  bool no_torch = false, no_libuv = false;
+  for (const std::string& line : failure.stderr_tail()) {
+    no_torch |= absl::StrContains(line, "No module named 'torch'");
+    no_libuv |= absl::StrContains(line, "use_libuv was requested but PyTorch was build without libuv");
+  }
+  std::vector<std::string> hints;
+  if (no_torch && failure.program() != "/usr/bin/python3") {
+    hints.push_back(absl::StrCat(
+        "the workers ran ", failure.program().empty() ? "python3" : failure.program(),
+        ", which has no torch; if PyTorch is installed for another interpreter (Debian's "
+        "python3-torch: /usr/bin/python3), set PYTHON_EXEC=/usr/bin/python3"));
+  }
+  if (no_libuv) {
+    hints.push_back(
+        "this PyTorch is built without libuv (Debian 13's torch 2.6) but its TCPStore asks for "
+        "it: give the workers USE_LIBUV=0 (-x USE_LIBUV=0), and --no-agent-store if the "
+        "program builds its own store (docs/migrating.md)");
+  }
+  return hints;
+}
+
 }  // namespace drun

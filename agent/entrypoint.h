@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "agent/worker_env.h"
 #include "drun/v1/job.pb.h"
+#include "drun/v1/rendezvous.pb.h"
 
 namespace drun {
 
@@ -34,6 +35,20 @@ bool IsPythonInterpreter(const std::string& path);
 // train.py`) or does not exist; the program is not found or not executable.
 // `env` is the workers' environment before drun's own variables.
 absl::Status CheckEntrypoint(const v1::JobSpec& spec, const EnvMap& env);
+
+// The path of the program a worker of `spec` runs on this host (the
+// interpreter for Python entrypoints), as execvp finds it; the name itself
+// when it is not found.
+std::string WorkerProgram(const v1::JobSpec& spec, const EnvMap& env);
+
+// One-line hints for a failure whose cause drun recognises in the worker's
+// last stderr lines (the user's program speaks there; drun's own errors are
+// never read back this way):
+//  - "No module named 'torch'" from an interpreter that is not
+//    /usr/bin/python3 (pyenv, conda first on PATH): set PYTHON_EXEC;
+//  - "use_libuv was requested but PyTorch was build without libuv support"
+//    (Debian 13's torch 2.6): the workaround.
+std::vector<std::string> RootCauseHints(const v1::Failure& failure);
 
 }  // namespace drun
 

@@ -436,8 +436,10 @@ absl::Status ResolveNproc(const Sources& src, CommandLine* cl) {
                               " both set the number of workers; give only --nproc-per-node"));
     }
     const int nodes = cl->spec.max_nodes();
-    const bool fixed = cl->spec.min_nodes() == nodes && cl->hostfile.empty() && cl->hosts.empty() &&
-                          cl->host_entries.empty();
+    // Only where drun knows the node count now: typed on every node, not over
+    // ssh or Slurm (hosts and allocations set it later).
+    const bool in_srun = src.env().count("SLURM_STEP_ID") || src.env().count("SLURM_STEPID");
+    const bool fixed = cl->spec.min_nodes() == nodes && cl->launcher == Launcher::kLocal && !in_srun;
     if (t.mpi_kind == MpiCount::kTotal && (!fixed || n % nodes != 0)) {
       return Bad(absl::StrCat(t.mpi_spelling, " ", n, " counts the processes of the whole job; drun "
                               "counts them per node: write --nproc-per-node N (mpirun's -N)"));
@@ -750,8 +752,9 @@ absl::Status ResolveStaticMaster(const EnvMap& env, CommandLine* cl) {
       cl->origins["master-addr"] = Origin{Origin::kEnvironment, "MASTER_ADDR", it->second};
     }
   }
-  if (!cl->Explicit("master-port")) {
-    if (auto it = env.find("MASTER_PORT"); it != env.end() && cl->Explicit("master-addr")) {
+  const bool addr_from_env = cl->Explicit("master-addr") && cl->origins["master-addr"].name == "MASTER_ADDR";
+  if (!cl->Explicit("master-port") && addr_from_env) {
+    if (auto it = env.find("MASTER_PORT"); it != env.end()) {
       auto n = ParseInt("MASTER_PORT", it->second, 1, 65535, "a TCP port (1-65535)");
       if (!n.ok()) return n.status();
       s.set_master_port(*n);
@@ -789,6 +792,30 @@ absl::Status CheckStatic(CommandLine* cl) {
   return absl::OkStatus();
 }
 
+// Options whose meaning does not carry over to the modes where the rendezvous
+// host, not the user, decides (c10d, ssh, --launcher slurm), or that those
+// launchers do not honour yet: refused, never silently dropped.
+absl::Status CheckRemoteModes(const CommandLine& cl) {
+  const bool remote = cl.mode == JobMode::kSsh || cl.mode == JobMode::kSlurmLauncher;
+  if ((remote || cl.mode == JobMode::kC10d) && cl.Explicit("master-addr")) {
+    return Bad(absl::StrCat(cl.Describe("master-addr"), " names node 0 of a static job (--node-rank); "
+                            "in ", JobModeName(cl.mode), " mode the workers' MASTER_ADDR is the machine "
+                            "that hosts the rendezvous and the store: drop --master-addr"));
+  }
+  if (cl.mode == JobMode::kSsh && cl.Explicit("local-addr")) {
+    return Bad(absl::StrCat(cl.Describe("local-addr"), " has no meaning with --hostfile/-H: each host's "
+                            "address is the one its ssh connection uses; drop it"));
+  }
+  for (const char* o : {"summary", "report"}) {
+    if (remote && cl.Explicit(o)) {
+      return Bad(absl::StrCat(cl.Describe(o), " is not available in ", JobModeName(cl.mode),
+                              " mode yet: the launcher does not gather the remote agents' ranks "
+                              "(each host's --log-dir has its workers' logs); drop it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Combinations, once every value is known; decides the mode.
 absl::Status ResolveMode(const EnvMap& env, CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
@@ -804,12 +831,7 @@ absl::Status ResolveMode(const EnvMap& env, CommandLine* cl) {
     return Bad(absl::StrCat(cl->Describe("nnodes"),
                             " needs --rdzv-endpoint HOST:PORT (the node that hosts the rendezvous)"));
   }
-  if (cl->mode == JobMode::kC10d && cl->Explicit("master-addr")) {
-    return Bad(absl::StrCat(cl->Describe("master-addr"), " names node 0 of a static job (--node-rank); "
-                            "with --rdzv-endpoint the workers' MASTER_ADDR is the node that hosts the "
-                            "store: drop --master-addr"));
-  }
-  return absl::OkStatus();
+  return CheckRemoteModes(*cl);
 }
 
 // --print-config: the resolved job, as a file LoadJobFile reads back.
