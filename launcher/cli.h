@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "drun/v1/job.pb.h"
 #include "launcher/config_file.h"
-#include "launcher/hostfile.h"
+#include "launcher/hosts/hostfile.h"
 
 namespace drun {
 

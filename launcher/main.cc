@@ -29,13 +29,13 @@
 #include "launcher/job_host.h"
 #endif
 #ifndef DRUN_LIGHT
-#include "launcher/slurm_env.h"
+#include "launcher/slurm/slurm_env.h"
 #endif
 #ifndef DRUN_LIGHT
-#include "launcher/slurm_launcher.h"
+#include "launcher/slurm/slurm_launcher.h"
 #endif
 #ifndef DRUN_LIGHT
-#include "launcher/ssh_launcher.h"
+#include "launcher/ssh/ssh_launcher.h"
 #endif
 #ifndef DRUN_LIGHT
 #include "rendezvous/link_liveness.h"

@@ -1,4 +1,4 @@
-#include "launcher/slurm_env.h"
+#include "launcher/slurm/slurm_env.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/output.h"
 #include "agent/process.h"
-#include "launcher/hostlist.h"
+#include "launcher/hosts/hostlist.h"
 
 namespace drun {
 

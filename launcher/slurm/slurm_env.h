@@ -41,8 +41,8 @@
 // DRUN_RDZV_TOKEN=$(openssl rand -hex 16) in the batch script; srun carries it
 // to every task) it is. The c10d store, like torchrun's, has no
 // authentication at all.
-#ifndef DRUN_LAUNCHER_SLURM_ENV_H_
-#define DRUN_LAUNCHER_SLURM_ENV_H_
+#ifndef DRUN_LAUNCHER_SLURM_SLURM_ENV_H_
+#define DRUN_LAUNCHER_SLURM_SLURM_ENV_H_
 
 #include <map>
 #include <string>
@@ -114,4 +114,4 @@ absl::Status SlurmLauncherDefaults(CommandLine* cl, const std::map<std::string, 
 
 }  // namespace drun
 
-#endif  // DRUN_LAUNCHER_SLURM_ENV_H_
+#endif  // DRUN_LAUNCHER_SLURM_SLURM_ENV_H_

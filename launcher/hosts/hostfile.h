@@ -29,8 +29,8 @@
 // Errors are InvalidArgument and name where and what, e.g.
 //   hosts:3: expected 'slots=N' or 'max_slots=N' after host name, got 'slotz=2'
 // File errors name the path and carry the errno-derived code (NotFound, PermissionDenied...).
-#ifndef DRUN_LAUNCHER_HOSTFILE_H_
-#define DRUN_LAUNCHER_HOSTFILE_H_
+#ifndef DRUN_LAUNCHER_HOSTS_HOSTFILE_H_
+#define DRUN_LAUNCHER_HOSTS_HOSTFILE_H_
 
 #include <cstddef>
 #include <string>
@@ -70,4 +70,4 @@ absl::StatusOr<std::vector<HostEntry>> ParseHostArg(std::string_view arg);
 
 }  // namespace drun
 
-#endif  // DRUN_LAUNCHER_HOSTFILE_H_
+#endif  // DRUN_LAUNCHER_HOSTS_HOSTFILE_H_

@@ -1,4 +1,4 @@
-#include "launcher/ssh_launcher.h"
+#include "launcher/ssh/ssh_launcher.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -25,9 +25,9 @@
 #include "agent/output.h"
 #include "launcher/endpoint.h"
 #include "launcher/job_host.h"
-#include "launcher/ssh_plan.h"
-#include "launcher/ssh_rsh.h"
-#include "launcher/ssh_session.h"
+#include "launcher/ssh/ssh_plan.h"
+#include "launcher/ssh/ssh_rsh.h"
+#include "launcher/ssh/ssh_session.h"
 
 namespace drun {
 

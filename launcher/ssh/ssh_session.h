@@ -5,8 +5,8 @@
 //
 // A connection is used by one thread at a time (libssh sessions are not
 // thread-safe); it may be handed from thread to thread.
-#ifndef DRUN_LAUNCHER_SSH_SESSION_H_
-#define DRUN_LAUNCHER_SSH_SESSION_H_
+#ifndef DRUN_LAUNCHER_SSH_SSH_SESSION_H_
+#define DRUN_LAUNCHER_SSH_SSH_SESSION_H_
 
 #include <functional>
 #include <memory>
@@ -99,4 +99,4 @@ absl::StatusOr<CommandResult> RunRemote(RemoteProcess* p, int timeout_ms);
 
 }  // namespace drun
 
-#endif  // DRUN_LAUNCHER_SSH_SESSION_H_
+#endif  // DRUN_LAUNCHER_SSH_SSH_SESSION_H_

@@ -1,6 +1,6 @@
 // The state of a c10d TCPStore server, independent of sockets.
 //
-// C10dStoreState applies decoded requests (rendezvous/c10d_store_parser.h) to one shared
+// C10dStoreState applies decoded requests (rendezvous/store/c10d_store_parser.h) to one shared
 // key/value map and produces the bytes each connection must receive, through a ReplySink.
 // It reproduces the servers of torch 1.13 and 2.x (spec §4-§5,
 // shared/specs/c10d-store-protocol.md): ADD stores ASCII decimal, COMPARE_SET "lies" when the
@@ -13,8 +13,8 @@
 // sent later during the Apply() of another connection's request that creates the last missing
 // key. Watch events are sent to the watching connection during the Apply() that changed the
 // key.
-#ifndef DRUN_RENDEZVOUS_C10D_STORE_STATE_H_
-#define DRUN_RENDEZVOUS_C10D_STORE_STATE_H_
+#ifndef DRUN_RENDEZVOUS_STORE_C10D_STORE_STATE_H_
+#define DRUN_RENDEZVOUS_STORE_C10D_STORE_STATE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -26,7 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "rendezvous/c10d_store_parser.h"
+#include "rendezvous/store/c10d_store_parser.h"
 
 namespace drun {
 namespace c10d_store {
@@ -116,4 +116,4 @@ class C10dStoreState {
 }  // namespace c10d_store
 }  // namespace drun
 
-#endif  // DRUN_RENDEZVOUS_C10D_STORE_STATE_H_
+#endif  // DRUN_RENDEZVOUS_STORE_C10D_STORE_STATE_H_

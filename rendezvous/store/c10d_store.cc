@@ -1,4 +1,4 @@
-#include "rendezvous/c10d_store.h"
+#include "rendezvous/store/c10d_store.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -21,7 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "rendezvous/c10d_store_state.h"
+#include "rendezvous/store/c10d_store_state.h"
 
 namespace drun {
 namespace {

@@ -1,8 +1,9 @@
-# Host parsing: Slurm hostlists, host files and -H lists (launcher/hostlist.h, hostfile.h).
-# Included from launcher/CMakeLists.txt, so CMAKE_CURRENT_SOURCE_DIR is launcher/.
+# Host parsing: Slurm hostlists, host files and -H lists (launcher/hosts/hostlist.h, hostfile.h).
+# Included from launcher/CMakeLists.txt (build outputs stay in the launcher/ build dir);
+# sources are named from CMAKE_CURRENT_LIST_DIR, this file's folder.
 set(DRUN_HOSTS_SOURCES
-  ${CMAKE_CURRENT_SOURCE_DIR}/hostlist.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/hostfile.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/hostlist.cc
+  ${CMAKE_CURRENT_LIST_DIR}/hostfile.cc)
 set(DRUN_HOSTS_DEPS absl::status absl::statusor absl::strings absl::str_format)
 
 add_library(drun_hosts STATIC ${DRUN_HOSTS_SOURCES})

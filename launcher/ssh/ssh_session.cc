@@ -1,4 +1,4 @@
-#include "launcher/ssh_session.h"
+#include "launcher/ssh/ssh_session.h"
 
 #include <arpa/inet.h>
 #include <libssh/callbacks.h>

@@ -1,4 +1,4 @@
-#include "launcher/ssh_plan.h"
+#include "launcher/ssh/ssh_plan.h"
 
 #include <fstream>
 #include <sstream>

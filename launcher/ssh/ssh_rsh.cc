@@ -1,4 +1,4 @@
-#include "launcher/ssh_rsh.h"
+#include "launcher/ssh/ssh_rsh.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "launcher/slurm_launcher.h"
+#include "launcher/slurm/slurm_launcher.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +22,7 @@
 #include "agent/process.h"
 #include "agent/worker_group.h"
 #include "launcher/endpoint.h"
-#include "launcher/hostlist.h"
+#include "launcher/hosts/hostlist.h"
 #include "launcher/job_host.h"
 
 extern char** environ;

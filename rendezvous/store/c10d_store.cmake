@@ -3,9 +3,9 @@
 # the tests, tools and benchmarks it builds live outside rendezvous/.
 
 add_library(drun_c10d_store STATIC
-  ${PROJECT_SOURCE_DIR}/rendezvous/c10d_store_parser.cc
-  ${PROJECT_SOURCE_DIR}/rendezvous/c10d_store_state.cc
-  ${PROJECT_SOURCE_DIR}/rendezvous/c10d_store.cc)
+  ${PROJECT_SOURCE_DIR}/rendezvous/store/c10d_store_parser.cc
+  ${PROJECT_SOURCE_DIR}/rendezvous/store/c10d_store_state.cc
+  ${PROJECT_SOURCE_DIR}/rendezvous/store/c10d_store.cc)
 target_include_directories(drun_c10d_store PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(drun_c10d_store
   PUBLIC absl::status absl::statusor absl::strings absl::flat_hash_map
@@ -71,8 +71,8 @@ if(DRUN_FUZZ)
   endif()
   # The library is rebuilt with the sanitizers so the fuzzer sees into the parser and state.
   add_library(drun_c10d_store_fuzzlib STATIC
-    ${PROJECT_SOURCE_DIR}/rendezvous/c10d_store_parser.cc
-    ${PROJECT_SOURCE_DIR}/rendezvous/c10d_store_state.cc)
+    ${PROJECT_SOURCE_DIR}/rendezvous/store/c10d_store_parser.cc
+    ${PROJECT_SOURCE_DIR}/rendezvous/store/c10d_store_state.cc)
   target_include_directories(drun_c10d_store_fuzzlib PUBLIC ${PROJECT_SOURCE_DIR})
   target_link_libraries(drun_c10d_store_fuzzlib
     PUBLIC absl::status absl::strings absl::flat_hash_map)

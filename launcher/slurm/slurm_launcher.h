@@ -18,8 +18,8 @@
 // signal has srun kill the step at once. SIGUSR1/SIGUSR2 reach the workers
 // through srun. If srun ends before the job does (an agent died, so
 // --kill-on-bad-exit ended the step), drun names the lost node(s).
-#ifndef DRUN_LAUNCHER_SLURM_LAUNCHER_H_
-#define DRUN_LAUNCHER_SLURM_LAUNCHER_H_
+#ifndef DRUN_LAUNCHER_SLURM_SLURM_LAUNCHER_H_
+#define DRUN_LAUNCHER_SLURM_SLURM_LAUNCHER_H_
 
 #include <map>
 #include <string>
@@ -41,4 +41,4 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::
 
 }  // namespace drun
 
-#endif  // DRUN_LAUNCHER_SLURM_LAUNCHER_H_
+#endif  // DRUN_LAUNCHER_SLURM_SLURM_LAUNCHER_H_

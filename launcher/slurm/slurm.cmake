@@ -1,10 +1,11 @@
 # Slurm: auto-configuration under srun (slurm_env) and --launcher slurm (slurm_launcher).
-# Included from launcher/CMakeLists.txt, so CMAKE_CURRENT_SOURCE_DIR is launcher/.
+# Included from launcher/CMakeLists.txt (build outputs stay in the launcher/ build dir);
+# sources are named from CMAKE_CURRENT_LIST_DIR, this file's folder.
 find_package(OpenSSL REQUIRED)  # SHA-256 for the derived job token (libssl-dev)
 
 add_library(drun_slurm STATIC
-  ${CMAKE_CURRENT_SOURCE_DIR}/slurm_env.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/slurm_launcher.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/slurm_env.cc
+  ${CMAKE_CURRENT_LIST_DIR}/slurm_launcher.cc)
 target_include_directories(drun_slurm PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(drun_slurm PUBLIC drun_cli drun_hosts drun_agent drun_rendezvous_server
   OpenSSL::Crypto absl::status absl::statusor absl::strings)

@@ -19,8 +19,8 @@
 //  - Ctrl-C/SIGTERM/SIGHUP close every agent's standard input (they stop their
 //    workers and exit), a second one drops the connections. If this process
 //    dies, the connections drop and the agents stop the same way.
-#ifndef DRUN_LAUNCHER_SSH_LAUNCHER_H_
-#define DRUN_LAUNCHER_SSH_LAUNCHER_H_
+#ifndef DRUN_LAUNCHER_SSH_SSH_LAUNCHER_H_
+#define DRUN_LAUNCHER_SSH_SSH_LAUNCHER_H_
 
 #include <map>
 #include <string>
@@ -37,4 +37,4 @@ int RunSshLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::st
 
 }  // namespace drun
 
-#endif  // DRUN_LAUNCHER_SSH_LAUNCHER_H_
+#endif  // DRUN_LAUNCHER_SSH_SSH_LAUNCHER_H_

@@ -2,15 +2,15 @@
 // (`ssh -p 2222`, `docker exec -i`, `kubectl exec -i`...) for sites where
 // libssh does not fit. Its standard input is a pipe that stays open as the
 // agent's lifeline; its output comes back on two pipes.
-#ifndef DRUN_LAUNCHER_SSH_RSH_H_
-#define DRUN_LAUNCHER_SSH_RSH_H_
+#ifndef DRUN_LAUNCHER_SSH_SSH_RSH_H_
+#define DRUN_LAUNCHER_SSH_SSH_RSH_H_
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "launcher/ssh_session.h"
+#include "launcher/ssh/ssh_session.h"
 
 namespace drun {
 
@@ -25,4 +25,4 @@ absl::StatusOr<std::unique_ptr<RemoteProcess>> StartRshProcess(const std::vector
 
 }  // namespace drun
 
-#endif  // DRUN_LAUNCHER_SSH_RSH_H_
+#endif  // DRUN_LAUNCHER_SSH_SSH_RSH_H_

@@ -7,7 +7,7 @@
 //    TCP_NODELAY, and idle ones cost a few hundred bytes each (10 000 are fine; the process's
 //    RLIMIT_NOFILE must allow them).
 //  * Each connection's protocol dialect is detected from its first bytes
-//    (rendezvous/c10d_store_parser.h); both kinds of client can share one store.
+//    (rendezvous/store/c10d_store_parser.h); both kinds of client can share one store.
 //  * Replies go out in request order per connection; WAIT is answered when its keys appear,
 //    never timed out by the server.
 //  * A connection that sends something malformed, unknown or over the limits, or a request
@@ -16,8 +16,8 @@
 //
 // The wire protocol is specified in shared/specs/c10d-store-protocol.md; the design and the
 // limits are described in docs/c10d_store.md.
-#ifndef DRUN_RENDEZVOUS_C10D_STORE_H_
-#define DRUN_RENDEZVOUS_C10D_STORE_H_
+#ifndef DRUN_RENDEZVOUS_STORE_C10D_STORE_H_
+#define DRUN_RENDEZVOUS_STORE_C10D_STORE_H_
 
 #include <atomic>
 #include <cstddef>
@@ -30,7 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "rendezvous/c10d_store_parser.h"
+#include "rendezvous/store/c10d_store_parser.h"
 
 namespace drun {
 
@@ -81,4 +81,4 @@ class C10dStoreServer {
 
 }  // namespace drun
 
-#endif  // DRUN_RENDEZVOUS_C10D_STORE_H_
+#endif  // DRUN_RENDEZVOUS_STORE_C10D_STORE_H_

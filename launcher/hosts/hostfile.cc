@@ -1,4 +1,4 @@
-#include "launcher/hostfile.h"
+#include "launcher/hosts/hostfile.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

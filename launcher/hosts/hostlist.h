@@ -35,8 +35,8 @@
 //
 // Every error is InvalidArgument and names the offending entry, e.g.
 //   hostlist entry 'node[5-3]': reversed range '5-3' (the low bound is above the high bound)
-#ifndef DRUN_LAUNCHER_HOSTLIST_H_
-#define DRUN_LAUNCHER_HOSTLIST_H_
+#ifndef DRUN_LAUNCHER_HOSTS_HOSTLIST_H_
+#define DRUN_LAUNCHER_HOSTS_HOSTLIST_H_
 
 #include <cstddef>
 #include <string>
@@ -85,4 +85,4 @@ absl::StatusOr<std::vector<int>> ExpandTasksPerNode(std::string_view spec,
 
 }  // namespace drun
 
-#endif  // DRUN_LAUNCHER_HOSTLIST_H_
+#endif  // DRUN_LAUNCHER_HOSTS_HOSTLIST_H_

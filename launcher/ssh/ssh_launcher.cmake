@@ -1,10 +1,11 @@
-# The ssh launcher (launcher/ssh_launcher.h): libssh sessions, --rsh children, the job plan.
-# Included from launcher/CMakeLists.txt, so CMAKE_CURRENT_SOURCE_DIR is launcher/.
+# The ssh launcher (launcher/ssh/ssh_launcher.h): libssh sessions, --rsh children, the job plan.
+# Included from launcher/CMakeLists.txt (build outputs stay in the launcher/ build dir);
+# sources are named from CMAKE_CURRENT_LIST_DIR, this file's folder.
 add_library(drun_ssh STATIC
-  ${CMAKE_CURRENT_SOURCE_DIR}/ssh_plan.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/ssh_session.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/ssh_rsh.cc
-  ${CMAKE_CURRENT_SOURCE_DIR}/ssh_launcher.cc)
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_plan.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_session.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_rsh.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_launcher.cc)
 target_include_directories(drun_ssh PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(drun_ssh PUBLIC drun_cli drun_hosts ssh Threads::Threads
                       absl::status absl::statusor absl::strings)

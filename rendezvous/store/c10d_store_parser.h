@@ -15,8 +15,8 @@
 // Errors are sticky: after Feed() returns an error the connection must be closed; further
 // Feed() calls return the same error. Requests completed before the bad bytes are still
 // returned in `out`, so the caller can answer them first.
-#ifndef DRUN_RENDEZVOUS_C10D_STORE_PARSER_H_
-#define DRUN_RENDEZVOUS_C10D_STORE_PARSER_H_
+#ifndef DRUN_RENDEZVOUS_STORE_C10D_STORE_PARSER_H_
+#define DRUN_RENDEZVOUS_STORE_C10D_STORE_PARSER_H_
 
 #include <array>
 #include <cstddef>
@@ -165,4 +165,4 @@ class C10dStoreParser {
 }  // namespace c10d_store
 }  // namespace drun
 
-#endif  // DRUN_RENDEZVOUS_C10D_STORE_PARSER_H_
+#endif  // DRUN_RENDEZVOUS_STORE_C10D_STORE_PARSER_H_

@@ -3,8 +3,8 @@
 // and the environment forwarded to every worker. Pure functions of the
 // command line, the host list and this process's environment: no I/O except
 // reading --env-file, so every rule here is unit-testable.
-#ifndef DRUN_LAUNCHER_SSH_PLAN_H_
-#define DRUN_LAUNCHER_SSH_PLAN_H_
+#ifndef DRUN_LAUNCHER_SSH_SSH_PLAN_H_
+#define DRUN_LAUNCHER_SSH_SSH_PLAN_H_
 
 #include <map>
 #include <string>
@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "drun/v1/job.pb.h"
 #include "launcher/cli.h"
-#include "launcher/hostfile.h"
+#include "launcher/hosts/hostfile.h"
 
 namespace drun {
 
@@ -76,4 +76,4 @@ std::string HostLabel(const HostEntry& e);
 
 }  // namespace drun
 
-#endif  // DRUN_LAUNCHER_SSH_PLAN_H_
+#endif  // DRUN_LAUNCHER_SSH_SSH_PLAN_H_
