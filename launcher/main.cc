@@ -24,7 +24,7 @@
 #endif
 #include "launcher/cli.h"
 #include "agent/agent_launch.h"
-#include "launcher/endpoint.h"
+#include "rendezvous/base/endpoint.h"
 #ifndef DRUN_LIGHT
 #include "launcher/job_host.h"
 #endif

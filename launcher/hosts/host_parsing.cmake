@@ -4,7 +4,7 @@
 set(DRUN_HOSTS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/hostlist.cc
   ${CMAKE_CURRENT_LIST_DIR}/hostfile.cc)
-set(DRUN_HOSTS_DEPS absl::status absl::statusor absl::strings absl::str_format)
+set(DRUN_HOSTS_DEPS drun_base absl::status absl::statusor absl::strings absl::str_format)
 
 add_library(drun_hosts STATIC ${DRUN_HOSTS_SOURCES})
 target_include_directories(drun_hosts PUBLIC ${PROJECT_SOURCE_DIR})

@@ -14,24 +14,10 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "rendezvous/base/quote.h"
 
 namespace drun {
 namespace {
-
-// Messages quote user input: bound its length and escape control bytes.
-constexpr std::size_t kMaxQuoted = 80;
-
-std::string Quote(absl::string_view s) {
-  // Cut the input, not the escaped text, so no escape sequence is split.
-  std::size_t n = std::min(s.size(), kMaxQuoted);
-  while (absl::CHexEscape(s.substr(0, n)).size() > kMaxQuoted) --n;
-  return absl::StrCat("'", absl::CHexEscape(s.substr(0, n)), n < s.size() ? "...'" : "'");
-}
-
-// Paths are quoted whole: a cut path is useless in an error.
-std::string QuotePath(absl::string_view path) {
-  return absl::StrCat("'", absl::CHexEscape(path), "'");
-}
 
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
@@ -76,23 +62,23 @@ absl::Status CheckHost(const Where& where, absl::string_view host, bool in_hostf
       // MPICH's "host:N" machine-file form: say what to write instead.
       return Error(
           where,
-          absl::StrCat("invalid host name ", Quote(host), " (to give slots in a host file write ",
-                       Quote(absl::StrCat(name, " slots=", host.substr(colon + 1))), ")"));
+          absl::StrCat("invalid host name ", QuoteText(host), " (to give slots in a host file write ",
+                       QuoteText(absl::StrCat(name, " slots=", host.substr(colon + 1))), ")"));
     }
-    return Error(where, absl::StrCat("invalid host name ", Quote(host),
+    return Error(where, absl::StrCat("invalid host name ", QuoteText(host),
                                      " (':' only belongs in an IPv6 address)"));
   }
   if (host.size() > 255) {
-    return Error(where, absl::StrCat("host name ", Quote(host), " is longer than 255 characters"));
+    return Error(where, absl::StrCat("host name ", QuoteText(host), " is longer than 255 characters"));
   }
   for (char c : host) {
     if (!IsNameChar(c)) {
-      return Error(where, absl::StrCat("invalid host name ", Quote(host),
+      return Error(where, absl::StrCat("invalid host name ", QuoteText(host),
                                        " (expected letters, digits, '-', '.', '_')"));
     }
   }
   if (host[0] == '-' || host[0] == '.') {
-    return Error(where, absl::StrCat("invalid host name ", Quote(host),
+    return Error(where, absl::StrCat("invalid host name ", QuoteText(host),
                                      " (must not start with '-' or '.')"));
   }
   return absl::OkStatus();
@@ -103,7 +89,7 @@ absl::Status CheckUser(const Where& where, absl::string_view user) {
   bool ok = user.size() <= 255 && user[0] != '-';
   for (char c : user) ok = ok && IsNameChar(c);
   if (!ok) {
-    return Error(where, absl::StrCat("invalid user name ", Quote(user),
+    return Error(where, absl::StrCat("invalid user name ", QuoteText(user),
                                      " (expected letters, digits, '-', '.', '_')"));
   }
   return absl::OkStatus();
@@ -116,7 +102,7 @@ absl::Status SplitUserHost(const Where& where, absl::string_view spec, bool in_h
   const std::size_t at = spec.find('@');
   if (at != absl::string_view::npos) {
     if (spec.find('@', at + 1) != absl::string_view::npos) {
-      return Error(where, absl::StrCat("invalid host ", Quote(spec),
+      return Error(where, absl::StrCat("invalid host ", QuoteText(spec),
                                        " (expected [user@]host with one '@')"));
     }
     const absl::string_view user = spec.substr(0, at);
@@ -132,19 +118,19 @@ absl::Status SplitUserHost(const Where& where, absl::string_view spec, bool in_h
 // A positive count no larger than kMaxHostSlots; `what` names it in messages ("slots=").
 absl::StatusOr<int> ParseCount(const Where& where, absl::string_view what, absl::string_view text) {
   if (!AllDigits(text)) {
-    return Error(where, absl::StrCat("expected a positive integer after ", Quote(what), ", got ",
-                                     text.empty() ? "nothing" : Quote(text)));
+    return Error(where, absl::StrCat("expected a positive integer after ", QuoteText(what), ", got ",
+                                     text.empty() ? "nothing" : QuoteText(text)));
   }
   std::int64_t v = 0;
   for (char c : text) {
     v = v * 10 + (c - '0');
     if (v > kMaxHostSlots) {
-      return Error(where, absl::StrCat(Quote(absl::StrCat(what, text)), " is above the limit of ",
+      return Error(where, absl::StrCat(QuoteText(absl::StrCat(what, text)), " is above the limit of ",
                                        kMaxHostSlots));
     }
   }
   if (v == 0) {
-    return Error(where, absl::StrCat(Quote(absl::StrCat(what, text)),
+    return Error(where, absl::StrCat(QuoteText(absl::StrCat(what, text)),
                                      ": the count must be at least 1 (leave the host out to "
                                      "give it no processes)"));
   }
@@ -170,9 +156,9 @@ class Merger {
     Tally& t = tallies_[it->second];
     if (first.user != e.user) {
       auto describe = [](const std::string& u) {
-        return u.empty() ? std::string("no user") : absl::StrCat("user ", Quote(u));
+        return u.empty() ? std::string("no user") : absl::StrCat("user ", QuoteText(u));
       };
-      return Error(where, absl::StrCat("host ", Quote(e.host), " is given with ", describe(e.user),
+      return Error(where, absl::StrCat("host ", QuoteText(e.host), " is given with ", describe(e.user),
                                        " here but with ", describe(first.user),
                                        first.line > 0 ? absl::StrCat(" on line ", first.line)
                                                       : std::string(" earlier"),
@@ -183,7 +169,7 @@ class Merger {
     t.all_max = t.all_max && has_max;
     t.max_sum += e.max_slots;
     if (t.effective > kMaxHostSlots || t.max_sum > kMaxHostSlots) {
-      return Error(where, absl::StrCat("host ", Quote(e.host), " has more than ", kMaxHostSlots,
+      return Error(where, absl::StrCat("host ", QuoteText(e.host), " has more than ", kMaxHostSlots,
                                        " slots in total"));
     }
     return absl::OkStatus();
@@ -278,11 +264,11 @@ absl::Status ParseLine(const Where& where, absl::string_view line, int line_no, 
     Key key;
     if (word.empty() || !LookupKey(word, &key)) {
       return Error(where, absl::StrCat("expected 'slots=N' or 'max_slots=N' after host name, got ",
-                                       Quote(item)));
+                                       QuoteText(item)));
     }
     const char* canonical = key == Key::kSlots ? "slots" : "max_slots";
     if (!has_equals) {
-      return Error(where, absl::StrCat("expected '", canonical, "=N', got ", Quote(item)));
+      return Error(where, absl::StrCat("expected '", canonical, "=N', got ", QuoteText(item)));
     }
     const absl::string_view value = line.substr(value_start, value_end - value_start);
     absl::StatusOr<int> n = ParseCount(where, absl::StrCat(word, "="), value);
@@ -360,7 +346,7 @@ absl::StatusOr<std::vector<HostEntry>> ParseHostArg(std::string_view arg_in) {
     const absl::string_view entry = arg.substr(start, comma - start);
     start = comma + 1;
     if (entry.empty()) continue;
-    const Where where = absl::StrCat("--host entry ", Quote(entry));
+    const Where where = absl::StrCat("--host entry ", QuoteText(entry));
 
     HostEntry e;
     absl::string_view rest = entry;
@@ -380,12 +366,12 @@ absl::StatusOr<std::vector<HostEntry>> ParseHostArg(std::string_view arg_in) {
       host = rest.substr(1, close - 1);
       if (!IsIpv6(host)) {
         return Error(
-            where, absl::StrCat(Quote(host), " is not an IPv6 address (only those take brackets)"));
+            where, absl::StrCat(QuoteText(host), " is not an IPv6 address (only those take brackets)"));
       }
       const absl::string_view after = rest.substr(close + 1);
       if (!after.empty()) {
         if (after[0] != ':') {
-          return Error(where, absl::StrCat("expected ':N' after ']', got ", Quote(after)));
+          return Error(where, absl::StrCat("expected ':N' after ']', got ", QuoteText(after)));
         }
         slots_text = after.substr(1);
         has_slots = true;
@@ -398,7 +384,7 @@ absl::StatusOr<std::vector<HostEntry>> ParseHostArg(std::string_view arg_in) {
         slots_text = rest.substr(colon + 1);
         has_slots = true;
       } else if (colon != absl::string_view::npos && !IsIpv6(rest)) {
-        return Error(where, absl::StrCat("invalid host ", Quote(rest),
+        return Error(where, absl::StrCat("invalid host ", QuoteText(rest),
                                          " (expected host[:N]; write an IPv6 address with "
                                          "slots as [addr]:N)"));
       }

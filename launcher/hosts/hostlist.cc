@@ -9,23 +9,13 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "rendezvous/base/quote.h"
 
 namespace drun {
 namespace {
 
-// Error messages quote user input; keep a hostile megabyte-long entry from becoming a
-// megabyte-long message, and keep control bytes from reaching the terminal raw.
-constexpr std::size_t kMaxQuoted = 80;
-
-std::string Quote(absl::string_view s) {
-  // Cut the input, not the escaped text, so no escape sequence is split.
-  std::size_t n = std::min(s.size(), kMaxQuoted);
-  while (absl::CHexEscape(s.substr(0, n)).size() > kMaxQuoted) --n;
-  return absl::StrCat("'", absl::CHexEscape(s.substr(0, n)), n < s.size() ? "...'" : "'");
-}
-
 absl::Status EntryError(absl::string_view entry, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat("hostlist entry ", Quote(entry), ": ", problem));
+  return absl::InvalidArgumentError(absl::StrCat("hostlist entry ", QuoteText(entry), ": ", problem));
 }
 
 bool IsSpace(char c) {
@@ -116,16 +106,16 @@ absl::StatusOr<Group> ParseGroup(absl::string_view entry, absl::string_view body
     const absl::string_view hi_text =
         dash == absl::string_view::npos ? lo_text : item.substr(dash + 1);
     if (!AllDigits(lo_text) || !AllDigits(hi_text)) {
-      return EntryError(entry, absl::StrCat("invalid range ", Quote(item),
+      return EntryError(entry, absl::StrCat("invalid range ", QuoteText(item),
                                             " (expected N or N-M, decimal digits only)"));
     }
     Range r;
     if (!ParseDecimal(lo_text, std::numeric_limits<std::uint64_t>::max(), &r.lo) ||
         !ParseDecimal(hi_text, std::numeric_limits<std::uint64_t>::max(), &r.hi)) {
-      return EntryError(entry, absl::StrCat("number too large in range ", Quote(item)));
+      return EntryError(entry, absl::StrCat("number too large in range ", QuoteText(item)));
     }
     if (r.lo > r.hi) {
-      return EntryError(entry, absl::StrCat("reversed range ", Quote(item),
+      return EntryError(entry, absl::StrCat("reversed range ", QuoteText(item),
                                             " (the low bound is above the high bound)"));
     }
     r.width = lo_text.size();
@@ -210,7 +200,7 @@ absl::StatusOr<std::vector<Entry>> ParseList(absl::string_view list, std::size_t
     *total = SaturatingAdd(*total, e->count, max_hosts);
     if (*total > max_hosts) {
       return absl::InvalidArgumentError(absl::StrCat("hostlist expands to more than ", max_hosts,
-                                                     " hosts (at entry ", Quote(e->text), ")"));
+                                                     " hosts (at entry ", QuoteText(e->text), ")"));
     }
     entries.push_back(*std::move(e));
   }
@@ -304,7 +294,7 @@ absl::StatusOr<std::vector<int>> ExpandTasksPerNode(std::string_view spec_in,
   if (spec.empty()) return counts;
   auto error = [&](absl::string_view item, absl::string_view problem) {
     return absl::InvalidArgumentError(
-        absl::StrCat("tasks-per-node list ", Quote(spec), ": item ", Quote(item), ": ", problem));
+        absl::StrCat("tasks-per-node list ", QuoteText(spec), ": item ", QuoteText(item), ": ", problem));
   };
   std::size_t start = 0;
   while (true) {
@@ -335,7 +325,7 @@ absl::StatusOr<std::vector<int>> ExpandTasksPerNode(std::string_view spec_in,
     }
     if (repeat > max_nodes || counts.size() + repeat > max_nodes) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "tasks-per-node list ", Quote(spec), ": expands to more than ", max_nodes, " nodes"));
+          "tasks-per-node list ", QuoteText(spec), ": expands to more than ", max_nodes, " nodes"));
     }
     counts.insert(counts.end(), static_cast<std::size_t>(repeat), static_cast<int>(count));
     if (comma == absl::string_view::npos) break;

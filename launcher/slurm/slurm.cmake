@@ -7,7 +7,7 @@ add_library(drun_slurm STATIC
   ${CMAKE_CURRENT_LIST_DIR}/slurm_env.cc
   ${CMAKE_CURRENT_LIST_DIR}/slurm_launcher.cc)
 target_include_directories(drun_slurm PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(drun_slurm PUBLIC drun_cli drun_hosts drun_agent drun_rendezvous_server
+target_link_libraries(drun_slurm PUBLIC drun_base drun_cli drun_hosts drun_agent drun_rendezvous_server
   OpenSSL::Crypto absl::status absl::statusor absl::strings)
 
 if(DRUN_BUILD_TESTS)

@@ -16,6 +16,7 @@
 #include "agent/output.h"
 #include "agent/process.h"
 #include "launcher/hosts/hostlist.h"
+#include "rendezvous/base/unique_fd.h"
 
 namespace drun {
 
@@ -160,17 +161,16 @@ absl::StatusOr<int> FirstReservedPort(const std::string& v) {
 // Whether a TCP server could listen on 0.0.0.0:port now (as gRPC binds it:
 // with SO_REUSEADDR, so a port in TIME_WAIT counts as free).
 bool PortFree(int port, std::string* why) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return true;  // cannot tell; the server's own bind will say
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return true;  // cannot tell; the server's own bind will say
   int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(port));
   sa.sin_addr.s_addr = htonl(INADDR_ANY);
-  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
+  bool ok = bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0;
   if (!ok) *why = strerror(errno);
-  close(fd);
   return ok;
 }
 

@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,9 +20,13 @@
 #include "agent/output.h"
 #include "agent/process.h"
 #include "agent/worker_group.h"
-#include "launcher/endpoint.h"
 #include "launcher/hosts/hostlist.h"
 #include "launcher/job_host.h"
+#include "rendezvous/base/clock.h"
+#include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/random.h"
+#include "rendezvous/base/signal_name.h"
+#include "rendezvous/base/unique_fd.h"
 
 extern char** environ;
 
@@ -38,24 +41,6 @@ void Say(const std::string& line) { WriteAll(2, absl::StrCat("drun: ", line, "\n
 std::string Get(const Env& env, const char* name) {
   auto it = env.find(name);
   return it == env.end() ? "" : it->second;
-}
-
-std::string RandomToken() {
-  unsigned char b[16];
-  size_t got = 0;
-  while (got < sizeof b) {
-    ssize_t r = getrandom(b + got, sizeof b - got, 0);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    got += static_cast<size_t>(r);
-  }
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : b) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 15]);
-  }
-  return out;
 }
 
 std::string ThisNode(const Env& env) {
@@ -156,7 +141,7 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::
   }
   signal(SIGPIPE, SIG_IGN);
 
-  const std::string token = token_in.empty() ? RandomToken() : token_in;
+  const std::string token = token_in.empty() ? RandomHex(16) : token_in;
   auto host = JobHost::Start(spec, token, "0.0.0.0", 0);
   if (!host.ok()) {
     Say(absl::StrCat("cannot host the rendezvous: ", host.status().message()));

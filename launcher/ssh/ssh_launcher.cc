@@ -23,18 +23,18 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/output.h"
-#include "launcher/endpoint.h"
+#include "rendezvous/base/endpoint.h"
 #include "launcher/job_host.h"
 #include "launcher/ssh/ssh_plan.h"
 #include "launcher/ssh/ssh_rsh.h"
 #include "launcher/ssh/ssh_session.h"
+#include "rendezvous/base/clock.h"
+#include "rendezvous/base/random.h"
+#include "rendezvous/base/signal_name.h"
 
 namespace drun {
 
 namespace {
-
-using SteadyClock = std::chrono::steady_clock;
-using SteadyTime = SteadyClock::time_point;
 
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 constexpr int kCheckTimeoutMs = 30000;
@@ -190,11 +190,6 @@ class HostOutput {
   bool summary_ = false;
 };
 
-std::string DialTarget(const std::string& host, int port) {
-  return host.find(':') == std::string::npos ? absl::StrCat(host, ":", port)
-                                             : absl::StrCat("[", host, "]:", port);
-}
-
 // A host's thread: connects if needed, starts `drun agent`, pumps its output
 // until it ends, and reports the end.
 void RunAgent(LaunchInfo info, std::unique_ptr<SshConnection> conn,
@@ -224,7 +219,7 @@ void RunAgent(LaunchInfo info, std::unique_ptr<SshConnection> conn,
       auto ip = ResolveHost(info.entry.host);
       if (ip.ok()) dial = RouteSourceAddress(*ip, 22);
     }
-    launch.set_rdzv_target(DialTarget(dial, info.port));
+    launch.set_rdzv_target(Endpoint{dial, info.port}.ToString());
     launch.set_local_addr(conn->peer_address());
     if (control->Level() == 0) {
       auto p = StartSshExec(conn.get(), absl::StrCat(ShellQuote(info.drun), " agent"),
@@ -237,7 +232,7 @@ void RunAgent(LaunchInfo info, std::unique_ptr<SshConnection> conn,
     }
   } else {
     const std::string dial = info.dial_override.empty() ? info.rsh_dial : info.dial_override;
-    launch.set_rdzv_target(DialTarget(dial, info.port));
+    launch.set_rdzv_target(Endpoint{dial, info.port}.ToString());
     std::vector<std::string> argv = info.rsh;
     argv.push_back(HostLabel(info.entry));
     argv.push_back(info.drun);
@@ -371,19 +366,6 @@ Preflight CheckHost(const LaunchInfo& info, const std::string& local_version) {
   return result;
 }
 
-std::string RandomToken() {
-  std::ifstream in("/dev/urandom", std::ios::binary);
-  unsigned char b[24];
-  in.read(reinterpret_cast<char*>(b), sizeof b);
-  static const char hex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : b) {
-    out += hex[c >> 4];
-    out += hex[c & 15];
-  }
-  return out;
-}
-
 class SshLauncher {
  public:
   SshLauncher(const CommandLine& cl, const std::map<std::string, std::string>& env)
@@ -403,7 +385,7 @@ class SshLauncher {
     int failures = 0;
     bool lost_counted = false;  // the live agent was reported lost
     bool alive = false;         // an agent thread of this host has not ended
-    SteadyTime settle_deadline;
+    TimePoint settle_deadline;
     std::string last_failure;
   };
 
@@ -426,7 +408,7 @@ class SshLauncher {
   int stop_level_ = 0;
   int exit_code_ = 0;
   std::optional<v1::Finish> finish_;
-  std::optional<SteadyTime> end_deadline_;
+  std::optional<TimePoint> end_deadline_;
   double keepalive_timeout_s_ = 2;
 };
 
@@ -500,7 +482,7 @@ void SshLauncher::OnEnded(Event e) {
     Settle(h);
   } else {
     h.state = State::kSettling;
-    h.settle_deadline = SteadyClock::now() + std::chrono::milliseconds(
+    h.settle_deadline = Clock::now() + std::chrono::milliseconds(
                                                  static_cast<int>(keepalive_timeout_s_ * 1000) + 1000);
   }
   CheckViable();
@@ -611,7 +593,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
     dial_override = ep->host;
     port = ep->port;
   }
-  if (token.empty()) token = RandomToken();
+  if (token.empty()) token = RandomHex(24);
   keepalive_timeout_s_ = spec_in.keepalive_timeout_s() > 0 ? spec_in.keepalive_timeout_s() : 2;
   const std::string drun = cl_.remote_drun.empty() ? SelfExe() : cl_.remote_drun;
   static std::mutex known_hosts_mu;
@@ -672,7 +654,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
     if (fds[1].revents) {
       signalfd_siginfo si;
       if (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-        Say(absl::StrCat("got SIG", sigabbrev_np(static_cast<int>(si.ssi_signo)),
+        Say(absl::StrCat("got ", SignalName(static_cast<int>(si.ssi_signo)),
                          " during the pre-flight checks: nothing was started"));
         return 128 + static_cast<int>(si.ssi_signo);
       }
@@ -740,8 +722,8 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   const auto end_bound = std::chrono::milliseconds(static_cast<int>(grace * 1000) + 15000);
   for (;;) {
     if ((finished_ || stop_level_ > 0) && AllEnded()) break;
-    const SteadyTime now = SteadyClock::now();
-    std::optional<SteadyTime> deadline = end_deadline_;
+    const TimePoint now = Clock::now();
+    std::optional<TimePoint> deadline = end_deadline_;
     for (Host& h : hosts_) {
       if (h.state != State::kSettling) continue;
       if (h.settle_deadline <= now) {
@@ -758,11 +740,11 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
     pollfd fds[3] = {{sig_fd, POLLIN, 0}, {server->event_fd(), POLLIN, 0}, {queue_->fd(), POLLIN, 0}};
     int n = poll(fds, 3, timeout);
     if (n < 0 && errno != EINTR) break;
-    if (end_deadline_ && SteadyClock::now() >= *end_deadline_) {
+    if (end_deadline_ && Clock::now() >= *end_deadline_) {
       if (stop_level_ >= 2) break;  // dropped everything and still waiting: give up
       Say("agents did not end in time; dropping their connections");
       StopAll(2);
-      end_deadline_ = SteadyClock::now() + std::chrono::seconds(5);
+      end_deadline_ = Clock::now() + std::chrono::seconds(5);
     }
     if (fds[0].revents) {
       signalfd_siginfo si;
@@ -770,15 +752,15 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
         const int sig = static_cast<int>(si.ssi_signo);
         if (stop_signal == 0 && !finished_) {
           stop_signal = sig;
-          Say(absl::StrCat("got SIG", sigabbrev_np(sig), ": stopping the agents on every host (",
+          Say(absl::StrCat("got ", SignalName(sig), ": stopping the agents on every host (",
                            "again to drop them at once)"));
           StopAll(1);
-          end_deadline_ = SteadyClock::now() + end_bound;
+          end_deadline_ = Clock::now() + end_bound;
         } else {
-          Say(absl::StrCat("got SIG", sigabbrev_np(sig), " again: dropping every connection"));
+          Say(absl::StrCat("got ", SignalName(sig), " again: dropping every connection"));
           if (stop_signal == 0) stop_signal = sig;
           StopAll(2);
-          end_deadline_ = SteadyClock::now() + std::chrono::seconds(5);
+          end_deadline_ = Clock::now() + std::chrono::seconds(5);
         }
       }
     }
@@ -787,7 +769,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
         if (!finished_) {
           finished_ = true;
           finish_ = ev->finish;
-          if (!end_deadline_) end_deadline_ = SteadyClock::now() + end_bound;
+          if (!end_deadline_) end_deadline_ = Clock::now() + end_bound;
         }
       } else if (ev->kind == RendezvousServer::Event::kNodeLost) {
         OnLost(ev->host);

@@ -26,19 +26,6 @@ absl::Status Bad(std::string msg) { return absl::InvalidArgumentError(std::move(
 
 }  // namespace
 
-std::string ShellQuote(absl::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  out += "'";
-  return out;
-}
-
 std::string HostLabel(const HostEntry& e) {
   return e.user.empty() ? e.host : absl::StrCat(e.user, "@", e.host);
 }

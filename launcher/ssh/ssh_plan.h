@@ -15,6 +15,9 @@
 #include "drun/v1/job.pb.h"
 #include "launcher/cli.h"
 #include "launcher/hosts/hostfile.h"
+// ShellQuote (rendezvous/base/quote.h) quotes the remote drun path and the
+// pre-flight checks; the job itself never goes through a remote shell.
+#include "rendezvous/base/quote.h"
 
 namespace drun {
 
@@ -65,11 +68,6 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
                                    const std::vector<HostEntry>& hosts,
                                    const std::map<std::string, std::string>& forwarded_env,
                                    const std::map<std::string, std::string>& env);
-
-// Quotes `s` for a POSIX shell (and csh, fish): 'it'\''s'. Used for the
-// remote drun path and the pre-flight checks only; the job itself never goes
-// through a remote shell.
-std::string ShellQuote(absl::string_view s);
 
 // "user@host" or "host".
 std::string HostLabel(const HostEntry& e);

@@ -14,6 +14,9 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "rendezvous/base/clock.h"
+#include "rendezvous/base/signal_name.h"
+#include "rendezvous/base/unique_fd.h"
 
 extern char** environ;
 
@@ -67,22 +70,21 @@ class RshProcess : public RemoteProcess {
       kill(-pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
-    for (int fd : {in_, out_, err_, wake_fd_}) {
-      if (fd >= 0) close(fd);
-    }
+    // The descriptors close themselves after this (UniqueFd members).
   }
 
   absl::Status Start(const std::vector<std::string>& argv, const std::string& stdin_data) {
-    int in[2], out[2], err[2];
-    if (pipe2(in, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
-    if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
-    if (pipe2(err, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
-    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    // The child's ends are closed here once it has them (or on any early return).
+    UniqueFd child_in, child_out, child_err;
+    if (!MakePipe(&child_in, &in_) || !MakePipe(&out_, &child_out) || !MakePipe(&err_, &child_err)) {
+      return absl::InternalError(absl::StrCat("pipe failed: ", strerror(errno)));
+    }
+    wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+    posix_spawn_file_actions_adddup2(&fa, child_in.get(), 0);
+    posix_spawn_file_actions_adddup2(&fa, child_out.get(), 1);
+    posix_spawn_file_actions_adddup2(&fa, child_err.get(), 2);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     sigset_t none, defaults;
@@ -103,19 +105,18 @@ class RshProcess : public RemoteProcess {
     int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
-    close(in[0]);
-    close(out[1]);
-    close(err[1]);
-    in_ = in[1];
-    out_ = out[0];
-    err_ = err[0];
+    // Only the child keeps its ends: a write to a child that died fails
+    // (EPIPE) instead of blocking, and its output pipes reach EOF.
+    child_in.reset();
+    child_out.reset();
+    child_err.reset();
     if (rc != 0) {
       return absl::NotFoundError(absl::StrCat("--rsh: cannot run ", argv[0], ": ", strerror(rc)));
     }
     pid_ = pid;
     size_t off = 0;
     while (off < stdin_data.size()) {
-      ssize_t n = write(in_, stdin_data.data() + off, stdin_data.size() - off);
+      ssize_t n = write(in_.get(), stdin_data.data() + off, stdin_data.size() - off);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) break;  // it exited already: Run reports how
       off += static_cast<size_t>(n);
@@ -125,48 +126,43 @@ class RshProcess : public RemoteProcess {
 
   Outcome Run(const DataFn& on_data, int timeout_ms) override {
     Outcome outcome;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    const TimePoint deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     char buf[16384];
-    while (out_ >= 0 || err_ >= 0) {
-      if (wake_.load() >= 1 && in_ >= 0) {
-        close(in_);
-        in_ = -1;
-      }
+    while (out_.valid() || err_.valid()) {
+      if (wake_.load() >= 1) in_.reset();
       if (wake_.load() >= 2 && !killed_) {
         killed_ = true;
         kill(-pid_, SIGKILL);
         outcome.error = "aborted";
       }
-      pollfd fds[3] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      pollfd fds[3] = {{out_.get(), POLLIN, 0}, {err_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
       int wait = -1;
       if (timeout_ms >= 0) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now()).count();
-        if (left <= 0) {
+        const TimePoint now = Clock::now();
+        if (now >= deadline) {
           if (!killed_) kill(-pid_, SIGKILL);
           killed_ = true;
           outcome.error = absl::StrCat("no answer within ", timeout_ms / 1000.0, " s");
           wait = 1000;  // the pipes close once it is dead
         } else {
-          wait = static_cast<int>(left);
+          wait = PollTimeoutMs(deadline, now);
         }
       }
       int n = poll(fds, 3, wait);
       if (n < 0 && errno == EINTR) continue;
       for (int i = 0; i < 2; ++i) {
-        int& fd = i == 0 ? out_ : err_;
-        if (fd < 0 || !fds[i].revents) continue;
-        ssize_t r = read(fd, buf, sizeof buf);
+        UniqueFd& fd = i == 0 ? out_ : err_;
+        if (!fd.valid() || !fds[i].revents) continue;
+        ssize_t r = read(fd.get(), buf, sizeof buf);
         if (r > 0) {
           on_data(i + 1, buf, static_cast<size_t>(r));
         } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-          close(fd);
-          fd = -1;
+          fd.reset();
         }
       }
       if (fds[2].revents) {
         uint64_t v;
-        while (read(wake_fd_, &v, sizeof v) > 0) {
+        while (read(wake_fd_.get(), &v, sizeof v) > 0) {
         }
       }
     }
@@ -176,8 +172,7 @@ class RshProcess : public RemoteProcess {
     pid_ = -1;
     if (WIFEXITED(status)) outcome.exit_status = WEXITSTATUS(status);
     if (WIFSIGNALED(status)) {
-      const char* name = sigabbrev_np(WTERMSIG(status));
-      outcome.exit_signal = name ? name : std::to_string(WTERMSIG(status));
+      outcome.exit_signal = SignalAbbrev(WTERMSIG(status));
     }
     return outcome;
   }
@@ -191,11 +186,11 @@ class RshProcess : public RemoteProcess {
     while (cur < level && !wake_.compare_exchange_weak(cur, level)) {
     }
     uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof one);
+    (void)!write(wake_fd_.get(), &one, sizeof one);
   }
 
   pid_t pid_ = -1;
-  int in_ = -1, out_ = -1, err_ = -1, wake_fd_ = -1;
+  UniqueFd in_, out_, err_, wake_fd_;
   std::atomic<int> wake_{0};
   bool killed_ = false;
 };

@@ -15,6 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "rendezvous/base/clock.h"
+#include "rendezvous/base/unique_fd.h"
 
 namespace drun {
 
@@ -212,13 +214,12 @@ class SshExec : public RemoteProcess {
       if (conn_->connected() && !ssh_channel_is_closed(channel_)) ssh_channel_close(channel_);
       ssh_channel_free(channel_);
     }
-    if (wake_fd_ >= 0) close(wake_fd_);
   }
 
   absl::Status Start(SshConnection* conn, const std::string& command, const std::string& stdin_data) {
     conn_ = conn;
-    wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd_ < 0) return absl::InternalError("eventfd failed");
+    wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!wake_fd_.valid()) return absl::InternalError("eventfd failed");
     ssh_session s = conn->session();
     channel_ = ssh_channel_new(s);
     if (channel_ == nullptr) return absl::UnavailableError(conn->LastError());
@@ -252,8 +253,8 @@ class SshExec : public RemoteProcess {
     ssh_session s = conn_->session();
     ssh_event ev = ssh_event_new();
     ssh_event_add_session(ev, s);
-    ssh_event_add_fd(ev, wake_fd_, POLLIN, &SshExec::OnWake, this);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    ssh_event_add_fd(ev, wake_fd_.get(), POLLIN, &SshExec::OnWake, this);
+    const TimePoint deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     char buf[16384];
     bool eof[2] = {false, false};
     bool eof_sent = false;
@@ -294,21 +295,19 @@ class SshExec : public RemoteProcess {
       }
       int wait = -1;
       if (timeout_ms >= 0) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now())
-                        .count();
-        if (left <= 0) {
+        const TimePoint now = Clock::now();
+        if (now >= deadline) {
           outcome_.error = absl::StrCat("no answer within ", timeout_ms / 1000.0, " s");
           break;
         }
-        wait = static_cast<int>(left);
+        wait = PollTimeoutMs(deadline, now);
       }
       if (ssh_event_dopoll(ev, wait) == SSH_ERROR && !conn_->connected()) {
         outcome_.error = Lost();
         break;
       }
     }
-    ssh_event_remove_fd(ev, wake_fd_);
+    ssh_event_remove_fd(ev, wake_fd_.get());
     ssh_event_remove_session(ev, s);
     ssh_event_free(ev);
     return outcome_;
@@ -327,7 +326,7 @@ class SshExec : public RemoteProcess {
     while (cur < level && !wake_.compare_exchange_weak(cur, level)) {
     }
     uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof one);
+    (void)!write(wake_fd_.get(), &one, sizeof one);
   }
   static int OnWake(socket_t fd, int, void*) {
     uint64_t v;
@@ -346,7 +345,7 @@ class SshExec : public RemoteProcess {
   SshConnection* conn_ = nullptr;
   ssh_channel channel_ = nullptr;
   ssh_channel_callbacks_struct callbacks_{};
-  int wake_fd_ = -1;
+  UniqueFd wake_fd_;
   std::atomic<int> wake_{0};
   Outcome outcome_;
 };
