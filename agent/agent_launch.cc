@@ -10,10 +10,6 @@ namespace drun {
 
 namespace {
 
-Duration Seconds(double s) {
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
-}
-
 bool ReadExactly(int fd, char* buf, size_t n) {
   while (n > 0) {
     ssize_t r = read(fd, buf, n);
@@ -39,8 +35,8 @@ RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::
   // --no-agent-store, rank 0 binds it at the address the user gave.
   c.fixed_master_port = spec.master_port();
   if (!spec.agent_store()) c.fixed_master_addr = spec.master_addr();
-  c.join_timeout = Seconds(spec.join_timeout_s());
-  c.last_call_timeout = Seconds(spec.last_call_timeout_s());
+  c.join_timeout = SecondsToDuration(spec.join_timeout_s());
+  c.last_call_timeout = SecondsToDuration(spec.last_call_timeout_s());
   // Links are watched by the kernel (link_liveness.h); the server's own
   // heartbeat rule only catches a stuck agent process.
   c.keepalive_timeout = ProcessSilenceTimeout(std::chrono::milliseconds(

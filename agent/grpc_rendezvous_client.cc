@@ -17,8 +17,11 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "drun/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/unique_fd.h"
 #include "rendezvous/link_liveness.h"
 
 namespace drun {
@@ -29,7 +32,7 @@ class GrpcClient : public RendezvousClient {
  public:
   GrpcClient(const GrpcClientOptions& opt, std::shared_ptr<grpc::Channel> channel)
       : opt_(opt), stub_(v1::Rendezvous::NewStub(channel)) {
-    event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    event_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     stream_ = stub_->Attach(&ctx_);
     last_rx_ = Clock::now();
     seen_ = last_rx_;
@@ -43,7 +46,6 @@ class GrpcClient : public RendezvousClient {
     }
     ctx_.TryCancel();
     reader_.join();
-    if (event_fd_ >= 0) close(event_fd_);
   }
 
   void Send(const v1::AgentMessage& msg, TimePoint now) override {
@@ -57,7 +59,7 @@ class GrpcClient : public RendezvousClient {
     std::lock_guard<std::mutex> l(mu_);
     if (inbox_.empty()) {
       uint64_t v;
-      while (read(event_fd_, &v, sizeof v) > 0) {
+      while (read(event_fd_.get(), &v, sizeof v) > 0) {
       }
       return std::nullopt;
     }
@@ -66,7 +68,7 @@ class GrpcClient : public RendezvousClient {
     return m;
   }
 
-  int wakeup_fd() const override { return event_fd_; }
+  int wakeup_fd() const override { return event_fd_.get(); }
 
   void OnTick(TimePoint now) override {
     {
@@ -101,9 +103,8 @@ class GrpcClient : public RendezvousClient {
   }
 
   std::string server_host() const override {
-    const std::string& t = opt_.target;
-    if (!t.empty() && t[0] == '[') return t.substr(1, t.find(']') - 1);
-    return t.substr(0, t.rfind(':'));
+    auto ep = ParseEndpoint(opt_.target, 0);
+    return ep.ok() ? ep->host : opt_.target;
   }
 
   std::string Describe() const override {
@@ -146,7 +147,7 @@ class GrpcClient : public RendezvousClient {
 
   void Wake() {
     uint64_t one = 1;
-    ssize_t r = write(event_fd_, &one, sizeof one);
+    ssize_t r = write(event_fd_.get(), &one, sizeof one);
     (void)r;
   }
 
@@ -155,18 +156,20 @@ class GrpcClient : public RendezvousClient {
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream_;
   std::thread reader_;
-  int event_fd_ = -1;
+  UniqueFd event_fd_;
+  // mu_: what the reader thread and the agent's loop share.
   mutable std::mutex mu_;
+  // write_mu_: the stream's write side (gRPC allows one writer at a time).
   std::mutex write_mu_;
-  std::deque<v1::ServerMessage> inbox_;
+  std::deque<v1::ServerMessage> inbox_ ABSL_GUARDED_BY(mu_);
   static constexpr Duration kStallTolerance = std::chrono::milliseconds(50);
-  TimePoint last_rx_;
-  TimePoint seen_;                             // last_rx_ on the stall-free clock
-  Duration stalled_ = Duration::zero();        // time this agent was found not running
-  TimePoint next_heartbeat_ = Clock::now();
-  bool lost_ = false;
-  bool closing_ = false;
-  bool stream_done_ = false;
+  TimePoint last_rx_ ABSL_GUARDED_BY(mu_);
+  TimePoint seen_ ABSL_GUARDED_BY(mu_);          // last_rx_ on the stall-free clock
+  Duration stalled_ ABSL_GUARDED_BY(mu_) = Duration::zero();  // time found not running
+  TimePoint next_heartbeat_ = Clock::now();     // the agent's loop thread only
+  bool lost_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool stream_done_ ABSL_GUARDED_BY(write_mu_) = false;
 };
 
 }  // namespace
@@ -194,25 +197,12 @@ int TakeStopSignal() {
 // "host:port" / "[v6]:port" -> address to dial, resolved again on every
 // attempt (the host may not be in DNS yet).
 bool Resolve(const std::string& target, sockaddr_storage* out, socklen_t* len) {
-  std::string host, port;
-  if (!target.empty() && target[0] == '[') {
-    size_t close = target.find(']');
-    if (close == std::string::npos || close + 1 >= target.size()) return false;
-    host = target.substr(1, close - 1);
-    port = target.substr(close + 2);
-  } else {
-    size_t colon = target.rfind(':');
-    if (colon == std::string::npos) return false;
-    host = target.substr(0, colon);
-    port = target.substr(colon + 1);
-  }
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0 || !res) return false;
-  memcpy(out, res->ai_addr, res->ai_addrlen);
-  *len = res->ai_addrlen;
-  freeaddrinfo(res);
+  auto ep = ParseEndpoint(target, 0);
+  if (!ep.ok() || ep->port == 0) return false;
+  auto addr = ResolveSockAddr(*ep);
+  if (!addr.ok()) return false;
+  *out = addr->storage;
+  *len = addr->len;
   return true;
 }
 
@@ -227,32 +217,31 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcCl
   // Refused while the host starts: dial again after 5 ms, doubling up to
   // 100 ms (jobs start all nodes at once, and a refused loopback dial is cheap).
   auto slice = std::chrono::milliseconds(5);
-  int fd = -1;
-  while (fd < 0) {
+  UniqueFd fd;
+  while (!fd.valid()) {
     const TimePoint attempt = Clock::now();
     if (attempt >= deadline) break;
     sockaddr_storage addr{};
     socklen_t len = 0;
     if (Resolve(opt.target, &addr, &len)) {
-      int s = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      if (s >= 0) {
-        SetLinkTimeout(s, std::chrono::duration_cast<std::chrono::milliseconds>(opt.link_timeout));
-        int r = connect(s, reinterpret_cast<sockaddr*>(&addr), len);
+      UniqueFd s(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+      if (s.valid()) {
+        SetLinkTimeout(s.get(), std::chrono::duration_cast<std::chrono::milliseconds>(opt.link_timeout));
+        int r = connect(s.get(), reinterpret_cast<sockaddr*>(&addr), len);
         if (r != 0 && errno == EINPROGRESS) {
           // A SYN into a cut link may take long: wait for it in slices.
           for (;;) {
-            pollfd p{s, POLLOUT, 0};
+            pollfd p{s.get(), POLLOUT, 0};
             const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
             int n = poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 100)));
             if (n > 0) {
               int err = 0;
               socklen_t el = sizeof err;
-              getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el);
+              getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &el);
               r = err == 0 ? 0 : -1;
               break;
             }
             if (int sig = TakeStopSignal()) {
-              close(s);
               *stop_signal = sig;
               return absl::CancelledError(absl::StrCat(
                   "stopped by signal ", sig, " while waiting for the rendezvous server"));
@@ -261,10 +250,9 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcCl
           }
         }
         if (r == 0) {
-          fd = s;
+          fd = std::move(s);
           break;
         }
-        close(s);
       }
     }
     if (int sig = TakeStopSignal()) {
@@ -278,7 +266,7 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcCl
     if (wait.count() > 0) poll(nullptr, 0, static_cast<int>(wait.count()));
     slice = std::min(2 * slice, std::chrono::milliseconds(100));
   }
-  if (fd < 0) {
+  if (!fd.valid()) {
     return absl::UnavailableError(absl::StrCat(
         "cannot reach the rendezvous server at ", opt.target, " within ",
         std::chrono::duration_cast<std::chrono::seconds>(opt.connect_timeout).count(),
@@ -286,7 +274,7 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcCl
   }
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  auto channel = grpc::CreateCustomInsecureChannelFromFd(opt.target, fd, args);
+  auto channel = grpc::CreateCustomInsecureChannelFromFd(opt.target, fd.release(), args);
   return std::unique_ptr<RendezvousClient>(new GrpcClient(opt, std::move(channel)));
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "rendezvous/base/signal_name.h"
 
 namespace drun {
 
@@ -27,10 +28,7 @@ void RunReport::AddAttempt(const std::string& h, const std::vector<WorkerRecord>
 namespace {
 
 std::string ExitText(int code, int signal) {
-  if (signal > 0) {
-    const char* abbrev = sigabbrev_np(signal);
-    return abbrev ? absl::StrCat("SIG", abbrev) : absl::StrCat("signal ", signal);
-  }
+  if (signal > 0) return SignalName(signal);
   return absl::StrCat(code);
 }
 

@@ -16,11 +16,6 @@
 
 namespace drun {
 
-std::string SignalName(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev ? absl::StrCat("SIG", abbrev) : absl::StrCat("signal ", sig);
-}
-
 std::string ReadErrorFileMessage(const std::string& path) {
   if (path.empty()) return "";
   std::ifstream in(path);

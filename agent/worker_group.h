@@ -27,6 +27,7 @@
 #include "agent/output.h"
 #include "agent/process.h"
 #include "rendezvous/rendezvous_state.h"
+#include "rendezvous/base/signal_name.h"
 
 namespace drun {
 
@@ -134,7 +135,6 @@ class WorkerGroup {
 // or "" when the file is absent or unreadable.
 std::string ReadErrorFileMessage(const std::string& path);
 
-std::string SignalName(int sig);
 
 }  // namespace drun
 

@@ -21,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "drun/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/unique_fd.h"
 #include "rendezvous/link_liveness.h"
 #include "rendezvous/round_store.h"
 
@@ -30,15 +32,13 @@ std::string PeerHost(const std::string& peer) {
   std::string p = absl::StrReplaceAll(peer, {{"%5B", "["}, {"%5D", "]"}});
   size_t colon = p.find(':');
   if (colon == std::string::npos) return p;
-  std::string rest = p.substr(colon + 1);  // drop "ipv4:" / "ipv6:"
-  if (!rest.empty() && rest[0] == '[') {
-    size_t close = rest.find(']');
-    std::string host = rest.substr(1, close == std::string::npos ? std::string::npos : close - 1);
-    if (host.rfind("::ffff:", 0) == 0 && host.find('.') != std::string::npos) host = host.substr(7);
-    return host;
-  }
-  size_t last = rest.rfind(':');
-  return last == std::string::npos ? rest : rest.substr(0, last);
+  const std::string rest = p.substr(colon + 1);  // drop "ipv4:" / "ipv6:"
+  auto ep = ParseEndpoint(rest, 0, PortZero::kAllow);
+  if (!ep.ok()) return rest;
+  std::string host = ep->host;
+  // An IPv4 client of a dual-stack listener: show the IPv4 address.
+  if (host.rfind("::ffff:", 0) == 0 && host.find('.') != std::string::npos) host = host.substr(7);
+  return host;
 }
 
 namespace {
@@ -50,7 +50,7 @@ class Core {
  public:
   explicit Core(RendezvousState::Config config)
       : state_(config), store_(config.fixed_master_port) {
-    event_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    event_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     timer_ = std::thread([this] { TimerLoop(); });
   }
   ~Core() {
@@ -60,15 +60,14 @@ class Core {
     }
     cv_.notify_all();
     timer_.join();
-    if (event_fd_ >= 0) close(event_fd_);
   }
 
-  int event_fd() const { return event_fd_; }
+  int event_fd() const { return event_fd_.get(); }
   std::optional<RendezvousServer::Event> NextEvent() {
     std::lock_guard<std::mutex> l(mu_);
     if (events_.empty()) {
       uint64_t v;
-      while (read(event_fd_, &v, sizeof v) > 0) {
+      while (read(event_fd_.get(), &v, sizeof v) > 0) {
       }
       return std::nullopt;
     }
@@ -117,7 +116,7 @@ class Core {
   std::map<RendezvousState::NodeId, Stream*> streams_;
   std::deque<RendezvousServer::Event> events_;
   bool finish_reported_ = false;
-  int event_fd_ = -1;
+  UniqueFd event_fd_;
   RendezvousState::NodeId next_id_ = 0;
   bool stop_ = false;
   std::optional<TimePoint> timer_waits_for_;  // the timer thread's deadline
@@ -270,7 +269,7 @@ void Core::Dispatch(RendezvousState::Outbox out) {
   }
   if (wake) {
     uint64_t one = 1;
-    ssize_t r = write(event_fd_, &one, sizeof one);
+    ssize_t r = write(event_fd_.get(), &one, sizeof one);
     (void)r;
   }
   for (auto& o : out) {
@@ -320,45 +319,29 @@ class ServerImpl : public RendezvousServer {
             1000 * (config.spec.keepalive_timeout_s() > 0 ? config.spec.keepalive_timeout_s() : 2)))),
         core_(std::make_unique<Core>(std::move(config))),
         service_(core_.get()) {}
-  ~ServerImpl() override {
-    Shutdown(Duration::zero());
-    if (listen_fd_ >= 0) close(listen_fd_);
-  }
+  ~ServerImpl() override { Shutdown(Duration::zero()); }
 
   absl::Status Listen(const std::string& addr) {
     const auto busy = absl::UnavailableError(absl::StrCat(
         "cannot listen on ", addr,
         " (the port is in use, or the address is not on this host); pick another "
         "--rdzv-endpoint port"));
-    const size_t colon = addr.rfind(':');
-    if (colon == std::string::npos) return busy;
-    std::string host = addr.substr(0, colon);
-    const int port = atoi(addr.c_str() + colon + 1);
-    const bool v6 = !host.empty() && host[0] == '[';
-    if (v6) host = host.substr(1, host.size() - 2);
-    sockaddr_storage ss{};
-    socklen_t len;
-    if (v6) {
-      auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
-      a->sin6_family = AF_INET6;
-      a->sin6_port = htons(static_cast<uint16_t>(port));
-      if (inet_pton(AF_INET6, host.c_str(), &a->sin6_addr) != 1) return busy;
-      len = sizeof *a;
-    } else {
-      auto* a = reinterpret_cast<sockaddr_in*>(&ss);
-      a->sin_family = AF_INET;
-      a->sin_port = htons(static_cast<uint16_t>(port));
-      if (inet_pton(AF_INET, host.c_str(), &a->sin_addr) != 1) return busy;
-      len = sizeof *a;
-    }
-    listen_fd_ = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (listen_fd_ < 0) return busy;
+    // One grammar for every HOST:PORT drun reads (rendezvous/base/endpoint.h).
+    auto ep = ParseEndpoint(addr, /*default_port=*/-1, PortZero::kAllow);
+    if (!ep.ok() || ep->port < 0) return busy;
+    auto sa = NumericSockAddr(*ep);
+    if (!sa.ok()) return busy;
+    const bool v6 = sa->family() == AF_INET6;
+    sockaddr_storage ss = sa->storage;
+    socklen_t len = sa->len;
+    listen_fd_.reset(socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!listen_fd_.valid()) return busy;
     const int one = 1, zero = 0;
-    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (v6) setsockopt(listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
-        listen(listen_fd_, 4096) != 0 ||
-        getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    setsockopt(listen_fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (v6) setsockopt(listen_fd_.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    if (bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+        listen(listen_fd_.get(), 4096) != 0 ||
+        getsockname(listen_fd_.get(), reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
       return busy;
     }
     port_ = ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
@@ -381,7 +364,7 @@ class ServerImpl : public RendezvousServer {
   void Shutdown(Duration grace) override {
     if (acceptor_.joinable()) {
       stopping_ = true;
-      shutdown(listen_fd_, SHUT_RDWR);  // wakes accept4 with EINVAL
+      shutdown(listen_fd_.get(), SHUT_RDWR);  // wakes accept4 with EINVAL
       acceptor_.join();
     }
     if (!server_) return;
@@ -395,7 +378,7 @@ class ServerImpl : public RendezvousServer {
     while (!stopping_) {
       sockaddr_storage peer{};
       socklen_t peer_len = sizeof peer;
-      int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+      int fd = accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len,
                        SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
         if (stopping_ || errno == EINVAL || errno == EBADF) return;
@@ -426,7 +409,7 @@ class ServerImpl : public RendezvousServer {
   std::unique_ptr<Core> core_;
   Service service_;
   std::unique_ptr<grpc::Server> server_;
-  int listen_fd_ = -1;
+  UniqueFd listen_fd_;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::thread acceptor_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "rendezvous/base/signal_name.h"
 
 namespace drun {
 
@@ -22,8 +23,7 @@ std::string DescribeFailure(const v1::Failure& f) {
                                  : absl::StrCat("rank ", f.rank(), " on host ", f.host());
   std::string how;
   if (f.signal() > 0) {
-    const char* abbrev = sigabbrev_np(f.signal());
-    how = abbrev ? absl::StrCat("killed by SIG", abbrev) : absl::StrCat("killed by signal ", f.signal());
+    how = absl::StrCat("killed by ", SignalName(f.signal()));
   } else {
     how = absl::StrCat("exit code ", f.exit_code());
   }

@@ -37,12 +37,9 @@
 #include <vector>
 
 #include "drun/v1/rendezvous.pb.h"
+#include "rendezvous/base/clock.h"
 
 namespace drun {
-
-using Clock = std::chrono::steady_clock;
-using TimePoint = Clock::time_point;
-using Duration = Clock::duration;
 
 class RendezvousState {
  public:

@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "rendezvous/c10d_store.h"
+#include "rendezvous/store/c10d_store.h"
 #include "rendezvous/rendezvous_state.h"
 
 namespace drun {

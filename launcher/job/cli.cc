@@ -17,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/output.h"
 #include "agent/std_streams.h"
-#include "launcher/endpoint.h"
+#include "rendezvous/base/endpoint.h"
 #include "launcher/job/user_env.h"
 
 namespace drun {

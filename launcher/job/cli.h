@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "drun/v1/job.pb.h"
 #include "launcher/job/config_file.h"
-#include "launcher/hostfile.h"
+#include "launcher/hosts/hostfile.h"
 
 namespace drun {
 
@@ -31,7 +31,7 @@ enum class JobMode {
   kSingleNode,     // --standalone, or one node without an endpoint: in-process rendezvous
   kStatic,         // --rdzv-backend static or --node-rank, typed on every node
   kC10d,           // --rdzv-endpoint (and --nnodes), typed on every node
-  kSrunStep,       // a task of an srun step, configured from SLURM_* (launcher/slurm_env.h
+  kSrunStep,       // a task of an srun step, configured from SLURM_* (launcher/slurm/slurm_env.h
                    // turns it into node or task mode, or back into one of the above)
   kSsh,            // Launcher::kSsh
   kSlurmLauncher,  // Launcher::kSlurm

@@ -28,7 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "launcher/hostfile.h"
+#include "launcher/hosts/hostfile.h"
 
 namespace drun {
 

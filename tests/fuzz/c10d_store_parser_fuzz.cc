@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/c10d_store_parser.h"
-#include "rendezvous/c10d_store_state.h"
+#include "rendezvous/store/c10d_store_parser.h"
+#include "rendezvous/store/c10d_store_state.h"
 #include "tests/unit/c10d_store_wire.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// libFuzzer target for launcher/hostfile.h: ParseHostfile and ParseHostArg on arbitrary
+// libFuzzer target for launcher/hosts/hostfile.h: ParseHostfile and ParseHostArg on arbitrary
 // bytes. Checks the header's promises on every accepted input, and that what was accepted
 // prints back to text that parses to the same entries.
 //
@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "launcher/hostfile.h"
+#include "launcher/hosts/hostfile.h"
 
 namespace {
 

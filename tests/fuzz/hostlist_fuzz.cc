@@ -1,4 +1,4 @@
-// libFuzzer target for launcher/hostlist.h: ExpandHostlist, FirstHost, CountHostlist and
+// libFuzzer target for launcher/hosts/hostlist.h: ExpandHostlist, FirstHost, CountHostlist and
 // ExpandTasksPerNode on arbitrary bytes. Besides "no crash, no hang, no sanitizer report" it
 // checks the promises the header makes, and aborts on any broken one.
 //
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "launcher/hostlist.h"
+#include "launcher/hosts/hostlist.h"
 
 namespace {
 

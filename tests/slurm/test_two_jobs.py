@@ -5,7 +5,7 @@ import re
 
 from slurm_testlib import Gate, SlurmTestCase, TRAIN, main
 
-PORT_BASE, JOB_SLOTS = 20000, 2350  # launcher/slurm_env.h: kSlurmPortBase, kSlurmPortJobSlots
+PORT_BASE, JOB_SLOTS = 20000, 2350  # launcher/slurm/slurm_env.h: kSlurmPortBase, kSlurmPortJobSlots
 
 
 class TwoJobs(SlurmTestCase):

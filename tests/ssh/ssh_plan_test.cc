@@ -1,11 +1,11 @@
 // The ssh launcher's pure parts: host plan (nnodes, spares, per-host nproc),
 // env forwarding, --env-file, shell quoting and --rsh splitting.
-#include "launcher/ssh_plan.h"
+#include "launcher/ssh/ssh_plan.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "launcher/ssh_rsh.h"
+#include "launcher/ssh/ssh_rsh.h"
 
 namespace drun {
 namespace {

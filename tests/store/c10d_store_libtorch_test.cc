@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/c10d_store.h"
+#include "rendezvous/store/c10d_store.h"
 
 namespace drun {
 namespace {

@@ -1,7 +1,7 @@
 // C10dStoreServer over real sockets, with the raw bytes of shared/specs/c10d-store-protocol.md.
 // Every read has a deadline (SO_RCVTIMEO), so a missing reply fails the test instead of
 // hanging it; "no reply yet" is shown by a later reply arriving first, never by sleeping.
-#include "rendezvous/c10d_store.h"
+#include "rendezvous/store/c10d_store.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -16,7 +16,7 @@
 #include <cstring>
 #include <string>
 
-#include "rendezvous/c10d_store.h"
+#include "rendezvous/store/c10d_store.h"
 
 int main(int argc, char** argv) {
   std::string host = "127.0.0.1";

@@ -1,4 +1,4 @@
-#include "rendezvous/c10d_store_parser.h"
+#include "rendezvous/store/c10d_store_parser.h"
 
 #include <gtest/gtest.h>
 

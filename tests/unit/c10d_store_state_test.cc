@@ -1,4 +1,4 @@
-#include "rendezvous/c10d_store_state.h"
+#include "rendezvous/store/c10d_store_state.h"
 
 #include <gtest/gtest.h>
 

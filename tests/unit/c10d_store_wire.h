@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/c10d_store_parser.h"
+#include "rendezvous/store/c10d_store_parser.h"
 
 namespace drun {
 namespace c10d_store {

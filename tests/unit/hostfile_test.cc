@@ -1,4 +1,4 @@
-#include "launcher/hostfile.h"
+#include "launcher/hosts/hostfile.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "launcher/hostlist.h"
+#include "launcher/hosts/hostlist.h"
 
 #include <string>
 #include <vector>

@@ -1,6 +1,6 @@
-// Slurm auto-configuration (launcher/slurm_env.h) from synthetic SLURM_* maps,
+// Slurm auto-configuration (launcher/slurm/slurm_env.h) from synthetic SLURM_* maps,
 // shaped like what srun 22.05 exports to its tasks.
-#include "launcher/slurm_env.h"
+#include "launcher/slurm/slurm_env.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "launcher/slurm_launcher.h"
+#include "launcher/slurm/slurm_launcher.h"
 
 namespace drun {
 namespace {

@@ -1,0 +1,44 @@
+// `drun --launcher slurm ... train.py`, typed once in an sbatch script or an
+// salloc shell: this process hosts the job's rendezvous (JobHost) on the batch
+// node and starts one `drun agent` per node with
+//
+//   srun --nodes=N --ntasks=N --ntasks-per-node=1 --kill-on-bad-exit=1
+//        --input=all --whole --mpi=none --job-name=drun-agents <drun> agent
+//
+// The job (JobSpec, token, rendezvous address) goes to every agent as the
+// launch message on srun's standard input, which srun broadcasts to all tasks
+// (--input=all), so no argument is ever re-quoted through a shell. That pipe
+// then stays open as the agents' lifeline: when it closes (drun stopped, or
+// died) every agent stops its workers and exits.
+//
+// The end: the job's Finish (exit code, root-cause summary), or a signal. On
+// SIGINT/SIGTERM/SIGHUP/SIGQUIT (Ctrl-C in salloc, scancel, the time limit)
+// drun says so at once, closes the lifeline so every agent stops its workers
+// with the usual grace, waits for srun, and prints the summary; a second
+// signal has srun kill the step at once. SIGUSR1/SIGUSR2 reach the workers
+// through srun. If srun ends before the job does (an agent died, so
+// --kill-on-bad-exit ended the step), drun names the lost node(s).
+#ifndef DRUN_LAUNCHER_SLURM_SLURM_LAUNCHER_H_
+#define DRUN_LAUNCHER_SLURM_SLURM_LAUNCHER_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "launcher/job/cli.h"
+
+namespace drun {
+
+// srun's command line for `nodes` agents running `drun_path agent`.
+std::vector<std::string> SrunAgentArgv(const std::string& srun, int nodes,
+                                       const std::string& drun_path);
+
+// Runs the job and returns drun's exit code. `spec` is the resolved job
+// (SlurmLauncherDefaults applied), `token` the job token ("" draws a random
+// one), `env` drun's environment.
+int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::string& token,
+                     const std::map<std::string, std::string>& env);
+
+}  // namespace drun
+
+#endif  // DRUN_LAUNCHER_SLURM_SLURM_LAUNCHER_H_

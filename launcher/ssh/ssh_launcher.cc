@@ -1,0 +1,782 @@
+#include "launcher/ssh/ssh_launcher.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <deque>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "agent/output.h"
+#include "rendezvous/base/endpoint.h"
+#include "launcher/job_host.h"
+#include "launcher/ssh/ssh_plan.h"
+#include "launcher/ssh/ssh_rsh.h"
+#include "launcher/ssh/ssh_session.h"
+#include "rendezvous/base/clock.h"
+#include "rendezvous/base/random.h"
+#include "rendezvous/base/signal_name.h"
+
+namespace drun {
+
+namespace {
+
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+constexpr int kCheckTimeoutMs = 30000;
+
+// Whole lines from several threads to this process's stdout/stderr, one
+// write per line so lines of different hosts never mix.
+std::mutex g_console_mu;
+void ConsoleLine(int fd, absl::string_view line) {
+  std::string out(line);
+  out += '\n';
+  std::lock_guard<std::mutex> lock(g_console_mu);
+  WriteAll(fd, out);
+}
+void Say(absl::string_view message) { ConsoleLine(2, absl::StrCat("drun: ", message)); }
+
+std::string FirstLine(absl::string_view text) {
+  std::string line(text.substr(0, text.find('\n')));
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  return line.substr(0, 200);
+}
+
+std::string LastLine(absl::string_view text) {
+  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipWhitespace());
+  return lines.empty() ? "" : lines.back().substr(0, 200);
+}
+
+std::string SelfExe() { return DrunPath(); }
+
+// "drun 0.1.0": what must match on every host.
+std::string VersionWords(absl::string_view version_text) {
+  std::vector<std::string> words = absl::StrSplit(FirstLine(version_text), ' ', absl::SkipEmpty());
+  if (words.size() > 2) words.resize(2);
+  return absl::StrJoin(words, " ");
+}
+
+// Events from the hosts' threads to the launcher's loop.
+struct Event {
+  enum Kind { kEnded } kind = kEnded;
+  int host = -1;
+  int instance = 0;
+  RemoteProcess::Outcome outcome;
+  std::string start_error;  // the agent could not be started at all
+  std::unique_ptr<SshConnection> conn;  // handed back for the next start
+};
+
+class EventQueue {
+ public:
+  EventQueue() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  ~EventQueue() { close(fd_); }
+  int fd() const { return fd_; }
+  void Push(Event e) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.push_back(std::move(e));
+    }
+    uint64_t one = 1;
+    (void)!write(fd_, &one, sizeof one);
+  }
+  std::optional<Event> Pop() {
+    uint64_t v;
+    while (read(fd_, &v, sizeof v) > 0) {
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (events_.empty()) return std::nullopt;
+    Event e = std::move(events_.front());
+    events_.pop_front();
+    return e;
+  }
+
+ private:
+  int fd_;
+  std::mutex mu_;
+  std::deque<Event> events_;
+};
+
+// What the launcher's loop and a host's thread share about the running agent.
+struct Control {
+  std::mutex mu;
+  std::shared_ptr<RemoteProcess> proc;
+  int level = 0;  // 1: stop (close stdin), 2: abort
+  void Request(int l) {
+    std::shared_ptr<RemoteProcess> p;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (l <= level) return;
+      level = l;
+      p = proc;
+    }
+    if (p) (l >= 2 ? p->Abort() : p->Stop());
+  }
+  // Publishes the process; false when a stop came first (then it is stopped).
+  void Publish(std::shared_ptr<RemoteProcess> p) {
+    int l;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      proc = p;
+      l = level;
+    }
+    if (l >= 2) p->Abort();
+    else if (l >= 1) p->Stop();
+  }
+  int Level() {
+    std::lock_guard<std::mutex> lock(mu);
+    return level;
+  }
+};
+
+// Everything a host's thread needs to start one agent.
+struct LaunchInfo {
+  int host = -1;
+  int instance = 0;
+  HostEntry entry;
+  v1::JobSpec spec;
+  std::string token;
+  int port = 0;
+  std::string dial_override;  // --rdzv-endpoint's host
+  std::string drun;           // remote drun path
+  std::vector<std::string> rsh;  // empty: libssh
+  SshTarget target;
+  std::string rsh_dial;  // --rsh: the address this host reaches us at
+};
+
+// Splits an agent's streams into lines for the console. Agents' own
+// messages get the host's name; their end-of-job summaries are dropped,
+// since the launcher prints the job's end once.
+class HostOutput {
+ public:
+  explicit HostOutput(std::string host) : host_(std::move(host)) {}
+  void Feed(int stream, const char* data, size_t n) {
+    auto emit = [&](absl::string_view line) { Line(stream, line); };
+    (stream == 1 ? out_ : err_).Feed(absl::string_view(data, n), emit);
+  }
+  void Flush() {
+    out_.Flush([&](absl::string_view line) { Line(1, line); });
+    err_.Flush([&](absl::string_view line) { Line(2, line); });
+  }
+
+ private:
+  void Line(int stream, absl::string_view line) {
+    if (stream == 2 && absl::StartsWith(line, "drun: ")) {
+      absl::string_view body = line.substr(6);
+      if (absl::StartsWith(body, "job failed") || absl::StartsWith(body, "=====")) {
+        summary_ = true;
+      }
+      if (summary_) return;
+      ConsoleLine(2, absl::StrCat("drun: ", host_, ": ", body));
+      return;
+    }
+    ConsoleLine(stream, line);
+  }
+  std::string host_;
+  LineSplitter out_, err_;
+  bool summary_ = false;
+};
+
+// A host's thread: connects if needed, starts `drun agent`, pumps its output
+// until it ends, and reports the end.
+void RunAgent(LaunchInfo info, std::unique_ptr<SshConnection> conn,
+              std::shared_ptr<Control> control, std::shared_ptr<EventQueue> queue) {
+  Event ev;
+  ev.host = info.host;
+  ev.instance = info.instance;
+  std::shared_ptr<RemoteProcess> proc;
+  v1::AgentLaunch launch;
+  *launch.mutable_spec() = info.spec;
+  launch.set_token(info.token);
+  launch.set_hostname(info.entry.host);
+  if (info.rsh.empty()) {
+    if (!conn || !conn->connected()) {
+      conn.reset();
+      auto c = SshConnection::Connect(info.target);
+      if (!c.ok()) {
+        ev.start_error = std::string(c.status().message());
+        queue->Push(std::move(ev));
+        return;
+      }
+      conn = std::move(*c);
+    }
+    std::string dial = info.dial_override.empty() ? conn->local_address() : info.dial_override;
+    if (dial.empty()) {
+      // Not a TCP socket (ProxyCommand/ProxyJump): the route to the host.
+      auto ip = ResolveHost(info.entry.host);
+      if (ip.ok()) dial = RouteSourceAddress(*ip, 22);
+    }
+    launch.set_rdzv_target(Endpoint{dial, info.port}.ToString());
+    launch.set_local_addr(conn->peer_address());
+    if (control->Level() == 0) {
+      auto p = StartSshExec(conn.get(), absl::StrCat(ShellQuote(info.drun), " agent"),
+                            EncodeAgentLaunch(launch));
+      if (!p.ok()) {
+        ev.start_error = std::string(p.status().message());
+      } else {
+        proc = std::move(*p);
+      }
+    }
+  } else {
+    const std::string dial = info.dial_override.empty() ? info.rsh_dial : info.dial_override;
+    launch.set_rdzv_target(Endpoint{dial, info.port}.ToString());
+    std::vector<std::string> argv = info.rsh;
+    argv.push_back(HostLabel(info.entry));
+    argv.push_back(info.drun);
+    argv.push_back("agent");
+    if (control->Level() == 0) {
+      auto p = StartRshProcess(argv, EncodeAgentLaunch(launch));
+      if (!p.ok()) {
+        ev.start_error = std::string(p.status().message());
+      } else {
+        proc = std::move(*p);
+      }
+    }
+  }
+  if (proc) {
+    control->Publish(proc);
+    HostOutput output(info.entry.host);
+    ev.outcome = proc->Run([&](int stream, const char* d, size_t n) { output.Feed(stream, d, n); });
+    output.Flush();
+    std::lock_guard<std::mutex> lock(control->mu);
+    control->proc.reset();
+  }
+  proc.reset();  // closes the channel before the connection is handed back
+  if (conn && conn->connected()) ev.conn = std::move(conn);
+  queue->Push(std::move(ev));
+}
+
+std::string DescribeEnd(const Event& e) {
+  if (!e.start_error.empty()) return absl::StrCat("the agent could not be started: ", e.start_error);
+  const auto& o = e.outcome;
+  if (!o.error.empty()) return o.error;
+  if (!o.exit_signal.empty()) return absl::StrCat("the agent was killed by SIG", o.exit_signal);
+  if (o.exit_status >= 0) return absl::StrCat("the agent exited with status ", o.exit_status);
+  return "the agent's channel closed";
+}
+
+// Pre-flight of one host: connection, drun, the script. Returns the
+// connection for the job (libssh) or nothing (--rsh), or one error line.
+struct Preflight {
+  absl::Status status;
+  std::unique_ptr<SshConnection> conn;
+  std::string rsh_dial;
+};
+
+Preflight CheckHost(const LaunchInfo& info, const std::string& local_version) {
+  Preflight result;
+  auto fail = [&](std::string msg) {
+    result.status = absl::FailedPreconditionError(std::move(msg));
+    result.conn.reset();
+    return std::move(result);
+  };
+  // Runs a check: through the remote shell (libssh) or as argv (--rsh).
+  auto run = [&](const std::string& shell_cmd,
+                 std::vector<std::string> argv) -> absl::StatusOr<CommandResult> {
+    if (info.rsh.empty()) return result.conn->Run(shell_cmd, kCheckTimeoutMs);
+    std::vector<std::string> full = info.rsh;
+    full.push_back(HostLabel(info.entry));
+    full.insert(full.end(), argv.begin(), argv.end());
+    auto p = StartRshProcess(full, "");
+    if (!p.ok()) return p.status();
+    return RunRemote(p->get(), kCheckTimeoutMs);
+  };
+
+  if (info.rsh.empty()) {
+    auto c = SshConnection::Connect(info.target);
+    if (!c.ok()) return fail(std::string(c.status().message()));
+    result.conn = std::move(*c);
+  } else if (info.dial_override.empty()) {
+    auto ip = ResolveHost(info.entry.host);
+    if (ip.ok()) result.rsh_dial = RouteSourceAddress(*ip, 22);
+    if (result.rsh_dial.empty()) {
+      return fail(absl::StrCat("cannot tell which address this host reaches this machine at (",
+                               ip.ok() ? "no route to it" : ip.status().message(),
+                               "); pass --rdzv-endpoint THIS_MACHINE:PORT"));
+    }
+  }
+
+  auto version = run(absl::StrCat(ShellQuote(info.drun), " --version"), {info.drun, "--version"});
+  if (!version.ok()) return fail(absl::StrCat("checking drun there: ", version.status().message()));
+  if (version->exit_status != 0) {
+    if (!info.rsh.empty() && version->exit_status == 255) {
+      return fail(absl::StrCat("cannot reach it with --rsh (exit 255): ", LastLine(version->err)));
+    }
+    if (version->exit_status == 127) {
+      return fail(absl::StrCat("drun is not at ", info.drun,
+                               " there; install it at the same path as here, or pass "
+                               "--remote-drun PATH"));
+    }
+    if (version->exit_status == 126) {
+      return fail(absl::StrCat(info.drun, " is not executable there (", LastLine(version->err),
+                               "); fix its permissions or pass --remote-drun PATH"));
+    }
+    return fail(absl::StrCat("`", info.drun, " --version` failed there (exit ",
+                             version->exit_status, "): ", LastLine(version->err)));
+  }
+  if (VersionWords(version->out) != VersionWords(local_version)) {
+    return fail(absl::StrCat(info.drun, " there is ", VersionWords(version->out),
+                             ", this is ", VersionWords(local_version),
+                             "; install the same version, or pass --remote-drun PATH"));
+  }
+
+  const v1::JobSpec& spec = info.spec;
+  const std::string& wd = spec.working_dir();
+  std::string script;
+  if (spec.kind() == v1::JobSpec::PYTHON_SCRIPT ||
+      (spec.kind() == v1::JobSpec::PROGRAM && spec.entrypoint().find('/') != std::string::npos)) {
+    script = spec.entrypoint();
+    if (!script.empty() && script[0] != '/' && !wd.empty()) script = absl::StrCat(wd, "/", script);
+  }
+  if (!script.empty()) {
+    auto t = run(absl::StrCat("test -f ", ShellQuote(script)), {"test", "-f", script});
+    if (!t.ok()) return fail(absl::StrCat("checking the script there: ", t.status().message()));
+    if (t->exit_status != 0) {
+      if (!wd.empty()) {
+        auto d = run(absl::StrCat("test -d ", ShellQuote(wd)), {"test", "-d", wd});
+        if (d.ok() && d->exit_status != 0) {
+          return fail(absl::StrCat("the working directory ", wd,
+                                   " does not exist there; drun runs the job in the same "
+                                   "directory on every host (use a shared file system)"));
+        }
+      }
+      return fail(absl::StrCat("the script ", script,
+                               " is not there; copy it to every host (or use a shared file "
+                               "system)"));
+    }
+  } else if (!wd.empty()) {
+    auto d = run(absl::StrCat("test -d ", ShellQuote(wd)), {"test", "-d", wd});
+    if (d.ok() && d->exit_status != 0) {
+      return fail(absl::StrCat("the working directory ", wd, " does not exist there"));
+    }
+  }
+  return result;
+}
+
+class SshLauncher {
+ public:
+  SshLauncher(const CommandLine& cl, const std::map<std::string, std::string>& env)
+      : cl_(cl), env_(env), queue_(std::make_shared<EventQueue>()) {}
+
+  int Run(const v1::JobSpec& spec_in, std::string token);
+
+ private:
+  enum class State { kIdle, kRunning, kSettling, kExcluded, kDone };
+  struct Host {
+    HostPlan plan;
+    LaunchInfo info;
+    std::unique_ptr<SshConnection> conn;
+    std::shared_ptr<Control> control;
+    State state = State::kIdle;
+    int instance = 0;
+    int failures = 0;
+    bool lost_counted = false;  // the live agent was reported lost
+    bool alive = false;         // an agent thread of this host has not ended
+    TimePoint settle_deadline;
+    std::string last_failure;
+  };
+
+  void Start(Host& h);
+  void Fail(Host& h, const std::string& why);
+  void Settle(Host& h);
+  void OnEnded(Event e);
+  void OnLost(const std::string& host);
+  void CheckViable();
+  void StopAll(int level);
+  bool AllEnded() const;
+  Host* FindHost(const std::string& name);
+
+  const CommandLine& cl_;
+  const std::map<std::string, std::string>& env_;
+  std::shared_ptr<EventQueue> queue_;
+  SshPlan plan_;
+  std::vector<Host> hosts_;
+  bool finished_ = false;
+  int stop_level_ = 0;
+  int exit_code_ = 0;
+  std::optional<v1::Finish> finish_;
+  std::optional<TimePoint> end_deadline_;
+  double keepalive_timeout_s_ = 2;
+};
+
+SshLauncher::Host* SshLauncher::FindHost(const std::string& name) {
+  for (Host& h : hosts_) {
+    if (h.plan.entry.host == name) return &h;
+  }
+  return nullptr;
+}
+
+void SshLauncher::Start(Host& h) {
+  h.instance++;
+  h.state = State::kRunning;
+  h.alive = true;
+  h.lost_counted = false;
+  h.control = std::make_shared<Control>();
+  LaunchInfo info = h.info;
+  info.instance = h.instance;
+  std::thread(RunAgent, std::move(info), std::move(h.conn), h.control, queue_).detach();
+}
+
+void SshLauncher::Fail(Host& h, const std::string& why) {
+  h.failures++;
+  h.last_failure = why;
+  if (h.failures >= 2) {
+    h.state = State::kExcluded;
+    Say(absl::StrCat(h.plan.entry.host, ": ", why, "; its agent failed twice, so this job does not "
+                     "use the host again"));
+  } else {
+    Say(absl::StrCat(h.plan.entry.host, ": ", why, "; starting a new agent there"));
+    Start(h);
+  }
+  CheckViable();
+}
+
+void SshLauncher::Settle(Host& h) {
+  // The ended agent's loss has been seen by the rendezvous (or could not be
+  // any more): it is now safe to start another agent under the same name.
+  if (h.state != State::kSettling) return;
+  if (finished_ || stop_level_ > 0) {
+    h.state = State::kDone;
+    return;
+  }
+  Fail(h, h.last_failure);
+}
+
+void SshLauncher::OnEnded(Event e) {
+  if (e.host < 0 || e.host >= static_cast<int>(hosts_.size())) return;
+  Host& h = hosts_[e.host];
+  if (e.instance != h.instance) return;
+  h.alive = false;
+  h.conn = std::move(e.conn);
+  if (h.state == State::kExcluded) return;
+  if (finished_ || stop_level_ > 0) {
+    h.state = State::kDone;
+    if (finished_ && !e.start_error.empty()) Say(absl::StrCat(h.plan.entry.host, ": ", DescribeEnd(e)));
+    return;
+  }
+  const std::string why = DescribeEnd(e);
+  if (h.lost_counted) {
+    // Already counted when the rendezvous reported it lost. The connection may
+    // be as dead as the agent (a cut link): the next agent gets a fresh one.
+    h.conn.reset();
+    if (h.state == State::kRunning) Start(h);
+    return;
+  }
+  h.last_failure = why;
+  if (!e.start_error.empty()) {
+    // Never reached the rendezvous: nothing else will report it.
+    h.state = State::kSettling;
+    Settle(h);
+  } else {
+    h.state = State::kSettling;
+    h.settle_deadline = Clock::now() + std::chrono::milliseconds(
+                                                 static_cast<int>(keepalive_timeout_s_ * 1000) + 1000);
+  }
+  CheckViable();
+}
+
+void SshLauncher::OnLost(const std::string& name) {
+  if (finished_ || stop_level_ > 0) return;
+  Host* h = FindHost(name);
+  if (!h) return;
+  if (h->state == State::kSettling) {
+    Settle(*h);
+  } else if (h->state == State::kRunning && !h->lost_counted) {
+    // Its agent is alive as far as ssh knows, but the rendezvous lost it
+    // (a cut link, a hung agent): drop it; a fresh one starts once it ended.
+    h->lost_counted = true;
+    h->failures++;
+    h->last_failure = "the rendezvous lost its agent";
+    if (h->failures >= 2) {
+      h->state = State::kExcluded;
+      Say(absl::StrCat(name, ": the rendezvous lost its agent; its agent failed twice, so this "
+                       "job does not use the host again"));
+    } else {
+      Say(absl::StrCat(name, ": the rendezvous lost its agent; starting a new agent there"));
+    }
+    h->control->Request(2);
+  }
+  CheckViable();
+}
+
+void SshLauncher::CheckViable() {
+  if (finished_ || stop_level_ > 0) return;
+  int usable = 0;
+  std::vector<std::string> gone;
+  for (const Host& h : hosts_) {
+    if (h.state == State::kExcluded) {
+      gone.push_back(absl::StrCat(h.plan.entry.host, " (", h.last_failure, ")"));
+    } else {
+      usable++;
+    }
+  }
+  if (usable >= plan_.min_nodes) return;
+  Say(absl::StrCat("job failed: only ", usable, " usable host", usable == 1 ? "" : "s",
+                   " left and the job needs at least ", plan_.min_nodes,
+                   "; not usable: ", absl::StrJoin(gone, ", ")));
+  exit_code_ = 1;
+  StopAll(1);
+}
+
+void SshLauncher::StopAll(int level) {
+  stop_level_ = std::max(stop_level_, level);
+  for (Host& h : hosts_) {
+    if (h.control) h.control->Request(level);
+  }
+}
+
+bool SshLauncher::AllEnded() const {
+  for (const Host& h : hosts_) {
+    if (h.alive) return false;
+  }
+  return true;
+}
+
+int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
+  auto hosts = LoadHosts(cl_);
+  if (!hosts.ok()) {
+    Say(hosts.status().message());
+    return 2;
+  }
+  auto plan = PlanSshJob(cl_, spec_in, *hosts, AlwaysForwardedEnv(env_), env_);
+  if (!plan.ok()) {
+    Say(plan.status().message());
+    return 2;
+  }
+  plan_ = std::move(*plan);
+  std::vector<std::string> rsh;
+  if (!cl_.rsh.empty()) {
+    auto split = SplitRshCommand(cl_.rsh);
+    if (!split.ok()) {
+      Say(split.status().message());
+      return 2;
+    }
+    rsh = std::move(*split);
+  }
+  std::string dial_override;
+  int port = 0;
+  if (!spec_in.rdzv_endpoint().empty()) {
+    auto ep = ParseEndpoint(spec_in.rdzv_endpoint(), 29400);
+    if (!ep.ok()) {
+      Say(absl::StrCat("--rdzv-endpoint: ", ep.status().message()));
+      return 2;
+    }
+    dial_override = ep->host;
+    port = ep->port;
+  }
+  if (token.empty()) token = RandomHex(24);
+  keepalive_timeout_s_ = spec_in.keepalive_timeout_s() > 0 ? spec_in.keepalive_timeout_s() : 2;
+  const std::string drun = cl_.remote_drun.empty() ? SelfExe() : cl_.remote_drun;
+  static std::mutex known_hosts_mu;
+
+  for (size_t i = 0; i < plan_.hosts.size(); ++i) {
+    Host h;
+    h.plan = plan_.hosts[i];
+    LaunchInfo& info = h.info;
+    info.host = static_cast<int>(i);
+    info.entry = h.plan.entry;
+    info.spec = h.plan.spec;
+    info.token = token;
+    info.dial_override = dial_override;
+    info.drun = drun;
+    info.rsh = rsh;
+    info.target.host = h.plan.entry.host;
+    info.target.user = h.plan.entry.user;
+    info.target.accept_new = cl_.ssh_accept_new;
+    info.target.known_hosts_mu = &known_hosts_mu;
+    hosts_.push_back(std::move(h));
+  }
+
+  // The stop signals come through a signalfd; blocked before any thread.
+  sigset_t stop_set;
+  sigemptyset(&stop_set);
+  for (int s : kStopSignals) sigaddset(&stop_set, s);
+  pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  const int sig_fd = signalfd(-1, &stop_set, SFD_CLOEXEC | SFD_NONBLOCK);
+
+  // Pre-flight, every host at once.
+  const std::string local_version = VersionText();
+  struct Slot {
+    std::mutex mu;
+    std::vector<std::optional<Preflight>> results;
+    int done = 0;
+  };
+  auto slot = std::make_shared<Slot>();
+  slot->results.resize(hosts_.size());
+  const int done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  for (size_t i = 0; i < hosts_.size(); ++i) {
+    std::thread([slot, i, info = hosts_[i].info, local_version, done_fd] {
+      Preflight p = CheckHost(info, local_version);
+      std::lock_guard<std::mutex> lock(slot->mu);
+      slot->results[i] = std::move(p);
+      slot->done++;
+      uint64_t one = 1;
+      (void)!write(done_fd, &one, sizeof one);
+    }).detach();
+  }
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(slot->mu);
+      if (slot->done == static_cast<int>(hosts_.size())) break;
+    }
+    pollfd fds[2] = {{done_fd, POLLIN, 0}, {sig_fd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    if (fds[1].revents) {
+      signalfd_siginfo si;
+      if (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        Say(absl::StrCat("got ", SignalName(static_cast<int>(si.ssi_signo)),
+                         " during the pre-flight checks: nothing was started"));
+        return 128 + static_cast<int>(si.ssi_signo);
+      }
+    }
+    uint64_t v;
+    while (read(done_fd, &v, sizeof v) > 0) {
+    }
+  }
+  int failed = 0;
+  {
+    std::lock_guard<std::mutex> lock(slot->mu);
+    for (size_t i = 0; i < hosts_.size(); ++i) {
+      Preflight& p = *slot->results[i];
+      if (!p.status.ok()) {
+        failed++;
+        Say(absl::StrCat(HostLabel(hosts_[i].plan.entry), ": ", p.status.message()));
+        continue;
+      }
+      hosts_[i].conn = std::move(p.conn);
+      hosts_[i].info.rsh_dial = p.rsh_dial;
+    }
+  }
+  if (failed > 0) {
+    Say(absl::StrCat("pre-flight failed on ", failed, " of ", hosts_.size(), " host",
+                     hosts_.size() == 1 ? "" : "s", "; nothing was started"));
+    return 1;
+  }
+
+  // The rendezvous, on every interface (agents dial the address at which
+  // their host sees this machine).
+  bool v6 = dial_override.find(':') != std::string::npos;
+  for (const Host& h : hosts_) {
+    if (h.conn && h.conn->local_address().find(':') != std::string::npos) v6 = true;
+  }
+  v1::JobSpec job_spec = spec_in;
+  job_spec.set_min_nodes(plan_.min_nodes);
+  job_spec.set_max_nodes(plan_.max_nodes);
+  auto job = JobHost::Start(job_spec, token, v6 ? "::" : "0.0.0.0", port);
+  if (!job.ok()) {
+    Say(absl::StrCat("cannot serve the rendezvous: ", job.status().message()));
+    return 1;
+  }
+  RendezvousServer* server = (*job)->server();
+  for (Host& h : hosts_) h.info.port = (*job)->port();
+
+  if (!spec_in.quiet()) {
+    std::vector<std::string> names, spares;
+    for (const Host& h : hosts_) (h.plan.spare ? spares : names).push_back(h.plan.entry.host);
+    Say(absl::StrCat("starting agents on ", names.size(), " host", names.size() == 1 ? "" : "s",
+                     " (", absl::StrJoin(names, ", "), ")",
+                     spares.empty() ? "" : absl::StrCat(" and ", spares.size(), " spare",
+                                                        spares.size() == 1 ? "" : "s", " (",
+                                                        absl::StrJoin(spares, ", "), ")"),
+                     "; rendezvous on port ", (*job)->port()));
+  }
+  for (Host& h : hosts_) {
+    if (!h.plan.spare) Start(h);
+  }
+  for (Host& h : hosts_) {
+    if (h.plan.spare) Start(h);
+  }
+
+  int stop_signal = 0;
+  const double grace = spec_in.shutdown_timeout_s() > 0 ? spec_in.shutdown_timeout_s() : 30;
+  const auto end_bound = std::chrono::milliseconds(static_cast<int>(grace * 1000) + 15000);
+  for (;;) {
+    if ((finished_ || stop_level_ > 0) && AllEnded()) break;
+    const TimePoint now = Clock::now();
+    std::optional<TimePoint> deadline = end_deadline_;
+    for (Host& h : hosts_) {
+      if (h.state != State::kSettling) continue;
+      if (h.settle_deadline <= now) {
+        Settle(h);
+        continue;
+      }
+      if (!deadline || h.settle_deadline < *deadline) deadline = h.settle_deadline;
+    }
+    int timeout = -1;
+    if (deadline) {
+      timeout = static_cast<int>(std::max<int64_t>(
+          0, std::chrono::ceil<std::chrono::milliseconds>(*deadline - now).count()));
+    }
+    pollfd fds[3] = {{sig_fd, POLLIN, 0}, {server->event_fd(), POLLIN, 0}, {queue_->fd(), POLLIN, 0}};
+    int n = poll(fds, 3, timeout);
+    if (n < 0 && errno != EINTR) break;
+    if (end_deadline_ && Clock::now() >= *end_deadline_) {
+      if (stop_level_ >= 2) break;  // dropped everything and still waiting: give up
+      Say("agents did not end in time; dropping their connections");
+      StopAll(2);
+      end_deadline_ = Clock::now() + std::chrono::seconds(5);
+    }
+    if (fds[0].revents) {
+      signalfd_siginfo si;
+      while (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        const int sig = static_cast<int>(si.ssi_signo);
+        if (stop_signal == 0 && !finished_) {
+          stop_signal = sig;
+          Say(absl::StrCat("got ", SignalName(sig), ": stopping the agents on every host (",
+                           "again to drop them at once)"));
+          StopAll(1);
+          end_deadline_ = Clock::now() + end_bound;
+        } else {
+          Say(absl::StrCat("got ", SignalName(sig), " again: dropping every connection"));
+          if (stop_signal == 0) stop_signal = sig;
+          StopAll(2);
+          end_deadline_ = Clock::now() + std::chrono::seconds(5);
+        }
+      }
+    }
+    while (auto ev = server->NextEvent()) {
+      if (ev->kind == RendezvousServer::Event::kFinished) {
+        if (!finished_) {
+          finished_ = true;
+          finish_ = ev->finish;
+          if (!end_deadline_) end_deadline_ = Clock::now() + end_bound;
+        }
+      } else if (ev->kind == RendezvousServer::Event::kNodeLost) {
+        OnLost(ev->host);
+      }
+    }
+    while (auto ev = queue_->Pop()) OnEnded(std::move(*ev));
+  }
+
+  server->Shutdown(std::chrono::seconds(1));
+  for (Host& h : hosts_) h.conn.reset();
+  close(sig_fd);
+  if (stop_signal != 0) return 128 + stop_signal;
+  if (exit_code_ != 0) return exit_code_;
+  if (finish_) return JobHost::Report(*finish_);
+  return 1;
+}
+
+}  // namespace
+
+int RunSshLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::string& token,
+                   const std::map<std::string, std::string>& env) {
+  SshLauncher launcher(cl, env);
+  return launcher.Run(spec, token);
+}
+
+}  // namespace drun

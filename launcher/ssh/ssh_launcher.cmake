@@ -1,0 +1,19 @@
+# The ssh launcher (launcher/ssh/ssh_launcher.h): libssh sessions, --rsh children, the job plan.
+# Included from launcher/CMakeLists.txt (build outputs stay in the launcher/ build dir);
+# sources are named from CMAKE_CURRENT_LIST_DIR, this file's folder.
+add_library(drun_ssh STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_plan.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_session.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_rsh.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_launcher.cc)
+target_include_directories(drun_ssh PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(drun_ssh PUBLIC drun_base drun_cli drun_jobhost drun_hosts ssh Threads::Threads
+                      absl::status absl::statusor absl::strings)
+
+if(DRUN_BUILD_TESTS)
+  include(GoogleTest)
+  add_executable(ssh_plan_test ${PROJECT_SOURCE_DIR}/tests/ssh/ssh_plan_test.cc)
+  target_link_libraries(ssh_plan_test PRIVATE drun_ssh GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(ssh_plan_test TEST_PREFIX "ssh_plan_test." DISCOVERY_TIMEOUT 30
+                       PROPERTIES LABELS "unit;ssh")
+endif()

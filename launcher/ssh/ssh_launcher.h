@@ -1,0 +1,40 @@
+// The ssh launcher: `drun --hostfile hosts train.py` / `drun -H a,b:2 train.py`.
+//
+// In this process: the rendezvous server (and its per-round c10d store). On
+// every host: one `drun agent`, started over an ssh exec channel (libssh) or
+// with `--rsh CMD` as a local child `CMD HOST <drun> agent`, reading the job
+// (its own JobSpec, the token, where to dial back) on its standard input,
+// which then stays open as its lifeline.
+//
+// Promises:
+//  - Pre-flight on every host at once before anything starts (reachable, host
+//    key known, login accepted, drun runnable at the same path or
+//    --remote-drun, the script present): one line per failing host, exit 1,
+//    nothing started.
+//  - Every host's lines reach this console as whole lines, as they come.
+//  - Hosts past --nnodes MAX are hot spares: their agents start with the
+//    others and wait in the rendezvous, which puts one in the place of a lost
+//    node. A host whose agent ended or was lost is started again (as a spare
+//    if the job is full) unless its agent has failed twice.
+//  - Ctrl-C/SIGTERM/SIGHUP close every agent's standard input (they stop their
+//    workers and exit), a second one drops the connections. If this process
+//    dies, the connections drop and the agents stop the same way.
+#ifndef DRUN_LAUNCHER_SSH_SSH_LAUNCHER_H_
+#define DRUN_LAUNCHER_SSH_SSH_LAUNCHER_H_
+
+#include <map>
+#include <string>
+
+#include "drun/v1/job.pb.h"
+#include "launcher/job/cli.h"
+
+namespace drun {
+
+// Runs the job over ssh and returns drun's exit code. Must be called before
+// this process has started any thread (it blocks the stop signals).
+int RunSshLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::string& token,
+                   const std::map<std::string, std::string>& env);
+
+}  // namespace drun
+
+#endif  // DRUN_LAUNCHER_SSH_SSH_LAUNCHER_H_

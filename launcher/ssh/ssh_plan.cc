@@ -1,0 +1,117 @@
+#include "launcher/ssh/ssh_plan.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace drun {
+
+namespace {
+
+absl::Status Bad(std::string msg) { return absl::InvalidArgumentError(std::move(msg)); }
+
+}  // namespace
+
+std::string HostLabel(const HostEntry& e) {
+  return e.user.empty() ? e.host : absl::StrCat(e.user, "@", e.host);
+}
+
+std::map<std::string, std::string> AlwaysForwardedEnv(const std::map<std::string, std::string>& env) {
+  std::map<std::string, std::string> out;
+  for (const char* name : kAlwaysForwarded) {
+    if (auto it = env.find(name); it != env.end()) out[name] = it->second;
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<HostEntry>> LoadHosts(const CommandLine& cl) {
+  if (!cl.host_entries.empty()) return cl.host_entries;  // a job file's hosts:
+  absl::StatusOr<std::vector<HostEntry>> hosts;
+  std::string source;
+  if (!cl.hostfile.empty()) {
+    hosts = ReadHostfile(cl.hostfile);
+    source = absl::StrCat("--hostfile ", cl.hostfile);
+  } else {
+    hosts = ParseHostArg(cl.hosts);
+    if (!hosts.ok()) {
+      return Bad(absl::StrCat("-H ", absl::CEscape(cl.hosts.substr(0, 80)), ": ",
+                              hosts.status().message()));
+    }
+    source = "-H";
+  }
+  if (!hosts.ok()) return hosts.status();
+  if (hosts->empty()) {
+    return Bad(absl::StrCat(source, " names no host; list one host per line (host [slots=N])"));
+  }
+  return hosts;
+}
+
+absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spec,
+                                   const std::vector<HostEntry>& hosts,
+                                   const std::map<std::string, std::string>& forwarded_env,
+                                   const std::map<std::string, std::string>& env) {
+  SshPlan plan;
+  const int n = static_cast<int>(hosts.size());
+  if (cl.Explicit("nnodes")) {
+    plan.min_nodes = spec.min_nodes();
+    plan.max_nodes = spec.max_nodes();
+    if (n < plan.min_nodes) {
+      return Bad(absl::StrCat("--nnodes ", plan.min_nodes,
+                              plan.min_nodes == plan.max_nodes ? "" : absl::StrCat(":", plan.max_nodes),
+                              " needs at least ", plan.min_nodes, " hosts, but ",
+                              cl.hostfile.empty() ? "-H" : cl.hostfile, " lists ", n,
+                              "; add hosts or lower --nnodes"));
+    }
+  } else {
+    plan.min_nodes = plan.max_nodes = n;
+  }
+  if (spec.rdzv_backend() == v1::JobSpec::STATIC || spec.node_rank() >= 0) {
+    return Bad("--node-rank and --rdzv-backend static do not apply to the ssh launcher: it "
+               "starts every node itself and the rendezvous assigns the ranks; drop them");
+  }
+  const int active = std::min(n, plan.max_nodes);
+  plan.spares = n - active;
+
+  const bool nproc_explicit = cl.Explicit("nproc-per-node");
+  int nproc_number = 0;
+  const bool nproc_numeric = absl::SimpleAtoi(spec.nproc_per_node(), &nproc_number);
+
+  for (int i = 0; i < n; ++i) {
+    const HostEntry& e = hosts[i];
+    HostPlan hp;
+    hp.entry = e;
+    hp.spare = i >= active;
+    hp.spec = spec;
+    if (nproc_explicit) {
+      if (e.max_slots > 0 && nproc_numeric && nproc_number > e.max_slots) {
+        std::string where = e.line > 0 ? absl::StrCat(cl.hostfile, ":", e.line, ": ") : "";
+        return Bad(absl::StrCat(where, "host ", e.host, " has max_slots=", e.max_slots,
+                                ", but --nproc-per-node asks for ", nproc_number,
+                                " processes; lower --nproc-per-node or raise max_slots"));
+      }
+    } else if (e.slots > 0) {
+      hp.spec.set_nproc_per_node(std::to_string(e.slots));
+    } else if (e.max_slots > 0) {
+      hp.spec.set_nproc_per_node(std::to_string(e.max_slots));
+    }
+    hp.spec.set_min_nodes(plan.min_nodes);
+    hp.spec.set_max_nodes(plan.max_nodes);
+    hp.spec.clear_local_addr();
+    for (const auto& [k, v] : forwarded_env) hp.spec.mutable_env()->insert({k, v});  // the user's win
+    if (hp.spec.python_exec().empty()) {
+      if (auto it = env.find("PYTHON_EXEC"); it != env.end() && !it->second.empty()) {
+        hp.spec.set_python_exec(it->second);
+      }
+    }
+    plan.hosts.push_back(std::move(hp));
+  }
+  return plan;
+}
+
+}  // namespace drun

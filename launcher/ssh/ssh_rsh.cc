@@ -1,0 +1,207 @@
+#include "launcher/ssh/ssh_rsh.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "rendezvous/base/clock.h"
+#include "rendezvous/base/signal_name.h"
+#include "rendezvous/base/unique_fd.h"
+
+extern char** environ;
+
+namespace drun {
+
+absl::StatusOr<std::vector<std::string>> SplitRshCommand(const std::string& cmd) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < cmd.size(); ++i) {
+    const char c = cmd[i];
+    if (quote == '\'') {
+      if (c == '\'') quote = 0; else cur += c;
+    } else if (quote == '"') {
+      if (c == '"') {
+        quote = 0;
+      } else if (c == '\\' && i + 1 < cmd.size() &&
+                 (cmd[i + 1] == '"' || cmd[i + 1] == '\\' || cmd[i + 1] == '$' || cmd[i + 1] == '`')) {
+        cur += cmd[++i];
+      } else {
+        cur += c;
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (c == '\\' && i + 1 < cmd.size()) {
+      cur += cmd[++i];
+      in_word = true;
+    } else if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) out.push_back(std::move(cur));
+      cur.clear();
+      in_word = false;
+    } else {
+      cur += c;
+      in_word = true;
+    }
+  }
+  if (quote) return absl::InvalidArgumentError(absl::StrCat("--rsh '", cmd, "': unbalanced ", std::string(1, quote)));
+  if (in_word) out.push_back(std::move(cur));
+  if (out.empty()) return absl::InvalidArgumentError("--rsh: the command is empty; write e.g. --rsh 'ssh -p 2222'");
+  return out;
+}
+
+namespace {
+
+class RshProcess : public RemoteProcess {
+ public:
+  ~RshProcess() override {
+    if (pid_ > 0) {
+      kill(-pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    // The descriptors close themselves after this (UniqueFd members).
+  }
+
+  absl::Status Start(const std::vector<std::string>& argv, const std::string& stdin_data) {
+    // The child's ends are closed here once it has them (or on any early return).
+    UniqueFd child_in, child_out, child_err;
+    if (!MakePipe(&child_in, &in_) || !MakePipe(&out_, &child_out) || !MakePipe(&err_, &child_err)) {
+      return absl::InternalError(absl::StrCat("pipe failed: ", strerror(errno)));
+    }
+    wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, child_in.get(), 0);
+    posix_spawn_file_actions_adddup2(&fa, child_out.get(), 1);
+    posix_spawn_file_actions_adddup2(&fa, child_err.get(), 2);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigfillset(&defaults);
+    sigdelset(&defaults, SIGKILL);
+    sigdelset(&defaults, SIGSTOP);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    // Its own process group: a Ctrl-C on the terminal reaches drun only,
+    // which then closes the agents' lifelines in order.
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    // Only the child keeps its ends: a write to a child that died fails
+    // (EPIPE) instead of blocking, and its output pipes reach EOF.
+    child_in.reset();
+    child_out.reset();
+    child_err.reset();
+    if (rc != 0) {
+      return absl::NotFoundError(absl::StrCat("--rsh: cannot run ", argv[0], ": ", strerror(rc)));
+    }
+    pid_ = pid;
+    size_t off = 0;
+    while (off < stdin_data.size()) {
+      ssize_t n = write(in_.get(), stdin_data.data() + off, stdin_data.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;  // it exited already: Run reports how
+      off += static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  }
+
+  Outcome Run(const DataFn& on_data, int timeout_ms) override {
+    Outcome outcome;
+    const TimePoint deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    char buf[16384];
+    while (out_.valid() || err_.valid()) {
+      if (wake_.load() >= 1) in_.reset();
+      if (wake_.load() >= 2 && !killed_) {
+        killed_ = true;
+        kill(-pid_, SIGKILL);
+        outcome.error = "aborted";
+      }
+      pollfd fds[3] = {{out_.get(), POLLIN, 0}, {err_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
+      int wait = -1;
+      if (timeout_ms >= 0) {
+        const TimePoint now = Clock::now();
+        if (now >= deadline) {
+          if (!killed_) kill(-pid_, SIGKILL);
+          killed_ = true;
+          outcome.error = absl::StrCat("no answer within ", timeout_ms / 1000.0, " s");
+          wait = 1000;  // the pipes close once it is dead
+        } else {
+          wait = PollTimeoutMs(deadline, now);
+        }
+      }
+      int n = poll(fds, 3, wait);
+      if (n < 0 && errno == EINTR) continue;
+      for (int i = 0; i < 2; ++i) {
+        UniqueFd& fd = i == 0 ? out_ : err_;
+        if (!fd.valid() || !fds[i].revents) continue;
+        ssize_t r = read(fd.get(), buf, sizeof buf);
+        if (r > 0) {
+          on_data(i + 1, buf, static_cast<size_t>(r));
+        } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+          fd.reset();
+        }
+      }
+      if (fds[2].revents) {
+        uint64_t v;
+        while (read(wake_fd_.get(), &v, sizeof v) > 0) {
+        }
+      }
+    }
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    if (WIFEXITED(status)) outcome.exit_status = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) {
+      outcome.exit_signal = SignalAbbrev(WTERMSIG(status));
+    }
+    return outcome;
+  }
+
+  void Stop() override { Wake(1); }
+  void Abort() override { Wake(2); }
+
+ private:
+  void Wake(int level) {
+    int cur = wake_.load();
+    while (cur < level && !wake_.compare_exchange_weak(cur, level)) {
+    }
+    uint64_t one = 1;
+    (void)!write(wake_fd_.get(), &one, sizeof one);
+  }
+
+  pid_t pid_ = -1;
+  UniqueFd in_, out_, err_, wake_fd_;
+  std::atomic<int> wake_{0};
+  bool killed_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RemoteProcess>> StartRshProcess(const std::vector<std::string>& argv,
+                                                               const std::string& stdin_data) {
+  auto p = std::make_unique<RshProcess>();
+  if (absl::Status st = p->Start(argv, stdin_data); !st.ok()) return st;
+  return std::unique_ptr<RemoteProcess>(std::move(p));
+}
+
+}  // namespace drun

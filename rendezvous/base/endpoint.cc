@@ -1,0 +1,146 @@
+#include "rendezvous/base/endpoint.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "rendezvous/base/unique_fd.h"
+
+namespace drun {
+
+std::string Endpoint::ToString() const {
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text, int default_port, PortZero zero) {
+  Endpoint ep;
+  ep.port = default_port;
+  std::string port_text;
+  if (!text.empty() && text[0] == '[') {
+    size_t close = text.find(']');
+    if (close == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("'", text, "': missing ']' after the IPv6 address"));
+    }
+    ep.host = std::string(text.substr(1, close - 1));
+    absl::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest[0] != ':') return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not [ADDR]:PORT"));
+      port_text = std::string(rest.substr(1));
+    }
+  } else {
+    size_t colon = text.rfind(':');
+    if (colon != absl::string_view::npos && text.find(':') == colon) {
+      ep.host = std::string(text.substr(0, colon));
+      port_text = std::string(text.substr(colon + 1));
+    } else {
+      ep.host = std::string(text);  // a name, or a bare IPv6 literal (no port)
+    }
+  }
+  if (ep.host.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' has no host; write HOST:PORT"));
+  }
+  if (!port_text.empty() || (text.size() && text.back() == ':')) {
+    const int lowest = zero == PortZero::kAllow ? 0 : 1;
+    int p;
+    if (!absl::SimpleAtoi(port_text, &p) || p < lowest || p > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", text, "' has no valid port; write HOST:PORT with PORT in ", lowest, "-65535"));
+    }
+    ep.port = p;
+  }
+  return ep;
+}
+
+absl::StatusOr<SockAddr> NumericSockAddr(const Endpoint& ep) {
+  SockAddr out;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&out.storage);
+  if (inet_pton(AF_INET, ep.host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<uint16_t>(ep.port));
+    out.len = sizeof *v4;
+    return out;
+  }
+  out = SockAddr();
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&out.storage);
+  if (inet_pton(AF_INET6, ep.host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<uint16_t>(ep.port));
+    out.len = sizeof *v6;
+    return out;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("'", ep.host, "' is not an IP address"));
+}
+
+absl::StatusOr<SockAddr> ResolveSockAddr(const Endpoint& ep) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string port = absl::StrCat(ep.port);
+  int rc = getaddrinfo(ep.host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0 || !res) {
+    return absl::NotFoundError(absl::StrCat("cannot resolve host '", ep.host, "': ", gai_strerror(rc)));
+  }
+  SockAddr out;
+  memcpy(&out.storage, res->ai_addr, res->ai_addrlen);
+  out.len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return out;
+}
+
+absl::StatusOr<std::string> ResolveHost(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || !res) {
+    return absl::NotFoundError(absl::StrCat("cannot resolve host '", host, "': ", gai_strerror(rc)));
+  }
+  std::string v4, v6;
+  char buf[INET6_ADDRSTRLEN];
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    if (a->ai_family == AF_INET && v4.empty()) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr, buf, sizeof buf);
+      v4 = buf;
+    } else if (a->ai_family == AF_INET6 && v6.empty()) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr, buf, sizeof buf);
+      v6 = buf;
+    }
+  }
+  freeaddrinfo(res);
+  return v4.empty() ? v6 : v4;
+}
+
+bool IsLocalAddress(const std::string& ip) {
+  auto addr = NumericSockAddr(Endpoint{ip, 0});
+  if (!addr.ok()) return false;
+  UniqueFd fd(socket(addr->family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  return fd.valid() && bind(fd.get(), addr->get(), addr->len) == 0;
+}
+
+std::string RouteSourceAddress(const std::string& ip, int port) {
+  auto addr = NumericSockAddr(Endpoint{ip, port});
+  if (!addr.ok()) return "";
+  UniqueFd fd(socket(addr->family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return "";
+  // connect() on UDP sends nothing; it only picks the route and source.
+  if (connect(fd.get(), addr->get(), addr->len) != 0) return "";
+  sockaddr_storage local;
+  socklen_t llen = sizeof local;
+  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &llen) != 0) return "";
+  char buf[INET6_ADDRSTRLEN];
+  if (local.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&local)->sin_addr, buf, sizeof buf);
+  } else {
+    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, buf, sizeof buf);
+  }
+  return buf;
+}
+
+}  // namespace drun

@@ -1,0 +1,59 @@
+// Network endpoints as drun's users write them: parsing and formatting
+// HOST[:PORT] and [V6]:PORT (one grammar for --rdzv-endpoint, --master-addr,
+// the rendezvous server's listen address and the agents' dial target),
+// turning them into socket addresses, and asking the kernel which local
+// address reaches another host (what the other end sees as ours).
+#ifndef DRUN_RENDEZVOUS_BASE_ENDPOINT_H_
+#define DRUN_RENDEZVOUS_BASE_ENDPOINT_H_
+
+#include <sys/socket.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace drun {
+
+struct Endpoint {
+  std::string host;  // a name or an address; IPv6 literals without brackets
+  int port = 0;
+  std::string ToString() const;  // "host:port", "[v6]:port"
+};
+
+// Port 0 means "pick a free one" where drun listens; users dialling must name one.
+enum class PortZero { kRefuse, kAllow };
+
+// "host", "host:port", "[v6]", "[v6]:port"; a missing port becomes default_port.
+// A bare IPv6 literal ("::1") is a host without a port. Errors name the text and
+// say what to write instead.
+absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text, int default_port,
+                                       PortZero zero = PortZero::kRefuse);
+
+// A socket address with its length, ready for bind()/connect().
+struct SockAddr {
+  sockaddr_storage storage{};
+  socklen_t len = 0;
+  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+  int family() const { return storage.ss_family; }
+};
+
+// The address of a numeric host (IPv4 or IPv6 literal; no DNS), for bind().
+absl::StatusOr<SockAddr> NumericSockAddr(const Endpoint& ep);
+
+// The first address getaddrinfo gives for ep (names resolved each call: a host
+// that is not in DNS yet may be by the next attempt).
+absl::StatusOr<SockAddr> ResolveSockAddr(const Endpoint& ep);
+
+// The first IPv4 (else IPv6) address of `host`, as text.
+absl::StatusOr<std::string> ResolveHost(const std::string& host);
+
+// True when `ip` can be bound on this host (an interface or loopback address).
+bool IsLocalAddress(const std::string& ip);
+
+// The source address the kernel picks to reach ip:port ("" if none).
+std::string RouteSourceAddress(const std::string& ip, int port);
+
+}  // namespace drun
+
+#endif  // DRUN_RENDEZVOUS_BASE_ENDPOINT_H_

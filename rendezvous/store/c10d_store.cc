@@ -1,0 +1,433 @@
+#include "rendezvous/store/c10d_store.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "rendezvous/store/c10d_store_state.h"
+
+namespace drun {
+namespace {
+
+using c10d_store::ConnId;
+
+// epoll user data for the two non-client descriptors; client connections use their ConnId,
+// which starts above these.
+constexpr uint64_t kListenTag = 1;
+constexpr uint64_t kWakeTag = 2;
+constexpr ConnId kFirstConnId = 16;
+
+constexpr size_t kReadChunk = 64 * 1024;
+// Reads per readiness event before yielding to other connections (level-triggered epoll
+// brings the connection back on the next round).
+constexpr int kReadsPerEvent = 4;
+
+std::string ErrnoText(int err) { return std::strerror(err); }
+
+// Creates a listening socket on one address. Returns the fd or an error.
+absl::StatusOr<int> ListenOn(const sockaddr* addr, socklen_t len, bool dual_stack) {
+  int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", ErrnoText(errno)));
+  int one = 1;
+  // A fresh store per rendezvous round may reuse the port of the previous round.
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (addr->sa_family == AF_INET6) {
+    int v6only = dual_stack ? 0 : 1;
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
+  }
+  if (bind(fd, addr, len) != 0) {
+    int err = errno;
+    close(fd);
+    return absl::Status(err == EADDRINUSE ? absl::StatusCode::kAlreadyExists
+                                          : absl::StatusCode::kUnavailable,
+                        ErrnoText(err));
+  }
+  // The kernel caps the backlog at net.core.somaxconn; ask for plenty so a burst of
+  // thousands of workers connecting at once is not refused.
+  if (listen(fd, 16384) != 0) {
+    int err = errno;
+    close(fd);
+    return absl::UnavailableError(absl::StrCat("listen: ", ErrnoText(err)));
+  }
+  return fd;
+}
+
+std::string AddrText(const std::string& host, int port) {
+  if (host.find(':') != std::string::npos) return absl::StrCat("[", host, "]:", port);
+  return absl::StrCat(host.empty() ? "*" : host, ":", port);
+}
+
+absl::StatusOr<int> BindListener(const std::string& bind_addr, int port) {
+  if (port < 0 || port > 65535)
+    return absl::InvalidArgumentError(absl::StrCat("c10d store: invalid port ", port));
+  if (bind_addr.empty()) {
+    // Dual-stack like torch 1.13's server, so clients may reach us over IPv4 or IPv6.
+    sockaddr_in6 a6{};
+    a6.sin6_family = AF_INET6;
+    a6.sin6_addr = in6addr_any;
+    a6.sin6_port = htons(static_cast<uint16_t>(port));
+    auto fd = ListenOn(reinterpret_cast<sockaddr*>(&a6), sizeof(a6), /*dual_stack=*/true);
+    if (fd.ok()) return fd;
+    sockaddr_in a4{};
+    a4.sin_family = AF_INET;
+    a4.sin_addr.s_addr = htonl(INADDR_ANY);
+    a4.sin_port = htons(static_cast<uint16_t>(port));
+    auto fd4 = ListenOn(reinterpret_cast<sockaddr*>(&a4), sizeof(a4), false);
+    if (fd4.ok()) return fd4;
+    return absl::Status(fd4.status().code(),
+                        absl::StrCat("c10d store: cannot listen on ", AddrText("", port), ": ",
+                                     fd4.status().message()));
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  int rc = getaddrinfo(bind_addr.c_str(), service.c_str(), &hints, &res);
+  if (rc != 0)
+    return absl::InvalidArgumentError(absl::StrCat("c10d store: cannot resolve bind address '",
+                                                   bind_addr, "': ", gai_strerror(rc)));
+  absl::Status last = absl::UnavailableError("no address");
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    auto fd = ListenOn(ai->ai_addr, ai->ai_addrlen, /*dual_stack=*/false);
+    if (fd.ok()) {
+      freeaddrinfo(res);
+      return fd;
+    }
+    last = fd.status();
+  }
+  freeaddrinfo(res);
+  return absl::Status(last.code(), absl::StrCat("c10d store: cannot listen on ",
+                                                AddrText(bind_addr, port), ": ",
+                                                last.message()));
+}
+
+}  // namespace
+
+// Everything the loop thread owns. Only the loop thread touches it after Start returns.
+class C10dStoreServer::Loop : public c10d_store::ReplySink {
+ public:
+  Loop(C10dStoreServer* owner, Options options, int listen_fd, int epoll_fd)
+      : owner_(owner),
+        options_(std::move(options)),
+        listen_fd_(listen_fd),
+        epoll_fd_(epoll_fd),
+        read_buf_(new char[kReadChunk]) {
+    // Held in reserve so that, out of descriptors, we can still accept and drop a client
+    // instead of spinning on a listening socket that stays readable.
+    spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  }
+
+  ~Loop() override {
+    for (auto& [id, conn] : conns_) close(conn->fd);
+    close(listen_fd_);
+    close(epoll_fd_);
+    if (spare_fd_ >= 0) close(spare_fd_);
+  }
+
+  void Run() {
+    constexpr int kMaxEvents = 256;
+    epoll_event events[kMaxEvents];
+    while (!stopping_) {
+      int n = epoll_wait(epoll_fd_, events, kMaxEvents, -1);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        Log(absl::StrCat("epoll_wait: ", ErrnoText(errno)));
+        break;
+      }
+      for (int i = 0; i < n; ++i) {
+        const uint64_t tag = events[i].data.u64;
+        if (tag == kListenTag) {
+          AcceptAll();
+        } else if (tag == kWakeTag) {
+          stopping_ = true;
+        } else {
+          HandleConn(tag, events[i].events);
+        }
+      }
+      FlushDirty();
+    }
+  }
+
+  // ReplySink: queue bytes for a connection; they are written at the end of the round.
+  void Send(ConnId id, absl::string_view bytes) override {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn& c = *it->second;
+    if (c.out_off == c.out.size()) {
+      c.out.clear();
+      c.out_off = 0;
+    }
+    c.out.append(bytes.data(), bytes.size());
+    if (!c.dirty) {
+      c.dirty = true;
+      dirty_.push_back(id);
+    }
+  }
+
+ private:
+  struct Conn {
+    int fd = -1;
+    ConnId id = 0;
+    c10d_store::C10dStoreParser parser;
+    std::string out;
+    size_t out_off = 0;
+    bool dirty = false;           // in dirty_, to be flushed this round
+    bool writable_armed = false;  // EPOLLOUT requested
+    bool read_paused = false;     // EPOLLIN dropped because output backed up
+    explicit Conn(const c10d_store::ParserLimits& limits) : parser(limits) {}
+    size_t pending() const { return out.size() - out_off; }
+  };
+
+  void Log(absl::string_view line) {
+    if (options_.log) options_.log(line);
+  }
+
+  void AcceptAll() {
+    for (;;) {
+      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if ((errno == EMFILE || errno == ENFILE) && spare_fd_ >= 0) {
+          Log("c10d store: out of file descriptors; dropping a new connection (raise "
+              "ulimit -n)");
+          close(spare_fd_);
+          int victim = accept(listen_fd_, nullptr, nullptr);
+          if (victim >= 0) close(victim);
+          spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+          continue;
+        }
+        return;  // EAGAIN, or an error we can only wait out
+      }
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      auto conn = std::make_unique<Conn>(options_.limits);
+      conn->fd = fd;
+      conn->id = next_id_++;
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLRDHUP;
+      ev.data.u64 = conn->id;
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        close(fd);
+        continue;
+      }
+      conns_.emplace(conn->id, std::move(conn));
+      owner_->connections_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  void HandleConn(ConnId id, uint32_t events) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;  // closed earlier in this round
+    Conn& c = *it->second;
+    if (events & EPOLLOUT) {
+      if (!Flush(c)) return;
+    }
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) Read(c);
+  }
+
+  // Reads what is available, parses and applies it. May close the connection.
+  void Read(Conn& c) {
+    const ConnId id = c.id;
+    for (int round = 0; round < kReadsPerEvent; ++round) {
+      ssize_t n = recv(c.fd, read_buf_.get(), kReadChunk, 0);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+        CloseConn(id, /*flush_first=*/false);
+        return;
+      }
+      if (n == 0) {
+        // The client finished sending; whatever we owe it can still be delivered.
+        CloseConn(id, /*flush_first=*/true);
+        return;
+      }
+      requests_.clear();
+      absl::Status parsed =
+          c.parser.Feed(absl::string_view(read_buf_.get(), static_cast<size_t>(n)),
+                        &requests_);
+      // Serve what was complete before any bad bytes, in order, then drop the client.
+      for (c10d_store::Request& req : requests_) {
+        absl::Status applied = state_.Apply(id, c.parser.dialect(), std::move(req), *this);
+        if (!applied.ok()) {
+          ProtocolError(id, applied);
+          return;
+        }
+      }
+      if (!parsed.ok()) {
+        ProtocolError(id, parsed);
+        return;
+      }
+      if (c.pending() > options_.max_pending_output) {
+        c.read_paused = true;
+        UpdateInterest(c);
+        return;
+      }
+      if (static_cast<size_t>(n) < kReadChunk) return;  // drained the socket
+    }
+  }
+
+  void ProtocolError(ConnId id, const absl::Status& status) {
+    owner_->protocol_errors_.fetch_add(1, std::memory_order_relaxed);
+    Log(absl::StrCat("c10d store: closing connection ", id, ": ", status.message()));
+    CloseConn(id, /*flush_first=*/true);
+  }
+
+  // Writes as much pending output as the socket takes. Returns false if the connection
+  // was closed.
+  bool Flush(Conn& c) {
+    while (c.pending() > 0) {
+      ssize_t n = send(c.fd, c.out.data() + c.out_off, c.pending(), MSG_NOSIGNAL);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        CloseConn(c.id, /*flush_first=*/false);
+        return false;
+      }
+      c.out_off += static_cast<size_t>(n);
+    }
+    if (c.pending() == 0) {
+      c.out.clear();
+      c.out_off = 0;
+      // Big replies leave big buffers behind; idle connections should stay small.
+      if (c.out.capacity() > kReadChunk) c.out.shrink_to_fit();
+    }
+    const bool paused = c.read_paused && c.pending() > options_.max_pending_output / 2;
+    if (paused != c.read_paused || (c.pending() > 0) != c.writable_armed) {
+      c.read_paused = paused;
+      UpdateInterest(c);
+    }
+    return true;
+  }
+
+  void UpdateInterest(Conn& c) {
+    epoll_event ev{};
+    ev.events = (c.read_paused ? 0u : static_cast<uint32_t>(EPOLLIN | EPOLLRDHUP)) |
+                (c.pending() > 0 ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+    ev.data.u64 = c.id;
+    c.writable_armed = c.pending() > 0;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+  }
+
+  void FlushDirty() {
+    // Flush may close connections, which never adds to dirty_, so iterate by index.
+    for (size_t i = 0; i < dirty_.size(); ++i) {
+      auto it = conns_.find(dirty_[i]);
+      if (it == conns_.end()) continue;
+      it->second->dirty = false;
+      Flush(*it->second);
+    }
+    dirty_.clear();
+  }
+
+  void CloseConn(ConnId id, bool flush_first) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) return;
+    Conn& c = *it->second;
+    if (flush_first && c.pending() > 0) {
+      // Best effort, non-blocking: the replies to requests served before the error.
+      (void)send(c.fd, c.out.data() + c.out_off, c.pending(), MSG_NOSIGNAL);
+    }
+    close(c.fd);
+    conns_.erase(it);
+    state_.Disconnect(id);
+    owner_->connections_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  C10dStoreServer* owner_;
+  Options options_;
+  int listen_fd_;
+  int epoll_fd_;
+  int spare_fd_ = -1;
+  bool stopping_ = false;
+  ConnId next_id_ = kFirstConnId;
+  std::unique_ptr<char[]> read_buf_;
+  std::vector<c10d_store::Request> requests_;
+  std::vector<ConnId> dirty_;
+  absl::flat_hash_map<ConnId, std::unique_ptr<Conn>> conns_;
+  c10d_store::C10dStoreState state_;
+};
+
+absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Start(
+    const std::string& bind_addr, int port) {
+  return Start(bind_addr, port, Options());
+}
+
+absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Start(
+    const std::string& bind_addr, int port, Options options) {
+  absl::StatusOr<int> listen_fd = BindListener(bind_addr, port);
+  if (!listen_fd.ok()) return listen_fd.status();
+
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  int bound_port = port;
+  if (getsockname(*listen_fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+    if (ss.ss_family == AF_INET)
+      bound_port = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    else if (ss.ss_family == AF_INET6)
+      bound_port = ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  }
+
+  int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+  int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd < 0 || wake_fd < 0) {
+    int err = errno;
+    close(*listen_fd);
+    if (epoll_fd >= 0) close(epoll_fd);
+    if (wake_fd >= 0) close(wake_fd);
+    return absl::InternalError(absl::StrCat("c10d store: epoll/eventfd: ", ErrnoText(err)));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenTag;
+  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, *listen_fd, &ev);
+  ev.data.u64 = kWakeTag;
+  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev);
+
+  std::unique_ptr<C10dStoreServer> server(new C10dStoreServer());
+  server->port_ = bound_port;
+  server->wake_fd_ = wake_fd;
+  server->loop_ =
+      std::make_unique<Loop>(server.get(), std::move(options), *listen_fd, epoll_fd);
+  Loop* loop = server->loop_.get();
+  server->thread_ = std::thread([loop] {
+    pthread_setname_np(pthread_self(), "drun-c10dstore");  // visible in top -H / gdb
+    loop->Run();
+  });
+  return server;
+}
+
+void C10dStoreServer::Stop() {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  if (!thread_.joinable()) return;
+  uint64_t one = 1;
+  ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+  (void)ignored;
+  thread_.join();
+  loop_.reset();  // closes the listener and every connection
+  close(wake_fd_);
+  wake_fd_ = -1;
+  connections_.store(0, std::memory_order_relaxed);
+}
+
+C10dStoreServer::~C10dStoreServer() { Stop(); }
+
+}  // namespace drun

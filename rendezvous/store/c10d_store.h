@@ -1,0 +1,84 @@
+// C10dStoreServer: a TCPStore-compatible server that unmodified PyTorch / LibTorch clients
+// (torch 1.13 and the validated 2.x protocol) use as their c10d store, i.e. what workers reach
+// at MASTER_ADDR:MASTER_PORT with TORCHELASTIC_USE_AGENT_STORE=True.
+//
+// Promises:
+//  * One background thread runs a single epoll loop; connections are non-blocking with
+//    TCP_NODELAY, and idle ones cost a few hundred bytes each (10 000 are fine; the process's
+//    RLIMIT_NOFILE must allow them).
+//  * Each connection's protocol dialect is detected from its first bytes
+//    (rendezvous/store/c10d_store_parser.h); both kinds of client can share one store.
+//  * Replies go out in request order per connection; WAIT is answered when its keys appear,
+//    never timed out by the server.
+//  * A connection that sends something malformed, unknown or over the limits, or a request
+//    torch's servers would fail on (GET of a missing key), is closed; nobody else notices.
+//  * Stop() (or destruction) closes every connection and joins the thread.
+//
+// The wire protocol is specified in shared/specs/c10d-store-protocol.md; the design and the
+// limits are described in docs/c10d_store.md.
+#ifndef DRUN_RENDEZVOUS_STORE_C10D_STORE_H_
+#define DRUN_RENDEZVOUS_STORE_C10D_STORE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "rendezvous/store/c10d_store_parser.h"
+
+namespace drun {
+
+class C10dStoreServer {
+ public:
+  struct Options {
+    c10d_store::ParserLimits limits;
+    // A connection whose unsent replies exceed this is not read from until they drain
+    // (a client that pipelines requests but never reads cannot grow the server unbounded).
+    size_t max_pending_output = 16 * 1024 * 1024;
+    // Receives one line per closed-on-error connection; null = silent.
+    std::function<void(absl::string_view)> log;
+  };
+
+  // Binds bind_addr:port (port 0 = an ephemeral port; bind_addr "" = all interfaces,
+  // dual-stack [::] when IPv6 is available, else 0.0.0.0) and serves on one background
+  // thread until Stop() or destruction. Cheap: a fresh store is started for every
+  // rendezvous round.
+  static absl::StatusOr<std::unique_ptr<C10dStoreServer>> Start(const std::string& bind_addr,
+                                                                int port);
+  static absl::StatusOr<std::unique_ptr<C10dStoreServer>> Start(const std::string& bind_addr,
+                                                                int port, Options options);
+
+  C10dStoreServer(const C10dStoreServer&) = delete;
+  C10dStoreServer& operator=(const C10dStoreServer&) = delete;
+
+  int port() const { return port_; }
+  // Open client connections right now (for stats and tests).
+  size_t connection_count() const { return connections_.load(std::memory_order_relaxed); }
+  // Connections closed by the server because of a protocol error, since Start.
+  uint64_t protocol_errors() const { return protocol_errors_.load(std::memory_order_relaxed); }
+
+  void Stop();  // closes every connection and joins the thread; idempotent
+  ~C10dStoreServer();
+
+ private:
+  class Loop;
+  C10dStoreServer() = default;
+
+  int port_ = 0;
+  int wake_fd_ = -1;
+  std::unique_ptr<Loop> loop_;
+  std::thread thread_;
+  std::mutex stop_mu_;  // serializes Stop()
+  std::atomic<size_t> connections_{0};
+  std::atomic<uint64_t> protocol_errors_{0};
+};
+
+}  // namespace drun
+
+#endif  // DRUN_RENDEZVOUS_STORE_C10D_STORE_H_
