@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -15,6 +14,7 @@
 #include "agent/nproc.h"
 #include "agent/output.h"
 #include "agent/process.h"
+#include "rendezvous/base/random.h"
 
 namespace drun {
 
@@ -57,10 +57,10 @@ int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::
                     spec->tee().all() != 0 || spec->tee().has_per_rank();
   if (logs && spec->log_dir().empty()) {
     // Like torchrun: log files need a directory; keep it and say where.
-    std::string tmpl = (std::filesystem::temp_directory_path() / "drun_logs_XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) return Fail(1, "cannot create a log directory under /tmp");
-    spec->set_log_dir(tmpl);
-    WriteAll(2, absl::StrCat("drun: log directory set to ", tmpl, "\n"));
+    auto dir = MakeTempDir("drun_logs_");
+    if (!dir.ok()) return Fail(1, absl::StrCat("cannot create a log directory: ", dir.status().message()));
+    spec->set_log_dir(*dir);
+    WriteAll(2, absl::StrCat("drun: log directory set to ", *dir, "\n"));
   }
   return 0;
 }

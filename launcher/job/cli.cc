@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <fstream>
 #include <optional>
-#include <random>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -18,6 +17,7 @@
 #include "agent/output.h"
 #include "agent/std_streams.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/random.h"
 #include "launcher/job/user_env.h"
 
 namespace drun {
@@ -195,14 +195,8 @@ bool ParseBool(const std::string& v, bool* out) {
   return false;
 }
 
-std::string RandomRunId() {
-  std::random_device rd;
-  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid()));
-  static const char kHex[] = "0123456789abcdef";
-  std::string id;
-  for (int i = 0; i < 12; ++i) id.push_back(kHex[gen() % 16]);
-  return id;
-}
+// torchrun's --standalone run ids are random too; 12 hex digits.
+std::string RandomRunId() { return RandomHex(6); }
 
 // The command line split into options and the entrypoint.
 struct Tokens {
