@@ -348,7 +348,7 @@ std::string PeerText(const sockaddr_storage& peer) {
   return text;
 }
 
-// The listening socket is drun's own: every accepted connection gets its
+// The listening socket is drun's own: every agent connection gets its
 // link-liveness options (link_liveness.h) before gRPC takes it over, which
 // gRPC's own listener has no way to do; and on a shared port (see the
 // header) each connection is sorted by its first bytes first.
@@ -494,7 +494,6 @@ class ServerImpl : public RendezvousServer {
         }
         return;  // EAGAIN, or an error the next round retries
       }
-      SetLinkTimeout(fd, link_timeout_);
       if (!shared_) {
         ToGrpc(fd, PeerText(peer));
         continue;
@@ -535,7 +534,9 @@ class ServerImpl : public RendezvousServer {
     }  // kGarbage: closed by conn's destructor
   }
 
+  // Store connections keep the kernel's defaults, as on a store's own port.
   void ToGrpc(int fd, std::string peer) {
+    SetLinkTimeout(fd, link_timeout_);
     core_->NotePeer(fd, std::move(peer));
     grpc::AddInsecureChannelFromFd(server_.get(), fd);
   }
