@@ -323,9 +323,8 @@ class Service final : public v1::Rendezvous::CallbackService {
 struct PendingConn {
   int fd = -1;
   std::string peer;
-  TimePoint deadline;
-  PendingConn(int f, std::string p, TimePoint d) : fd(f), peer(std::move(p)), deadline(d) {}
-  PendingConn(PendingConn&& o) noexcept : fd(o.Release()), peer(std::move(o.peer)), deadline(o.deadline) {}
+  PendingConn(int f, std::string p) : fd(f), peer(std::move(p)) {}
+  PendingConn(PendingConn&& o) noexcept : fd(o.Release()), peer(std::move(o.peer)) {}
   PendingConn& operator=(PendingConn&&) = delete;
   ~PendingConn() {
     if (fd >= 0) close(fd);
@@ -421,7 +420,8 @@ class ServerImpl : public RendezvousServer {
       ssize_t r = write(stop_fd_, &one, sizeof one);
       (void)r;
       acceptor_.join();
-      pending_.clear();  // closes connections still silent
+      shutdown(listen_fd_, SHUT_RDWR);  // refuse new connections from now on
+      pending_.clear();                 // closes connections still silent
     }
     if (!server_) return;
     server_->Shutdown(std::chrono::system_clock::now() +
@@ -506,7 +506,7 @@ class ServerImpl : public RendezvousServer {
         continue;
       }
       const TimePoint deadline = Clock::now() + first_bytes_timeout_;
-      pending_.emplace(id, PendingConn(fd, PeerText(peer), deadline));
+      pending_.emplace(id, PendingConn(fd, PeerText(peer)));
       expiry_.emplace_back(deadline, id);
     }
   }

@@ -286,6 +286,20 @@ TEST(OnePort, AStoreClientBeforeTheFirstRoundWaitsForItsStore) {
   EXPECT_EQ(early.Recv(9), Str("v"));
 }
 
+TEST(OnePort, Torch2HandshakeAndPingThroughTheSharedPort) {
+  Started s = StartShared();
+  ASSERT_NE(s.server, nullptr);
+  auto agent = Agent::Connect(s.port, "oneport");
+  ASSERT_NE(agent, nullptr);
+  ASSERT_TRUE(agent->Assignment().has_value());
+  // torch 2.x opens with VALIDATE + PING in one segment; the server echoes the nonce.
+  Raw v2(s.port);
+  ASSERT_TRUE(v2.Send(c10d_store::wire::Handshake(0x5a71)));
+  EXPECT_EQ(v2.Recv(4), c10d_store::wire::U32(0x5a71));
+  ASSERT_TRUE(v2.Send(Encode(Dialect::kV2, Req(Op::kAdd, {"/n"}, {}, 4))));
+  EXPECT_EQ(v2.Recv(8), U64(4));
+}
+
 TEST(OnePort, AnotherConfiguredPortIsTheStoresOwn) {
   const int store_port = FreePort();
   auto s = RendezvousServer::Start("127.0.0.1:0", OneNodeJob(store_port));
