@@ -6,23 +6,26 @@
 #include <grpcpp/server_posix.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "drun/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/first_bytes.h"
 #include "rendezvous/link_liveness.h"
 #include "rendezvous/round_store.h"
 
@@ -103,6 +106,11 @@ class Core {
     return PeerHost(grpc_peer);
   }
   void Lost(RendezvousState::NodeId id);
+
+  // One port: the store is reached through the rendezvous listener (before
+  // any agent connects), which hands store connections over here.
+  void ServeStoreThroughListener(int port) { store_.ServeThroughListener(port); }
+  void AdoptStoreConnection(int fd) { store_.Adopt(fd); }  // its own lock, not mu_
 
  private:
   void Dispatch(RendezvousState::Outbox out);  // mu_ held
@@ -309,14 +317,46 @@ class Service final : public v1::Rendezvous::CallbackService {
   Core* core_;
 };
 
-// The listening socket is drun's own: every accepted connection gets its
+// A connection accepted on a shared port, waiting for its first bytes. Owns
+// its descriptor until it is handed on (Release).
+struct PendingConn {
+  int fd = -1;
+  std::string peer;
+  PendingConn(int f, std::string p) : fd(f), peer(std::move(p)) {}
+  PendingConn(PendingConn&& o) noexcept : fd(o.Release()), peer(std::move(o.peer)) {}
+  PendingConn& operator=(PendingConn&&) = delete;
+  ~PendingConn() {
+    if (fd >= 0) close(fd);
+  }
+  int Release() { return std::exchange(fd, -1); }
+};
+
+std::string PeerText(const sockaddr_storage& peer) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (peer.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr, text, sizeof text);
+  } else if (peer.ss_family == AF_INET6) {
+    const in6_addr& a6 = reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+      inet_ntop(AF_INET, &a6.s6_addr[12], text, sizeof text);
+    } else {
+      inet_ntop(AF_INET6, &a6, text, sizeof text);
+    }
+  }
+  return text;
+}
+
+// The listening socket is drun's own: every agent connection gets its
 // link-liveness options (link_liveness.h) before gRPC takes it over, which
-// gRPC's own listener has no way to do.
+// gRPC's own listener has no way to do; and on a shared port (see the
+// header) each connection is sorted by its first bytes first.
 class ServerImpl : public RendezvousServer {
  public:
-  explicit ServerImpl(RendezvousState::Config config)
+  ServerImpl(RendezvousState::Config config, Options options)
       : link_timeout_(std::chrono::milliseconds(static_cast<int64_t>(
             1000 * (config.spec.keepalive_timeout_s() > 0 ? config.spec.keepalive_timeout_s() : 2)))),
+        first_bytes_timeout_(options.first_bytes_timeout),
+        fixed_master_port_(config.fixed_master_port),
         core_(std::make_unique<Core>(std::move(config))),
         service_(core_.get()) {}
   ~ServerImpl() override { Shutdown(Duration::zero()); }
@@ -334,7 +374,7 @@ class ServerImpl : public RendezvousServer {
     const bool v6 = sa->family() == AF_INET6;
     sockaddr_storage ss = sa->storage;
     socklen_t len = sa->len;
-    listen_fd_.reset(socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    listen_fd_.reset(socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!listen_fd_.valid()) return busy;
     const int one = 1, zero = 0;
     setsockopt(listen_fd_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -346,26 +386,23 @@ class ServerImpl : public RendezvousServer {
     }
     port_ = ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
                      : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-
-    grpc::ServerBuilder b;
-    b.RegisterService(&service_);
-    // Agents' transport keepalive pings are welcome at any rate.
-    b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 200);
-    b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
-    b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    server_ = b.BuildAndStart();
-    if (!server_) return absl::InternalError("cannot start the rendezvous service");
-    acceptor_ = std::thread([this] { AcceptLoop(); });
-    return absl::OkStatus();
+    // The configured master port is this listener's: the store shares it.
+    shared_ = fixed_master_port_ > 0 && fixed_master_port_ == port_;
+    if (shared_) core_->ServeStoreThroughListener(port_);
+    return StartServing();
   }
   int port() const override { return port_; }
+  bool serves_store() const override { return shared_; }
   int event_fd() const override { return core_->event_fd(); }
   std::optional<Event> NextEvent() override { return core_->NextEvent(); }
   void Shutdown(Duration grace) override {
     if (acceptor_.joinable()) {
-      stopping_ = true;
-      shutdown(listen_fd_.get(), SHUT_RDWR);  // wakes accept4 with EINVAL
+      uint64_t one = 1;
+      ssize_t r = write(stop_fd_.get(), &one, sizeof one);
+      (void)r;
       acceptor_.join();
+      shutdown(listen_fd_.get(), SHUT_RDWR);  // refuse new connections from now on
+      pending_.clear();                 // closes connections still silent
     }
     if (!server_) return;
     server_->Shutdown(std::chrono::system_clock::now() +
@@ -374,51 +411,161 @@ class ServerImpl : public RendezvousServer {
   }
 
  private:
+  // epoll tags of the acceptor; pending connections use ids from kFirstPending.
+  static constexpr uint64_t kListenTag = 0;
+  static constexpr uint64_t kStopTag = 1;
+  static constexpr uint64_t kFirstPending = 2;
+
+  absl::Status StartServing() {
+    grpc::ServerBuilder b;
+    b.RegisterService(&service_);
+    // Agents' transport keepalive pings are welcome at any rate.
+    b.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 200);
+    b.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+    b.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    server_ = b.BuildAndStart();
+    if (!server_) return absl::InternalError("cannot start the rendezvous service");
+    epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
+    stop_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!epoll_fd_.valid() || !stop_fd_.valid() || !Watch(listen_fd_.get(), kListenTag, EPOLLIN) ||
+        !Watch(stop_fd_.get(), kStopTag, EPOLLIN)) {
+      return absl::InternalError("cannot start the rendezvous listener (epoll)");
+    }
+    acceptor_ = std::thread([this] { AcceptLoop(); });
+    return absl::OkStatus();
+  }
+
+  bool Watch(int fd, uint64_t tag, uint32_t events) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = tag;
+    return epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
+  }
+
   void AcceptLoop() {
-    while (!stopping_) {
+    constexpr int kMaxEvents = 64;
+    epoll_event events[kMaxEvents];
+    for (;;) {
+      const int n = epoll_wait(epoll_fd_.get(), events, kMaxEvents, MsToFirstExpiry());
+      if (n < 0 && errno != EINTR) return;
+      for (int i = 0; i < n; ++i) {
+        const uint64_t tag = events[i].data.u64;
+        if (tag == kStopTag) return;
+        if (tag == kListenTag) {
+          AcceptReady();
+        } else {
+          Sort(tag, events[i].events);
+        }
+      }
+      CloseSilent(Clock::now());
+    }
+  }
+
+  void AcceptReady() {
+    for (;;) {
       sockaddr_storage peer{};
       socklen_t peer_len = sizeof peer;
       int fd = accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len,
                        SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
-        if (stopping_ || errno == EINVAL || errno == EBADF) return;
+        if (errno == EINTR || errno == ECONNABORTED) continue;
         // Out of descriptors or memory: the connection waits in the backlog.
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
           poll(nullptr, 0, 50);
         }
+        return;  // EAGAIN, or an error the next round retries
+      }
+      if (!shared_) {
+        ToGrpc(fd, PeerText(peer));
         continue;
       }
-      SetLinkTimeout(fd, link_timeout_);
-      char text[INET6_ADDRSTRLEN] = "";
-      if (peer.ss_family == AF_INET) {
-        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&peer)->sin_addr, text, sizeof text);
-      } else if (peer.ss_family == AF_INET6) {
-        const in6_addr& a6 = reinterpret_cast<sockaddr_in6*>(&peer)->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(&a6)) {
-          inet_ntop(AF_INET, &a6.s6_addr[12], text, sizeof text);
-        } else {
-          inet_ntop(AF_INET6, &a6, text, sizeof text);
-        }
+      // Edge-triggered: peeking leaves the bytes unread, so a level-triggered
+      // descriptor would stay ready; each new arrival is a new edge.
+      const uint64_t id = next_pending_++;
+      if (!Watch(fd, id, EPOLLIN | EPOLLRDHUP | EPOLLET)) {
+        close(fd);
+        continue;
       }
-      core_->NotePeer(fd, text);
-      grpc::AddInsecureChannelFromFd(server_.get(), fd);
+      const TimePoint deadline = Clock::now() + first_bytes_timeout_;
+      pending_.emplace(id, PendingConn(fd, PeerText(peer)));
+      expiry_.emplace_back(deadline, id);
     }
   }
 
+  // A shared-port connection has news: peek at its first bytes and send it on.
+  void Sort(uint64_t id, uint32_t events) {
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return;
+    char buf[kFirstBytesPeek];
+    const ssize_t n = recv(it->second.fd, buf, sizeof buf, MSG_PEEK);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    FirstBytes kind = n > 0 ? ClassifyFirstBytes(absl::string_view(buf, static_cast<size_t>(n)))
+                            : FirstBytes::kGarbage;  // closed or failed before speaking
+    // A peer that has finished sending cannot complete a preface any more.
+    if (kind == FirstBytes::kNeedMore && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+      kind = FirstBytes::kGarbage;
+    if (kind == FirstBytes::kNeedMore) return;
+    PendingConn conn = std::move(it->second);
+    pending_.erase(it);
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, conn.fd, nullptr);
+    if (kind == FirstBytes::kGrpc) {
+      ToGrpc(conn.Release(), std::move(conn.peer));
+    } else if (kind == FirstBytes::kStore) {
+      core_->AdoptStoreConnection(conn.Release());
+    }  // kGarbage: closed by conn's destructor
+  }
+
+  // Store connections keep the kernel's defaults, as on a store's own port.
+  void ToGrpc(int fd, std::string peer) {
+    SetLinkTimeout(fd, link_timeout_);
+    core_->NotePeer(fd, std::move(peer));
+    grpc::AddInsecureChannelFromFd(server_.get(), fd);
+  }
+
+  // Every pending connection has the same timeout, so accept order is
+  // deadline order: the front of expiry_ is the next to expire.
+  void CloseSilent(TimePoint now) {
+    while (!expiry_.empty() && expiry_.front().first <= now) {
+      pending_.erase(expiry_.front().second);  // no-op if it was sorted already
+      expiry_.pop_front();
+    }
+  }
+
+  int MsToFirstExpiry() {
+    while (!expiry_.empty() && pending_.count(expiry_.front().second) == 0) expiry_.pop_front();
+    if (expiry_.empty()) return -1;
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(expiry_.front().first -
+                                                                   Clock::now());
+    return static_cast<int>(std::max<int64_t>(0, left.count()));
+  }
+
   const std::chrono::milliseconds link_timeout_;
+  const Duration first_bytes_timeout_;
+  const int fixed_master_port_;
   std::unique_ptr<Core> core_;
   Service service_;
   std::unique_ptr<grpc::Server> server_;
   UniqueFd listen_fd_;
+  UniqueFd epoll_fd_;
+  UniqueFd stop_fd_;  // eventfd: Shutdown() wakes the acceptor with it
   int port_ = 0;
-  std::atomic<bool> stopping_{false};
+  bool shared_ = false;  // the workers' store is served on this port
   std::thread acceptor_;
+  // Acceptor thread only: shared-port connections that have not spoken yet.
+  std::map<uint64_t, PendingConn> pending_;
+  std::deque<std::pair<TimePoint, uint64_t>> expiry_;
+  uint64_t next_pending_ = kFirstPending;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
     const std::string& listen_addr, RendezvousState::Config config) {
+  return Start(listen_addr, std::move(config), Options());
+}
+
+absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
+    const std::string& listen_addr, RendezvousState::Config config, Options options) {
   // One stream per agent and one or two store connections per worker: a large
   // job needs more descriptors than the usual soft limit of 1024.
   struct rlimit rl;
@@ -426,7 +573,7 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
-  auto s = std::make_unique<ServerImpl>(std::move(config));
+  auto s = std::make_unique<ServerImpl>(std::move(config), options);
   if (absl::Status st = s->Listen(listen_addr); !st.ok()) return st;
   return std::unique_ptr<RendezvousServer>(std::move(s));
 }

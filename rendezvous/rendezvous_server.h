@@ -6,6 +6,15 @@
 // Transport duties (the state machine knows nothing of them): a stream that
 // ends is a lost node; every Heartbeat is answered with a Heartbeat so agents
 // can tell a silent server; a Reject closes the stream once written.
+//
+// One port (docs/architecture.md): when config.fixed_master_port is the port
+// the server listens on, the workers' c10d store is served on that same port.
+// drun's own listener classifies each accepted connection by its first bytes
+// (rendezvous/first_bytes.h): the HTTP/2 preface goes to gRPC, a TCPStore
+// request stream to the current round's store (RoundStore::Adopt), anything
+// else is closed. Waiting for first bytes never holds up accepting others; a
+// connection that stays silent longer than Options::first_bytes_timeout is
+// closed. Otherwise every connection goes to gRPC at once, as before.
 #ifndef DRUN_RENDEZVOUS_RENDEZVOUS_SERVER_H_
 #define DRUN_RENDEZVOUS_RENDEZVOUS_SERVER_H_
 
@@ -26,8 +35,22 @@ class RendezvousServer {
   // here (see RoundStore).
   static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(const std::string& listen_addr,
                                                                  RendezvousState::Config config);
+  struct Options {
+    // How long a connection to a shared port may stay silent before it is
+    // closed. A gRPC client sends its preface at once; a TCPStore client its
+    // first request, except torch 1.13's second ("callback") connection,
+    // which speaks only for watchKey() and which the 1.13 client does not
+    // miss when closed (measured). 10 s outlasts the TCP retransmissions of
+    // a lossy link (1 + 2 + 4 s) and bounds what idle sockets can hold.
+    Duration first_bytes_timeout = std::chrono::seconds(10);
+  };
+  static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(const std::string& listen_addr,
+                                                                 RendezvousState::Config config,
+                                                                 Options options);
   virtual ~RendezvousServer() = default;
   virtual int port() const = 0;
+  // True when the workers' store is served on port() (see "One port" above).
+  virtual bool serves_store() const = 0;
 
   // What a launcher that runs no agent itself needs to follow the job.
   struct Event {

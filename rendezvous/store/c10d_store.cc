@@ -125,11 +125,13 @@ absl::StatusOr<int> BindListener(const std::string& bind_addr, int port) {
 // Everything the loop thread owns. Only the loop thread touches it after Start returns.
 class C10dStoreServer::Loop : public c10d_store::ReplySink {
  public:
-  Loop(C10dStoreServer* owner, Options options, int listen_fd, int epoll_fd)
+  // `listen_fd` may be -1 (a store fed only by Adopt). Owns listen_fd and epoll_fd.
+  Loop(C10dStoreServer* owner, Options options, int listen_fd, int epoll_fd, int wake_fd)
       : owner_(owner),
         options_(std::move(options)),
         listen_fd_(listen_fd),
         epoll_fd_(epoll_fd),
+        wake_fd_(wake_fd),
         read_buf_(new char[kReadChunk]) {
     // Held in reserve so that, out of descriptors, we can still accept and drop a client
     // instead of spinning on a listening socket that stays readable.
@@ -138,7 +140,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
 
   ~Loop() override {
     for (auto& [id, conn] : conns_) close(conn->fd);
-    close(listen_fd_);
+    if (listen_fd_ >= 0) close(listen_fd_);
     close(epoll_fd_);
     if (spare_fd_ >= 0) close(spare_fd_);
   }
@@ -158,7 +160,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
         if (tag == kListenTag) {
           AcceptAll();
         } else if (tag == kWakeTag) {
-          stopping_ = true;
+          OnWake();
         } else {
           HandleConn(tag, events[i].events);
         }
@@ -201,6 +203,30 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
     if (options_.log) options_.log(line);
   }
 
+  // The wake eventfd: descriptors handed in by Adopt(), or Stop().
+  void OnWake() {
+    uint64_t count;
+    ssize_t ignored = read(wake_fd_, &count, sizeof(count));
+    (void)ignored;
+    std::vector<int> fds;
+    bool stop;
+    {
+      std::lock_guard<std::mutex> lock(owner_->adopt_mu_);
+      fds.swap(owner_->adopted_);
+      stop = owner_->stopped_;
+    }
+    for (int fd : fds) {
+      // The acceptor may have made it blocking or not; the loop needs non-blocking.
+      const int flags = fcntl(fd, F_GETFL);
+      if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        close(fd);
+        continue;
+      }
+      AddConn(fd);
+    }
+    if (stop) stopping_ = true;
+  }
+
   void AcceptAll() {
     for (;;) {
       int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -217,21 +243,27 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
         }
         return;  // EAGAIN, or an error we can only wait out
       }
-      int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      auto conn = std::make_unique<Conn>(options_.limits);
-      conn->fd = fd;
-      conn->id = next_id_++;
-      epoll_event ev{};
-      ev.events = EPOLLIN | EPOLLRDHUP;
-      ev.data.u64 = conn->id;
-      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        close(fd);
-        continue;
-      }
-      conns_.emplace(conn->id, std::move(conn));
-      owner_->connections_.fetch_add(1, std::memory_order_relaxed);
+      AddConn(fd);
     }
+  }
+
+  // Serves a connected, non-blocking socket (owned from here on). Level-triggered EPOLLIN
+  // reports bytes that arrived before it was added, so an adopted connection loses nothing.
+  void AddConn(int fd) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto conn = std::make_unique<Conn>(options_.limits);
+    conn->fd = fd;
+    conn->id = next_id_++;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP;
+    ev.data.u64 = conn->id;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      close(fd);
+      return;
+    }
+    conns_.emplace(conn->id, std::move(conn));
+    owner_->connections_.fetch_add(1, std::memory_order_relaxed);
   }
 
   void HandleConn(ConnId id, uint32_t events) {
@@ -356,6 +388,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
   Options options_;
   int listen_fd_;
   int epoll_fd_;
+  int wake_fd_;  // owned by C10dStoreServer
   int spare_fd_ = -1;
   bool stopping_ = false;
   ConnId next_id_ = kFirstConnId;
@@ -385,28 +418,44 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Start(
     else if (ss.ss_family == AF_INET6)
       bound_port = ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
   }
+  return Launch(*listen_fd, bound_port, std::move(options));
+}
 
+absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::StartWithoutListener() {
+  return StartWithoutListener(Options());
+}
+
+absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::StartWithoutListener(
+    Options options) {
+  return Launch(-1, 0, std::move(options));
+}
+
+absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Launch(int listen_fd,
+                                                                          int port,
+                                                                          Options options) {
   int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
   int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (epoll_fd < 0 || wake_fd < 0) {
     int err = errno;
-    close(*listen_fd);
+    if (listen_fd >= 0) close(listen_fd);
     if (epoll_fd >= 0) close(epoll_fd);
     if (wake_fd >= 0) close(wake_fd);
     return absl::InternalError(absl::StrCat("c10d store: epoll/eventfd: ", ErrnoText(err)));
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = kListenTag;
-  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, *listen_fd, &ev);
+  if (listen_fd >= 0) {
+    ev.data.u64 = kListenTag;
+    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listen_fd, &ev);
+  }
   ev.data.u64 = kWakeTag;
   epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev);
 
   std::unique_ptr<C10dStoreServer> server(new C10dStoreServer());
-  server->port_ = bound_port;
+  server->port_ = port;
   server->wake_fd_ = wake_fd;
   server->loop_ =
-      std::make_unique<Loop>(server.get(), std::move(options), *listen_fd, epoll_fd);
+      std::make_unique<Loop>(server.get(), std::move(options), listen_fd, epoll_fd, wake_fd);
   Loop* loop = server->loop_.get();
   server->thread_ = std::thread([loop] {
     pthread_setname_np(pthread_self(), "drun-c10dstore");  // visible in top -H / gdb
@@ -415,14 +464,40 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Start(
   return server;
 }
 
+absl::Status C10dStoreServer::Adopt(int fd) {
+  {
+    std::lock_guard<std::mutex> lock(adopt_mu_);
+    if (!stopped_) {
+      adopted_.push_back(fd);
+      uint64_t one = 1;
+      ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+      (void)ignored;
+      return absl::OkStatus();
+    }
+  }
+  close(fd);
+  return absl::FailedPreconditionError("c10d store: stopped");
+}
+
 void C10dStoreServer::Stop() {
   std::lock_guard<std::mutex> lock(stop_mu_);
+  {
+    // From here Adopt() refuses; the loop takes what is queued with the stop.
+    std::lock_guard<std::mutex> adopt_lock(adopt_mu_);
+    stopped_ = true;
+  }
   if (!thread_.joinable()) return;
   uint64_t one = 1;
   ssize_t ignored = write(wake_fd_, &one, sizeof(one));
   (void)ignored;
   thread_.join();
   loop_.reset();  // closes the listener and every connection
+  {
+    // Only if the loop ended on an error before taking them.
+    std::lock_guard<std::mutex> adopt_lock(adopt_mu_);
+    for (int fd : adopted_) close(fd);
+    adopted_.clear();
+  }
   close(wake_fd_);
   wake_fd_ = -1;
   connections_.store(0, std::memory_order_relaxed);

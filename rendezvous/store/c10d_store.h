@@ -13,6 +13,9 @@
 //  * A connection that sends something malformed, unknown or over the limits, or a request
 //    torch's servers would fail on (GET of a missing key), is closed; nobody else notices.
 //  * Stop() (or destruction) closes every connection and joins the thread.
+//  * Adopt(fd) takes a connection someone else accepted (the rendezvous server's shared port,
+//    docs/architecture.md "One port") into the loop, from any thread; bytes the client sent
+//    before are read as if the store had accepted it (the caller only peeked at them).
 //
 // The wire protocol is specified in shared/specs/c10d-store-protocol.md; the design and the
 // limits are described in docs/c10d_store.md.
@@ -27,7 +30,9 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "rendezvous/store/c10d_store_parser.h"
@@ -54,6 +59,17 @@ class C10dStoreServer {
   static absl::StatusOr<std::unique_ptr<C10dStoreServer>> Start(const std::string& bind_addr,
                                                                 int port, Options options);
 
+  // Serves only connections handed in by Adopt(): no listening socket; port() is 0.
+  static absl::StatusOr<std::unique_ptr<C10dStoreServer>> StartWithoutListener();
+  static absl::StatusOr<std::unique_ptr<C10dStoreServer>> StartWithoutListener(
+      Options options);
+
+  // Takes ownership of `fd`, a connected TCP stream socket whose unread bytes are the start
+  // of a TCPStore client's stream, and serves it like an accepted connection. Thread-safe.
+  // After Stop() (or if the loop cannot take it) the descriptor is closed and an error
+  // returned.
+  absl::Status Adopt(int fd);
+
   C10dStoreServer(const C10dStoreServer&) = delete;
   C10dStoreServer& operator=(const C10dStoreServer&) = delete;
 
@@ -69,12 +85,20 @@ class C10dStoreServer {
  private:
   class Loop;
   C10dStoreServer() = default;
+  // Starts the loop thread on `listen_fd` (-1: none), owning it.
+  static absl::StatusOr<std::unique_ptr<C10dStoreServer>> Launch(int listen_fd, int port,
+                                                                 Options options);
 
   int port_ = 0;
   int wake_fd_ = -1;
   std::unique_ptr<Loop> loop_;
   std::thread thread_;
   std::mutex stop_mu_;  // serializes Stop()
+  // Descriptors handed in by Adopt(), not yet taken by the loop; `stopped_` once Stop() has
+  // begun (Adopt then refuses, so no descriptor is left behind in the queue).
+  std::mutex adopt_mu_;
+  std::vector<int> adopted_ ABSL_GUARDED_BY(adopt_mu_);
+  bool stopped_ ABSL_GUARDED_BY(adopt_mu_) = false;
   std::atomic<size_t> connections_{0};
   std::atomic<uint64_t> protocol_errors_{0};
 };
