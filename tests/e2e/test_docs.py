@@ -1,7 +1,8 @@
 """The commands the documentation shows run as shown.
 
-Every line of every code block (fenced, or indented by four spaces) in DOCS is a command,
-except comments and drun's own output lines ("drun: ..."). Each command must be in
+Every line of every shell code block (fenced, or indented by four spaces) in DOCS is a
+command (a "$ " prompt taken off), except comments and drun's own output lines
+("drun: ..."). Each command must be in
 COMMANDS: either run here, in document order, with the outcome the docs promise, or
 skipped with the reason written next to it (it needs several machines, ssh hosts, Slurm,
 root, or it builds drun). A command added to the docs that is in neither list fails
@@ -66,12 +67,17 @@ def strip_comment(text):
     return text.rstrip()
 
 
+SHELL_FENCES = ("", "sh", "bash", "shell", "console")
+
+
 def code_lines(path):
-    """(line number, text) of every line inside a code block of the Markdown file."""
+    """(line number, text) of every line inside a shell code block of the Markdown file:
+    indented blocks, and fenced ones with no language or a shell's (not ```yaml, ...)."""
     with open(path) as f:
         lines = f.read().split("\n")
     result = []
     fence = None
+    fence_is_shell = False
     indented = False
     previous_blank = True
     for number, line in enumerate(lines, 1):
@@ -79,12 +85,13 @@ def code_lines(path):
         if fence:
             if stripped.startswith(fence):
                 fence = None
-            else:
+            elif fence_is_shell:
                 result.append((number, line))
             previous_blank = False
             continue
         if stripped.startswith("```") or stripped.startswith("~~~"):
             fence = stripped[:3]
+            fence_is_shell = stripped[3:].strip().lower() in SHELL_FENCES
             indented = False
             previous_blank = False
             continue
@@ -103,6 +110,8 @@ def doc_commands(doc):
     pending = None
     for number, line in code_lines(os.path.join(REPO, doc)):
         text = line.strip()
+        if text.startswith("$ "):
+            text = text[2:]  # a prompt
         if pending:
             start, so_far = pending
             text = so_far + " " + text
