@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "launcher/job/cli.h"
 #include "yaml-cpp/yaml.h"
@@ -67,6 +68,56 @@ std::string Quote(absl::string_view s) {
   size_t n = std::min(s.size(), kMax);
   while (absl::CHexEscape(s.substr(0, n)).size() > kMax) --n;
   return absl::StrCat("'", absl::CHexEscape(s.substr(0, n)), n < s.size() ? "...'" : "'");
+}
+
+bool NeedsQuotes(const std::string& s);  // below, with the job file writer
+
+// One item of a YAML flow list ([a, b]) that reads back as exactly `s`: plain when it can
+// be, else single-quoted; double-quoted with \xNN escapes when it holds control bytes
+// (which a message must not carry raw, and single quotes cannot express).
+std::string FlowItem(const std::string& s) {
+  if (!NeedsQuotes(s) && s.find_first_of(",[]{}:#") == std::string::npos) return s;
+  const bool control = std::any_of(s.begin(), s.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (!control) return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "''"}}), "'");
+  std::string out = "\"";
+  for (char c : s) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      absl::StrAppend(&out, "\\", std::string(1, c));
+    } else if (u < 0x20 || u == 0x7f) {
+      absl::StrAppend(&out, "\\x", absl::Hex(u, absl::kZeroPad2));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// `args: --epochs 5` meant two arguments, not one with a space: the list to write instead,
+// split at whitespace. Cut to about 80 characters (a long word at a UTF-8 character
+// boundary), with "..." where it was cut.
+std::string ArgsListFor(absl::string_view text) {
+  constexpr size_t kMax = 80;
+  std::vector<std::string> items;
+  size_t size = 0;
+  for (absl::string_view word :
+       absl::StrSplit(text, absl::ByAnyChar(" \t\n\r\f\v"), absl::SkipEmpty())) {
+    if (size + word.size() > kMax) {
+      if (items.empty()) {
+        size_t n = kMax;
+        while (n > 0 && (static_cast<unsigned char>(word[n]) & 0xC0) == 0x80) --n;
+        items.push_back(FlowItem(std::string(word.substr(0, n))) + "...");
+      } else {
+        items.push_back("...");
+      }
+      break;
+    }
+    items.push_back(FlowItem(std::string(word)));
+    size += word.size() + 2;
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
 }
 
 std::string Canonical(std::string key) {
@@ -420,8 +471,8 @@ absl::Status Parser::Hosts(const YAML::Node& key, const YAML::Node& v) {
 
 absl::Status Parser::Args(const YAML::Node& key, const YAML::Node& v) {
   if (v.IsScalar()) {
-    return Error(key, absl::StrCat("'args' must be a list, not a string; write e.g. args: [",
-                                   Quote(v.Scalar()), "] or one item per line"));
+    return Error(key, absl::StrCat("'args' must be a list, one item per argument, not a string; "
+                                   "write args: ", ArgsListFor(v.Scalar()), " or one item per line"));
   }
   if (!v.IsSequence()) {
     return Error(key, absl::StrCat("'args' must be a list of strings, not ", Describe(v)));

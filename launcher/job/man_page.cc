@@ -213,15 +213,32 @@ std::string ManPage() {
       "and OMP_NUM_THREADS=1 when it is unset and a node runs more than one worker.");
 
   m += ".SH EXIT STATUS\n";
-  m += ".TP\n" + Bold("0") + "\n" + Line("every worker on every node exited 0.");
+  m += ".TP\n" + Bold("0") + "\n" +
+       Line("every worker on every node exited 0 (and --help, --version, --print-config).");
   m += ".TP\n" + Italic("N") + "\n" +
        Line(
-           "the exit code of the first worker that failed, after the restarts allowed by "
-           "--max-restarts; 128+N when it was killed by signal N. drun prints which host and "
-           "rank failed and the last lines of its standard error.");
+           "the exit code of the first worker that failed (or of the --node-setup command), "
+           "after the restarts allowed by --max-restarts; 128+N when it was killed by signal N. "
+           "drun prints which host and rank failed and the last lines of its standard error.");
   m += ".TP\n" + Bold("1") + "\n" +
-       Line("the launcher failed (unreachable host, rendezvous error, port in use).");
-  m += ".TP\n" + Bold("2") + "\n" + Line("a bad command line, job file or host file.");
+       Line(
+           "the launcher failed (unreachable host, rendezvous error, port in use, a working or "
+           "log directory it cannot use).");
+  m += ".TP\n" + Bold("2") + "\n" +
+       Line(
+           "a bad command line, environment variable, job file, host file or token file, or a "
+           "training script or program that cannot be run.");
+  m += ".TP\n" + Bold("127") + "\n" +
+       Line(
+           "a multi-node, ssh or Slurm job, --version or `drun agent', and drun-net (the "
+           "networked half of drun) is neither next to drun nor in ../lib/drun/ beside its "
+           "directory: install both files.");
+  m += ".TP\n" + Bold("128+N") + "\n" +
+       Line(
+           "drun itself was stopped by signal N, after stopping the workers: 130 for SIGINT "
+           "(Ctrl-C), 143 for SIGTERM, 129 for SIGHUP, 131 for SIGQUIT. SIGUSR1 and SIGUSR2 are "
+           "passed to the workers and do not stop drun. A worker killed by a signal gives the "
+           "same code; the root-cause summary on standard error tells them apart.");
 
   m += ".SH FILES\n";
   m += ".TP\n" + Italic("/usr/share/doc/drun/configs/*.yaml") + "\n" +

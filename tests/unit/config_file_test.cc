@@ -302,8 +302,8 @@ TEST(ParseJobFile, WrongTypesNameFileLineAndKey) {
   EXPECT_EQ(ErrorOf("script: [a.py]\n"), "job.yaml:1: 'script' must be a string, not a list");
   EXPECT_EQ(ErrorOf("script: ''\n"), "job.yaml:1: 'script' is empty");
   EXPECT_EQ(ErrorOf("args: --epochs 1\n"),
-            "job.yaml:1: 'args' must be a list, not a string; write e.g. args: ['--epochs 1'] or "
-            "one item per line");
+            "job.yaml:1: 'args' must be a list, one item per argument, not a string; write "
+            "args: [--epochs, 1] or one item per line");
   EXPECT_EQ(ErrorOf("args:\n  - a\n  - [b]\n"),
             "job.yaml:3: args: items must be strings, not a list");
   EXPECT_EQ(ErrorOf("args:\n  - a\n  -\n"),
@@ -316,6 +316,50 @@ TEST(ParseJobFile, WrongTypesNameFileLineAndKey) {
             "with a digit)");
   EXPECT_THAT(ErrorOf("env:\n  A:\n"), HasSubstr("job.yaml:2: env: A has no value"));
   EXPECT_EQ(ErrorOf("env:\n  A: {b: 1}\n"), "job.yaml:2: env: A must be a string, not a map");
+}
+
+// The list suggested for `args: <a string>`, as written in the message.
+std::string SuggestedArgs(const std::string& yaml) {
+  const std::string message = ErrorOf(yaml);
+  const std::string marker = "; write args: ";
+  const size_t at = message.find(marker);
+  const size_t end = message.rfind(" or one item per line");
+  if (at == std::string::npos || end == std::string::npos || end < at) {
+    ADD_FAILURE() << "no suggested list in: " << message;
+    return "";
+  }
+  return message.substr(at + marker.size(), end - at - marker.size());
+}
+
+// `args: --epochs 5` meant two arguments: the message suggests them as two list items, and
+// the suggestion, pasted into the job file, gives exactly the arguments the words were.
+TEST(ParseJobFile, ArgsStringSuggestsOneItemPerWord) {
+  EXPECT_EQ(SuggestedArgs("args: --epochs 5\n"), "[--epochs, 5]");
+  EXPECT_EQ(SuggestedArgs("args: train.py\n"), "[train.py]");
+  EXPECT_EQ(SuggestedArgs("args: ''\n"), "[]");
+  EXPECT_EQ(SuggestedArgs("args: \"--gpus 0,1 --note it's #1 --x=[a] yes\"\n"),
+            "[--gpus, '0,1', --note, 'it''s', '#1', '--x=[a]', 'yes']");
+  const struct {
+    std::string yaml;
+    std::vector<std::string> args;
+  } cases[] = {
+      {"args: --epochs 5 --lr 1e-3\n", {"--epochs", "5", "--lr", "1e-3"}},
+      {"args: \"--gpus 0,1 --note it's #1 --x=[a] yes ~ null a:b {c}\"\n",
+       {"--gpus", "0,1", "--note", "it's", "#1", "--x=[a]", "yes", "~", "null", "a:b", "{c}"}},
+      {"args: \"--tab\\t--bell\\a \\\" \\\\ h\xc3\xa9llo\"\n",
+       {"--tab", "--bell\a", "\"", "\\", "h\xc3\xa9llo"}},
+  };
+  for (const auto& c : cases) {
+    const std::string suggested = SuggestedArgs(c.yaml);
+    EXPECT_EQ(suggested.find_first_of(std::string("\0\a\t\n", 4)), std::string::npos) << suggested;
+    EXPECT_EQ(MustParse(absl::StrCat("args: ", suggested, "\n")).args, c.args) << suggested;
+  }
+  // A long string is cut, the message stays short.
+  const std::string many = SuggestedArgs(absl::StrCat("args: ", std::string(300, 'a'), "\n"));
+  EXPECT_EQ(many, absl::StrCat("[", std::string(80, 'a'), "...]"));
+  std::string words;
+  for (int i = 0; i < 100; ++i) absl::StrAppend(&words, " --w", i);
+  EXPECT_LT(SuggestedArgs(absl::StrCat("args:", words, "\n")).size(), 100u);
 }
 
 TEST(ParseJobFile, RepeatedKeysInEitherSpelling) {

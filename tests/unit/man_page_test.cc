@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
@@ -83,6 +84,29 @@ TEST(ManPage, ListsEveryOptionAndVariable) {
   }
   for (const char* var : {"PYTHON_EXEC", "DRUN_RDZV_TOKEN"}) {
     EXPECT_THAT(m, HasSubstr(absl::StrCat("\\fB", var, "\\fR"))) << var;
+  }
+}
+
+// EXIT STATUS names every code drun itself returns (launcher/main_light.cc, main_net.cc,
+// node.cc, agent/agent.cc): the ones drun exits with when it is signalled (128+N, 130 for
+// Ctrl-C) and when drun-net is missing (127) included. Their behaviour is tested end to end
+// (e2e.process_cleanup: 130 and 143; e2e.docs: 127, 2).
+TEST(ManPage, ExitStatusNamesEveryCode) {
+  const std::string m = ManPage();
+  const size_t start = m.find("\n.SH EXIT STATUS\n");
+  ASSERT_NE(start, std::string::npos);
+  const size_t end = m.find("\n.SH ", start + 1);
+  const std::string section = m.substr(start, end - start);
+  for (const char* code : {"0", "1", "2", "127", "128+N"}) {
+    EXPECT_THAT(section, HasSubstr(absl::StrCat("\n.TP\n\\fB", code, "\\fR\n"))) << code;
+  }
+  EXPECT_THAT(section, HasSubstr("\n.TP\n\\fIN\\fR\n"));  // a worker's own code
+  for (const char* text : {"130 for SIGINT", "143 for SIGTERM", "--node-setup", "drun-net",
+                           "../lib/drun/"}) {
+    std::string escaped;
+    for (char c : std::string(text)) escaped += c == '-' ? std::string("\\-") : std::string(1, c);
+    EXPECT_TRUE(absl::StrContains(section, text) || absl::StrContains(section, escaped))
+        << text << "\n" << section;
   }
 }
 
