@@ -65,6 +65,9 @@ const OptionDef kOptions[] = {
     {"no-agent-store", 0, Kind::kFlag, kJob, nullptr,
      "let rank 0 host the c10d store (torchrun 1.13's way) instead of drun serving a fresh one per round",
      false},
+    {"x", 'x', Kind::kValue, kJob, "VAR[=VALUE]",
+     "give every worker VAR (this shell's value, or VALUE), on every node; repeatable (mpirun's -x)", false},
+    {"env-file", 0, Kind::kValue, kJob, "FILE", "give every worker the VAR=VALUE lines of FILE", false},
     {"shutdown-timeout", 0, Kind::kValue, kJob, "SECONDS",
      "grace between forwarding a stop signal and SIGKILL (default 30)", false},
     {"monitor-interval", 0, Kind::kValue, kJob, "SECONDS", "accepted for torchrun compatibility; drun is event driven", true},
@@ -94,8 +97,6 @@ const OptionDef kOptions[] = {
     {"hostfile", 0, Kind::kValue, kSsh, "FILE",
      "start one agent per host of FILE over ssh (mpirun syntax: host [slots=N] [max_slots=N])", false},
     {"host", 'H', Kind::kValue, kSsh, "HOST[:N],...", "the same for a list of hosts (mpirun's -H)", false},
-    {"x", 'x', Kind::kValue, kSsh, "VAR[=VALUE]", "forward VAR (or set it) on every host; repeatable (mpirun's -x)", false},
-    {"env-file", 0, Kind::kValue, kSsh, "FILE", "forward the VAR=VALUE lines of FILE to every host", false},
     {"remote-drun", 0, Kind::kValue, kSsh, "PATH", "drun's path on the hosts (default: this drun's path)", false},
     {"ssh-accept-new", 0, Kind::kFlag, kSsh, nullptr,
      "accept and remember unknown host keys (StrictHostKeyChecking=accept-new)", false},
@@ -1017,7 +1018,7 @@ std::string HelpText() {
                   "\nexamples:\n"
                   "  drun --standalone --nproc-per-node 4 train.py --epochs 5\n"
                   "  drun --nproc-per-node gpu:0,2 --max-restarts 3 train.py\n"
-                  "  drun --nproc-per-node 4 --node-setup 'python3 prepare_data.py' train.py\n"
+                  "  drun --nproc-per-node 4 --node-setup '$PYTHON_EXEC prepare_data.py' train.py\n"
                   "  drun --nnodes 2:4 --nproc-per-node 2 --rdzv-endpoint node0:29400 train.py\n"
                   "  drun --hostfile hosts --nproc-per-node 2 -x WANDB_API_KEY train.py\n"
                   "  srun drun --nproc-per-node 2 train.py          (inside sbatch)\n"
