@@ -17,6 +17,7 @@
 #include "launcher/job/cli.h"
 #include "launcher/job/config_file.h"
 #include "launcher/node.h"
+#include "rendezvous/base/exit_code.h"
 
 extern char** environ;
 
@@ -36,24 +37,24 @@ namespace {
   const std::string here = dir + "/drun-net";
   const std::string installed = std::filesystem::path(dir + "/../lib/drun/drun-net").lexically_normal().string();
   for (const std::string& candidate : {here, installed}) execv(candidate.c_str(), argv);
-  Fail(127, absl::StrCat("this job needs drun-net (drun's networked half, for multi-node, ssh and "
+  Fail(kExitNoNetworkBinary, absl::StrCat("this job needs drun-net (drun's networked half, for multi-node, ssh and "
                          "Slurm jobs), which is neither ", here, " nor ", installed, ": ", strerror(errno),
                          "; copy both files (docs/install.md)"));
-  _exit(127);
+  _exit(kExitNoNetworkBinary);
 }
 
 int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "agent") ExecNet(argv);
   EnvMap env = EnvironToMap(environ);
   auto cl = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
-  if (!cl.ok()) return Fail(2, std::string(cl.status().message()));
+  if (!cl.ok()) return Fail(kExitBadInput, std::string(cl.status().message()));
   if (cl->help) return WriteAll(1, HelpText()), 0;
   if (cl->print_config) return WriteAll(1, RenderJobFile(cl->resolved)), 0;
   if (NeedsNetwork(*cl)) ExecNet(argv);
   v1::JobSpec spec = cl->spec;
   if (int code = PrepareJob(*cl, env, /*workers_here=*/true, &spec); code != 0) return code;
   auto token = ReadJobToken(*cl, env);
-  if (!token.ok()) return Fail(2, std::string(token.status().message()));
+  if (!token.ok()) return Fail(kExitBadInput, std::string(token.status().message()));
   RunSingleNode(*cl, std::move(spec), std::move(env), *token);
 }
 

@@ -21,6 +21,7 @@
 #include "agent/process.h"
 #include "agent/worker_env.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/exit_code.h"
 #include "launcher/job/cli.h"
 #include "launcher/job/config_file.h"
 #include "launcher/node.h"
@@ -38,7 +39,7 @@ namespace {
 // A signal while connecting ends drun like a signal anywhere else: 128+N.
 int FailConnect(const absl::Status& s, int stop_signal) {
   Fail(0, std::string(s.message()));
-  return stop_signal > 0 ? 128 + stop_signal : 1;
+  return stop_signal > 0 ? ExitCodeForSignal(stop_signal) : kExitLauncherFailed;
 }
 
 Duration Seconds(double s) {
@@ -64,16 +65,16 @@ void SetLiveness(const v1::JobSpec& spec, bool in_process_server, GrpcClientOpti
 // standard input, which then stays open as the lifeline to the launcher.
 int AgentMain() {
   auto launch = ReadAgentLaunch(0);
-  if (!launch.ok()) return Fail(2, std::string(launch.status().message()));
+  if (!launch.ok()) return Fail(kExitBadInput, std::string(launch.status().message()));
   const v1::JobSpec& spec = launch->spec();
   if (!spec.working_dir().empty() && chdir(spec.working_dir().c_str()) != 0) {
-    return Fail(1, absl::StrCat("cannot enter the job's working directory ", spec.working_dir(),
+    return Fail(kExitLauncherFailed, absl::StrCat("cannot enter the job's working directory ", spec.working_dir(),
                                 " on this host: ", strerror(errno)));
   }
   EnvMap env = EnvironToMap(environ);
-  if (absl::Status st = CheckEntrypoint(spec, env); !st.ok()) return Fail(2, std::string(st.message()));
+  if (absl::Status st = CheckEntrypoint(spec, env); !st.ok()) return Fail(kExitBadInput, std::string(st.message()));
   auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
-  if (!nproc.ok()) return Fail(2, std::string(nproc.status().message()));
+  if (!nproc.ok()) return Fail(kExitBadInput, std::string(nproc.status().message()));
   Guardian guardian = Guardian::Start();
   Agent::BlockHandledSignals();
 
@@ -144,14 +145,14 @@ HostDecision DecideHost(const v1::JobSpec& spec, const Endpoint& ep, const std::
 // and runs its agent against it.
 [[noreturn]] void RunNetworkNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const std::string& token) {
   auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
-  if (!nproc.ok()) QuickExit(Fail(2, std::string(nproc.status().message())));
+  if (!nproc.ok()) QuickExit(Fail(kExitBadInput, std::string(nproc.status().message())));
   Guardian guardian = Guardian::Start();
   Agent::BlockHandledSignals();
 
   auto ep = ParseEndpoint(spec.rdzv_endpoint(), 29400);
-  if (!ep.ok()) QuickExit(Fail(2, absl::StrCat(cl.Describe("rdzv-endpoint"), ": ", ep.status().message())));
+  if (!ep.ok()) QuickExit(Fail(kExitBadInput, absl::StrCat(cl.Describe("rdzv-endpoint"), ": ", ep.status().message())));
   auto ip = ResolveHost(ep->host);
-  if (!ip.ok()) QuickExit(Fail(1, absl::StrCat("rendezvous endpoint: ", ip.status().message())));
+  if (!ip.ok()) QuickExit(Fail(kExitLauncherFailed, absl::StrCat("rendezvous endpoint: ", ip.status().message())));
 
   AgentOptions options;
   options.advertise_addr = spec.local_addr();
@@ -165,7 +166,7 @@ HostDecision DecideHost(const v1::JobSpec& spec, const Endpoint& ep, const std::
     if (started.ok()) {
       server = std::move(*started);
     } else if (host.explicit_host) {
-      QuickExit(Fail(1, std::string(started.status().message())));
+      QuickExit(Fail(kExitLauncherFailed, std::string(started.status().message())));
     }
     // Else another node on this machine hosts it: join as a client.
   }
@@ -208,16 +209,16 @@ int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "agent") return AgentMain();
   EnvMap env = EnvironToMap(environ);
   auto cl = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
-  if (!cl.ok()) return Fail(2, std::string(cl.status().message()));
+  if (!cl.ok()) return Fail(kExitBadInput, std::string(cl.status().message()));
   if (cl->help) return WriteAll(1, HelpText()), 0;
   if (cl->print_config) return WriteAll(1, RenderJobFile(cl->resolved)), 0;
   if (cl->version) return WriteAll(1, VersionText()), 0;
-  if (auto st = ApplySlurmEnvironment(&*cl, &env); !st.ok()) return Fail(2, std::string(st.message()));
+  if (auto st = ApplySlurmEnvironment(&*cl, &env); !st.ok()) return Fail(kExitBadInput, std::string(st.message()));
   v1::JobSpec spec = cl->spec;
   const bool remote_workers = cl->mode == JobMode::kSsh || cl->mode == JobMode::kSlurmLauncher;
   if (int code = PrepareJob(*cl, env, !remote_workers, &spec); code != 0) return code;
   auto token = ReadJobToken(*cl, env);
-  if (!token.ok()) return Fail(2, std::string(token.status().message()));
+  if (!token.ok()) return Fail(kExitBadInput, std::string(token.status().message()));
   switch (cl->mode) {
     case JobMode::kSlurmLauncher:
       return RunSlurmLauncher(*cl, spec, *token, env);

@@ -14,6 +14,7 @@
 #include "agent/nproc.h"
 #include "agent/output.h"
 #include "agent/process.h"
+#include "rendezvous/base/exit_code.h"
 #include "rendezvous/base/random.h"
 
 namespace drun {
@@ -51,14 +52,14 @@ absl::StatusOr<std::string> ReadJobToken(const CommandLine& cl, const EnvMap& en
 int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::JobSpec* spec) {
   for (const std::string& n : cl.notices) WriteAll(2, absl::StrCat("drun: ", n, "\n"));
   if (workers_here) {
-    if (absl::Status st = CheckEntrypoint(*spec, env); !st.ok()) return Fail(2, std::string(st.message()));
+    if (absl::Status st = CheckEntrypoint(*spec, env); !st.ok()) return Fail(kExitBadInput, std::string(st.message()));
   }
   const bool logs = spec->redirects().all() != 0 || spec->redirects().has_per_rank() ||
                     spec->tee().all() != 0 || spec->tee().has_per_rank();
   if (logs && spec->log_dir().empty()) {
     // Like torchrun: log files need a directory; keep it and say where.
     auto dir = MakeTempDir("drun_logs_");
-    if (!dir.ok()) return Fail(1, absl::StrCat("cannot create a log directory: ", dir.status().message()));
+    if (!dir.ok()) return Fail(kExitLauncherFailed, absl::StrCat("cannot create a log directory: ", dir.status().message()));
     spec->set_log_dir(*dir);
     WriteAll(2, absl::StrCat("drun: log directory set to ", *dir, "\n"));
   }
@@ -67,7 +68,7 @@ int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::
 
 void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const std::string& token) {
   auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
-  if (!nproc.ok()) QuickExit(Fail(2, std::string(nproc.status().message())));
+  if (!nproc.ok()) QuickExit(Fail(kExitBadInput, std::string(nproc.status().message())));
   // The guardian is forked before any thread exists; the handled signals are
   // blocked before any thread exists, so only the agent's signalfd sees them.
   Guardian guardian = Guardian::Start();
