@@ -42,28 +42,26 @@ constexpr int kReadsPerEvent = 4;
 std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Creates a listening socket on one address. Returns the fd or an error.
-absl::StatusOr<int> ListenOn(const sockaddr* addr, socklen_t len, bool dual_stack) {
-  int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", ErrnoText(errno)));
+absl::StatusOr<UniqueFd> ListenOn(const sockaddr* addr, socklen_t len, bool dual_stack) {
+  UniqueFd fd(socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return absl::UnavailableError(absl::StrCat("socket: ", ErrnoText(errno)));
   int one = 1;
   // A fresh store per rendezvous round may reuse the port of the previous round.
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (addr->sa_family == AF_INET6) {
     int v6only = dual_stack ? 0 : 1;
-    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
+    setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
   }
-  if (bind(fd, addr, len) != 0) {
+  if (bind(fd.get(), addr, len) != 0) {
     int err = errno;
-    close(fd);
     return absl::Status(err == EADDRINUSE ? absl::StatusCode::kAlreadyExists
                                           : absl::StatusCode::kUnavailable,
                         ErrnoText(err));
   }
   // The kernel caps the backlog at net.core.somaxconn; ask for plenty so a burst of
   // thousands of workers connecting at once is not refused.
-  if (listen(fd, 16384) != 0) {
+  if (listen(fd.get(), 16384) != 0) {
     int err = errno;
-    close(fd);
     return absl::UnavailableError(absl::StrCat("listen: ", ErrnoText(err)));
   }
   return fd;
@@ -74,7 +72,7 @@ std::string AddrText(const std::string& host, int port) {
   return absl::StrCat(host.empty() ? "*" : host, ":", port);
 }
 
-absl::StatusOr<int> BindListener(const std::string& bind_addr, int port) {
+absl::StatusOr<UniqueFd> BindListener(const std::string& bind_addr, int port) {
   if (port < 0 || port > 65535)
     return absl::InvalidArgumentError(absl::StrCat("c10d store: invalid port ", port));
   if (bind_addr.empty()) {
@@ -125,29 +123,23 @@ absl::StatusOr<int> BindListener(const std::string& bind_addr, int port) {
 // Everything the loop thread owns. Only the loop thread touches it after Start returns.
 class C10dStoreServer::Loop : public c10d_store::ReplySink {
  public:
-  Loop(C10dStoreServer* owner, Options options, int listen_fd, int epoll_fd)
+  Loop(C10dStoreServer* owner, Options options, UniqueFd listen_fd, UniqueFd epoll_fd)
       : owner_(owner),
         options_(std::move(options)),
-        listen_fd_(listen_fd),
-        epoll_fd_(epoll_fd),
+        listen_fd_(std::move(listen_fd)),
+        epoll_fd_(std::move(epoll_fd)),
         read_buf_(new char[kReadChunk]) {
     // Held in reserve so that, out of descriptors, we can still accept and drop a client
     // instead of spinning on a listening socket that stays readable.
-    spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    spare_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
   }
-
-  ~Loop() override {
-    for (auto& [id, conn] : conns_) close(conn->fd);
-    close(listen_fd_);
-    close(epoll_fd_);
-    if (spare_fd_ >= 0) close(spare_fd_);
-  }
+  // The listener, epoll and every connection close themselves (UniqueFd).
 
   void Run() {
     constexpr int kMaxEvents = 256;
     epoll_event events[kMaxEvents];
     while (!stopping_) {
-      int n = epoll_wait(epoll_fd_, events, kMaxEvents, -1);
+      int n = epoll_wait(epoll_fd_.get(), events, kMaxEvents, -1);
       if (n < 0) {
         if (errno == EINTR) continue;
         Log(absl::StrCat("epoll_wait: ", ErrnoText(errno)));
@@ -185,7 +177,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
 
  private:
   struct Conn {
-    int fd = -1;
+    UniqueFd fd;
     ConnId id = 0;
     c10d_store::C10dStoreParser parser;
     std::string out;
@@ -203,32 +195,28 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
 
   void AcceptAll() {
     for (;;) {
-      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
+      UniqueFd fd(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!fd.valid()) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        if ((errno == EMFILE || errno == ENFILE) && spare_fd_ >= 0) {
+        if ((errno == EMFILE || errno == ENFILE) && spare_fd_.valid()) {
           Log("c10d store: out of file descriptors; dropping a new connection (raise "
               "ulimit -n)");
-          close(spare_fd_);
-          int victim = accept(listen_fd_, nullptr, nullptr);
-          if (victim >= 0) close(victim);
-          spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+          spare_fd_.reset();
+          UniqueFd victim(accept(listen_fd_.get(), nullptr, nullptr));  // closed at once
+          spare_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
           continue;
         }
         return;  // EAGAIN, or an error we can only wait out
       }
       int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       auto conn = std::make_unique<Conn>(options_.limits);
-      conn->fd = fd;
+      conn->fd = std::move(fd);
       conn->id = next_id_++;
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLRDHUP;
       ev.data.u64 = conn->id;
-      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        close(fd);
-        continue;
-      }
+      if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, conn->fd.get(), &ev) != 0) continue;
       conns_.emplace(conn->id, std::move(conn));
       owner_->connections_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -248,7 +236,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
   void Read(Conn& c) {
     const ConnId id = c.id;
     for (int round = 0; round < kReadsPerEvent; ++round) {
-      ssize_t n = recv(c.fd, read_buf_.get(), kReadChunk, 0);
+      ssize_t n = recv(c.fd.get(), read_buf_.get(), kReadChunk, 0);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
@@ -295,7 +283,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
   // was closed.
   bool Flush(Conn& c) {
     while (c.pending() > 0) {
-      ssize_t n = send(c.fd, c.out.data() + c.out_off, c.pending(), MSG_NOSIGNAL);
+      ssize_t n = send(c.fd.get(), c.out.data() + c.out_off, c.pending(), MSG_NOSIGNAL);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -324,7 +312,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
                 (c.pending() > 0 ? static_cast<uint32_t>(EPOLLOUT) : 0u);
     ev.data.u64 = c.id;
     c.writable_armed = c.pending() > 0;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
   }
 
   void FlushDirty() {
@@ -344,19 +332,18 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
     Conn& c = *it->second;
     if (flush_first && c.pending() > 0) {
       // Best effort, non-blocking: the replies to requests served before the error.
-      (void)send(c.fd, c.out.data() + c.out_off, c.pending(), MSG_NOSIGNAL);
+      (void)send(c.fd.get(), c.out.data() + c.out_off, c.pending(), MSG_NOSIGNAL);
     }
-    close(c.fd);
-    conns_.erase(it);
+    conns_.erase(it);  // closes its descriptor
     state_.Disconnect(id);
     owner_->connections_.fetch_sub(1, std::memory_order_relaxed);
   }
 
   C10dStoreServer* owner_;
   Options options_;
-  int listen_fd_;
-  int epoll_fd_;
-  int spare_fd_ = -1;
+  UniqueFd listen_fd_;
+  UniqueFd epoll_fd_;
+  UniqueFd spare_fd_;
   bool stopping_ = false;
   ConnId next_id_ = kFirstConnId;
   std::unique_ptr<char[]> read_buf_;
@@ -373,40 +360,37 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Start(
 
 absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Start(
     const std::string& bind_addr, int port, Options options) {
-  absl::StatusOr<int> listen_fd = BindListener(bind_addr, port);
+  absl::StatusOr<UniqueFd> listen_fd = BindListener(bind_addr, port);
   if (!listen_fd.ok()) return listen_fd.status();
 
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   int bound_port = port;
-  if (getsockname(*listen_fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+  if (getsockname(listen_fd->get(), reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
     if (ss.ss_family == AF_INET)
       bound_port = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
     else if (ss.ss_family == AF_INET6)
       bound_port = ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
   }
 
-  int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-  int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epoll_fd < 0 || wake_fd < 0) {
+  UniqueFd epoll_fd(epoll_create1(EPOLL_CLOEXEC));
+  UniqueFd wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_fd.valid() || !wake_fd.valid()) {
     int err = errno;
-    close(*listen_fd);
-    if (epoll_fd >= 0) close(epoll_fd);
-    if (wake_fd >= 0) close(wake_fd);
     return absl::InternalError(absl::StrCat("c10d store: epoll/eventfd: ", ErrnoText(err)));
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kListenTag;
-  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, *listen_fd, &ev);
+  epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, listen_fd->get(), &ev);
   ev.data.u64 = kWakeTag;
-  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev);
+  epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &ev);
 
   std::unique_ptr<C10dStoreServer> server(new C10dStoreServer());
   server->port_ = bound_port;
-  server->wake_fd_ = wake_fd;
-  server->loop_ =
-      std::make_unique<Loop>(server.get(), std::move(options), *listen_fd, epoll_fd);
+  server->wake_fd_ = std::move(wake_fd);
+  server->loop_ = std::make_unique<Loop>(server.get(), std::move(options), std::move(*listen_fd),
+                                         std::move(epoll_fd));
   Loop* loop = server->loop_.get();
   server->thread_ = std::thread([loop] {
     pthread_setname_np(pthread_self(), "drun-c10dstore");  // visible in top -H / gdb
@@ -419,12 +403,11 @@ void C10dStoreServer::Stop() {
   std::lock_guard<std::mutex> lock(stop_mu_);
   if (!thread_.joinable()) return;
   uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+  ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
   (void)ignored;
   thread_.join();
   loop_.reset();  // closes the listener and every connection
-  close(wake_fd_);
-  wake_fd_ = -1;
+  wake_fd_.reset();
   connections_.store(0, std::memory_order_relaxed);
 }
 

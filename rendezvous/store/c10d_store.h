@@ -28,8 +28,10 @@
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "rendezvous/base/unique_fd.h"
 #include "rendezvous/store/c10d_store_parser.h"
 
 namespace drun {
@@ -71,10 +73,11 @@ class C10dStoreServer {
   C10dStoreServer() = default;
 
   int port_ = 0;
-  int wake_fd_ = -1;
-  std::unique_ptr<Loop> loop_;
-  std::thread thread_;
+  // Set by Start before the server is shared; afterwards only Stop() changes them.
   std::mutex stop_mu_;  // serializes Stop()
+  UniqueFd wake_fd_ ABSL_GUARDED_BY(stop_mu_);
+  std::unique_ptr<Loop> loop_ ABSL_GUARDED_BY(stop_mu_);
+  std::thread thread_ ABSL_GUARDED_BY(stop_mu_);
   std::atomic<size_t> connections_{0};
   std::atomic<uint64_t> protocol_errors_{0};
 };
