@@ -80,7 +80,9 @@ void Agent::ShowStatus(TimePoint now) {
     auto secs = std::chrono::ceil<std::chrono::seconds>(left).count();
     absl::StrAppend(&line, "; last call closes the round in ", std::max<int64_t>(0, secs), " s");
   }
-  if (!w.reason().empty() && w.reason() != "waiting for nodes" && w.reason() != "last call") {
+  // The line already says "waiting for nodes" and the last call; other reasons are news.
+  if (w.kind() != v1::Waiting::WAITING_FOR_NODES && w.kind() != v1::Waiting::LAST_CALL &&
+      !w.reason().empty()) {
     absl::StrAppend(&line, " (", w.reason(), ")");
   }
   if (report_.rounds.size() > 0) absl::StrAppend(&line, "; ", report_.rounds.size(), " round(s) so far");
