@@ -24,6 +24,7 @@
 #include "launcher/job_host.h"
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/event_loop.h"
 #include "rendezvous/base/random.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
@@ -230,17 +231,13 @@ void StepSupervisor::DrainEvents() {
 void StepSupervisor::Run(int signal_fd) {
   while (!srun_status_) {
     pollfd fds[2] = {{signal_fd, POLLIN, 0}, {server_->event_fd(), POLLIN, 0}};
-    int n = poll(fds, 2, PollTimeoutMs(deadline_, Clock::now()));
-    if (n < 0 && errno != EINTR) {
+    if (PollUntil(fds, 2, deadline_) < 0) {
       Say(absl::StrCat("poll failed: ", strerror(errno)));
       kill(step_.pid, SIGTERM);
       break;
     }
     const TimePoint now = Clock::now();
-    signalfd_siginfo si;
-    while (read(signal_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-      OnSignal(static_cast<int>(si.ssi_signo), now);
-    }
+    DrainSignalFd(signal_fd, [&](int sig, const signalfd_siginfo&) { OnSignal(sig, now); });
     DrainEvents();
     if (deadline_ && now >= *deadline_) Escalate(now);
     int status;

@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/output.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/event_loop.h"
 #include "launcher/job_host.h"
 #include "launcher/ssh/ssh_plan.h"
 #include "launcher/ssh/ssh_rsh.h"
@@ -684,7 +685,7 @@ std::optional<int> SshLauncher::RunPreflight(int sig_fd) {
   };
   while (!all_done()) {
     pollfd fds[2] = {{done_fd->get(), POLLIN, 0}, {sig_fd, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
+    if (PollUntil(fds, 2, std::nullopt) < 0) break;
     if (fds[1].revents) {
       signalfd_siginfo si;
       if (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
@@ -791,8 +792,7 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
     std::optional<TimePoint> deadline = SettleDue(now);
     if (end_deadline_ && (!deadline || *end_deadline_ < *deadline)) deadline = end_deadline_;
     pollfd fds[3] = {{sig_fd, POLLIN, 0}, {server->event_fd(), POLLIN, 0}, {queue_->fd(), POLLIN, 0}};
-    int n = poll(fds, 3, PollTimeoutMs(deadline, now));
-    if (n < 0 && errno != EINTR) break;
+    if (PollUntil(fds, 3, deadline) < 0) break;
     if (end_deadline_ && Clock::now() >= *end_deadline_) {
       if (stop_level_ >= 2) break;  // dropped everything and still waiting: give up
       Say("agents did not end in time; dropping their connections");
@@ -800,10 +800,7 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
       end_deadline_ = Clock::now() + std::chrono::seconds(5);
     }
     if (fds[0].revents) {
-      signalfd_siginfo si;
-      while (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-        OnStopSignal(static_cast<int>(si.ssi_signo), end_bound);
-      }
+      DrainSignalFd(sig_fd, [&](int sig, const signalfd_siginfo&) { OnStopSignal(sig, end_bound); });
     }
     DrainServer(server, end_bound);
     while (auto ev = queue_->Pop()) OnEnded(std::move(*ev));
