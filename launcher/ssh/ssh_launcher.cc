@@ -11,6 +11,7 @@
 #include <chrono>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -283,6 +284,75 @@ struct Preflight {
   std::string rsh_dial;
 };
 
+// Runs one pre-flight command on a host: through the remote shell (libssh) or
+// as argv (--rsh).
+using CheckRunner = std::function<absl::StatusOr<CommandResult>(const std::string& shell_cmd,
+                                                                std::vector<std::string> argv)>;
+
+// The same drun, at the same version, is there. "" when it is.
+std::string CheckDrun(const LaunchInfo& info, const std::string& local_version,
+                      const CheckRunner& run) {
+  auto version = run(absl::StrCat(ShellQuote(info.drun), " --version"), {info.drun, "--version"});
+  if (!version.ok()) return absl::StrCat("checking drun there: ", version.status().message());
+  if (version->exit_status != 0) {
+    if (!info.rsh.empty() && version->exit_status == 255) {
+      return absl::StrCat("cannot reach it with --rsh (exit 255): ", LastLine(version->err));
+    }
+    if (version->exit_status == 127) {
+      return absl::StrCat("drun is not at ", info.drun,
+                          " there; install it at the same path as here, or pass "
+                          "--remote-drun PATH");
+    }
+    if (version->exit_status == 126) {
+      return absl::StrCat(info.drun, " is not executable there (", LastLine(version->err),
+                          "); fix its permissions or pass --remote-drun PATH");
+    }
+    return absl::StrCat("`", info.drun, " --version` failed there (exit ",
+                        version->exit_status, "): ", LastLine(version->err));
+  }
+  if (VersionWords(version->out) != VersionWords(local_version)) {
+    return absl::StrCat(info.drun, " there is ", VersionWords(version->out),
+                        ", this is ", VersionWords(local_version),
+                        "; install the same version, or pass --remote-drun PATH");
+  }
+  return "";
+}
+
+// The job's script and working directory exist there. "" when they do.
+std::string CheckScript(const LaunchInfo& info, const CheckRunner& run) {
+  const v1::JobSpec& spec = info.spec;
+  const std::string& wd = spec.working_dir();
+  std::string script;
+  if (spec.kind() == v1::JobSpec::PYTHON_SCRIPT ||
+      (spec.kind() == v1::JobSpec::PROGRAM && spec.entrypoint().find('/') != std::string::npos)) {
+    script = spec.entrypoint();
+    if (!script.empty() && script[0] != '/' && !wd.empty()) script = absl::StrCat(wd, "/", script);
+  }
+  if (!script.empty()) {
+    auto t = run(absl::StrCat("test -f ", ShellQuote(script)), {"test", "-f", script});
+    if (!t.ok()) return absl::StrCat("checking the script there: ", t.status().message());
+    if (t->exit_status != 0) {
+      if (!wd.empty()) {
+        auto d = run(absl::StrCat("test -d ", ShellQuote(wd)), {"test", "-d", wd});
+        if (d.ok() && d->exit_status != 0) {
+          return absl::StrCat("the working directory ", wd,
+                              " does not exist there; drun runs the job in the same "
+                              "directory on every host (use a shared file system)");
+        }
+      }
+      return absl::StrCat("the script ", script,
+                          " is not there; copy it to every host (or use a shared file "
+                          "system)");
+    }
+  } else if (!wd.empty()) {
+    auto d = run(absl::StrCat("test -d ", ShellQuote(wd)), {"test", "-d", wd});
+    if (d.ok() && d->exit_status != 0) {
+      return absl::StrCat("the working directory ", wd, " does not exist there");
+    }
+  }
+  return "";
+}
+
 Preflight CheckHost(const LaunchInfo& info, const std::string& local_version, Control* control) {
   Preflight result;
   auto fail = [&](std::string msg) {
@@ -326,60 +396,9 @@ Preflight CheckHost(const LaunchInfo& info, const std::string& local_version, Co
     }
   }
 
-  auto version = run(absl::StrCat(ShellQuote(info.drun), " --version"), {info.drun, "--version"});
-  if (!version.ok()) return fail(absl::StrCat("checking drun there: ", version.status().message()));
-  if (version->exit_status != 0) {
-    if (!info.rsh.empty() && version->exit_status == 255) {
-      return fail(absl::StrCat("cannot reach it with --rsh (exit 255): ", LastLine(version->err)));
-    }
-    if (version->exit_status == 127) {
-      return fail(absl::StrCat("drun is not at ", info.drun,
-                               " there; install it at the same path as here, or pass "
-                               "--remote-drun PATH"));
-    }
-    if (version->exit_status == 126) {
-      return fail(absl::StrCat(info.drun, " is not executable there (", LastLine(version->err),
-                               "); fix its permissions or pass --remote-drun PATH"));
-    }
-    return fail(absl::StrCat("`", info.drun, " --version` failed there (exit ",
-                             version->exit_status, "): ", LastLine(version->err)));
-  }
-  if (VersionWords(version->out) != VersionWords(local_version)) {
-    return fail(absl::StrCat(info.drun, " there is ", VersionWords(version->out),
-                             ", this is ", VersionWords(local_version),
-                             "; install the same version, or pass --remote-drun PATH"));
-  }
-
-  const v1::JobSpec& spec = info.spec;
-  const std::string& wd = spec.working_dir();
-  std::string script;
-  if (spec.kind() == v1::JobSpec::PYTHON_SCRIPT ||
-      (spec.kind() == v1::JobSpec::PROGRAM && spec.entrypoint().find('/') != std::string::npos)) {
-    script = spec.entrypoint();
-    if (!script.empty() && script[0] != '/' && !wd.empty()) script = absl::StrCat(wd, "/", script);
-  }
-  if (!script.empty()) {
-    auto t = run(absl::StrCat("test -f ", ShellQuote(script)), {"test", "-f", script});
-    if (!t.ok()) return fail(absl::StrCat("checking the script there: ", t.status().message()));
-    if (t->exit_status != 0) {
-      if (!wd.empty()) {
-        auto d = run(absl::StrCat("test -d ", ShellQuote(wd)), {"test", "-d", wd});
-        if (d.ok() && d->exit_status != 0) {
-          return fail(absl::StrCat("the working directory ", wd,
-                                   " does not exist there; drun runs the job in the same "
-                                   "directory on every host (use a shared file system)"));
-        }
-      }
-      return fail(absl::StrCat("the script ", script,
-                               " is not there; copy it to every host (or use a shared file "
-                               "system)"));
-    }
-  } else if (!wd.empty()) {
-    auto d = run(absl::StrCat("test -d ", ShellQuote(wd)), {"test", "-d", wd});
-    if (d.ok() && d->exit_status != 0) {
-      return fail(absl::StrCat("the working directory ", wd, " does not exist there"));
-    }
-  }
+  std::string problem = CheckDrun(info, local_version, run);
+  if (problem.empty()) problem = CheckScript(info, run);
+  if (!problem.empty()) return fail(std::move(problem));
   return result;
 }
 
