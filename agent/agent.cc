@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rendezvous/base/event_loop.h"
 
 namespace drun {
 
@@ -83,7 +84,9 @@ void Agent::ShowStatus(TimePoint now) {
     auto secs = std::chrono::ceil<std::chrono::seconds>(left).count();
     absl::StrAppend(&line, "; last call closes the round in ", std::max<int64_t>(0, secs), " s");
   }
-  if (!w.reason().empty() && w.reason() != "waiting for nodes" && w.reason() != "last call") {
+  // The line already says "waiting for nodes" and the last call; other reasons are news.
+  if (w.kind() != v1::Waiting::WAITING_FOR_NODES && w.kind() != v1::Waiting::LAST_CALL &&
+      !w.reason().empty()) {
     absl::StrAppend(&line, " (", w.reason(), ")");
   }
   if (report_.rounds.size() > 0) absl::StrAppend(&line, "; ", report_.rounds.size(), " round(s) so far");
@@ -186,19 +189,14 @@ int Agent::Run() {
       auto g = group_->NextDeadline();
       if (g && (!deadline || *g < *deadline)) deadline = g;
     }
-    int timeout_ms = -1;
-    if (deadline) {
-      auto ms = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
-      timeout_ms = static_cast<int>(std::clamp<int64_t>(ms, 0, 1 << 30));
-    }
     fds.clear();
     fds.push_back({signal_fd_, POLLIN, 0});
     if (rdzv_->wakeup_fd() >= 0) fds.push_back({rdzv_->wakeup_fd(), POLLIN, 0});
     if (opt_.lifeline_fd >= 0) fds.push_back({opt_.lifeline_fd, POLLIN, 0});
     if (group_) group_->AppendPollFds(&fds);
-    int n = poll(fds.data(), fds.size(), timeout_ms);
+    int n = PollUntil(fds.data(), fds.size(), deadline);
     now = Clock::now();
-    if (n < 0 && errno != EINTR) {
+    if (n < 0) {
       Log(absl::StrCat("poll failed: ", strerror(errno)));
       exit_code_ = 1;
       break;
@@ -206,14 +204,13 @@ int Agent::Run() {
     for (const pollfd& p : fds) {
       if (!p.revents) continue;
       if (p.fd == signal_fd_) {
-        signalfd_siginfo si;
-        while (read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-          if (static_cast<int>(si.ssi_signo) == SIGCHLD) {
+        DrainSignalFd(signal_fd_, [&](int sig, const signalfd_siginfo& si) {
+          if (sig == SIGCHLD) {
             ReapChildren(now);
           } else {
-            HandleSignal(static_cast<int>(si.ssi_signo), now, static_cast<pid_t>(si.ssi_pid));
+            HandleSignal(sig, now, static_cast<pid_t>(si.ssi_pid));
           }
-        }
+        });
       } else if (p.fd == opt_.lifeline_fd) {
         char buf[256];
         ssize_t r = read(p.fd, buf, sizeof buf);

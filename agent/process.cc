@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -168,39 +169,30 @@ namespace {
 
 Guardian Guardian::Start() {
   Guardian g;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return g;
+  UniqueFd read_end, write_end;
+  if (!MakePipe(&read_end, &write_end)) return g;
   pid_t pid = fork();
-  if (pid < 0) {
-    close(fds[0]);
-    close(fds[1]);
-    return g;
-  }
+  if (pid < 0) return g;
   if (pid == 0) {
-    close(fds[1]);
+    write_end.reset();
     // Leave drun's process group: a terminal's Ctrl-C or a kill of drun's
     // group must not reach the guardian.
     setpgid(0, 0);
-    GuardianMain(fds[0]);
+    GuardianMain(read_end.get());
   }
-  close(fds[0]);
-  g.fd_ = fds[1];
+  g.fd_ = std::move(write_end);
   g.pid_ = pid;
   return g;
 }
 
-Guardian::Guardian(Guardian&& other) noexcept : fd_(other.fd_), pid_(other.pid_) {
-  other.fd_ = -1;
-  other.pid_ = -1;
-}
+Guardian::Guardian(Guardian&& other) noexcept
+    : fd_(std::move(other.fd_)), pid_(std::exchange(other.pid_, -1)) {}
 
 Guardian& Guardian::operator=(Guardian&& other) noexcept {
   if (this != &other) {
     Release();
-    fd_ = other.fd_;
-    pid_ = other.pid_;
-    other.fd_ = -1;
-    other.pid_ = -1;
+    fd_ = std::move(other.fd_);
+    pid_ = std::exchange(other.pid_, -1);
   }
   return *this;
 }
@@ -208,12 +200,12 @@ Guardian& Guardian::operator=(Guardian&& other) noexcept {
 Guardian::~Guardian() { Release(); }
 
 void Guardian::Send(char op, pid_t pgid) {
-  if (fd_ < 0) return;
+  if (!fd_.valid()) return;
   char line[32];
   int len = snprintf(line, sizeof line, "%c%d\n", op, static_cast<int>(pgid));
   // Writes of < PIPE_BUF bytes are atomic; a full pipe means the guardian is
   // gone, in which case there is nothing better to do.
-  while (write(fd_, line, static_cast<size_t>(len)) < 0 && errno == EINTR) {
+  while (write(fd_.get(), line, static_cast<size_t>(len)) < 0 && errno == EINTR) {
   }
 }
 
@@ -221,10 +213,9 @@ void Guardian::Watch(pid_t pgid) { Send('+', pgid); }
 void Guardian::Forget(pid_t pgid) { Send('-', pgid); }
 
 void Guardian::Release() {
-  if (fd_ < 0) return;
+  if (!fd_.valid()) return;
   Send('D', 0);
-  close(fd_);
-  fd_ = -1;
+  fd_.reset();
   if (pid_ > 0) {
     // Reap it so no zombie is left for the duration of a long-lived parent.
     int status;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "rendezvous/base/unique_fd.h"
 
 namespace drun {
 
@@ -56,7 +57,7 @@ class Guardian {
 
  private:
   void Send(char op, pid_t pgid);
-  int fd_ = -1;
+  UniqueFd fd_;  // the pipe to the guardian; closing it tells the guardian to act
   pid_t pid_ = -1;
 };
 

@@ -20,6 +20,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "drun/v1/rendezvous.grpc.pb.h"
@@ -119,17 +120,17 @@ class Core {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  RendezvousState state_;
-  RoundStore store_;
-  std::map<RendezvousState::NodeId, Stream*> streams_;
-  std::deque<RendezvousServer::Event> events_;
-  bool finish_reported_ = false;
+  RendezvousState state_ ABSL_GUARDED_BY(mu_);
+  RoundStore store_ ABSL_GUARDED_BY(mu_);
+  std::map<RendezvousState::NodeId, Stream*> streams_ ABSL_GUARDED_BY(mu_);
+  std::deque<RendezvousServer::Event> events_ ABSL_GUARDED_BY(mu_);
+  bool finish_reported_ ABSL_GUARDED_BY(mu_) = false;
   UniqueFd event_fd_;
-  RendezvousState::NodeId next_id_ = 0;
-  bool stop_ = false;
-  std::optional<TimePoint> timer_waits_for_;  // the timer thread's deadline
+  RendezvousState::NodeId next_id_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<TimePoint> timer_waits_for_ ABSL_GUARDED_BY(mu_);  // the timer thread's deadline
   std::mutex peers_mu_;
-  std::map<int, std::string> peers_;  // accepted descriptor -> peer host
+  std::map<int, std::string> peers_ ABSL_GUARDED_BY(peers_mu_);  // accepted fd -> peer host
   std::thread timer_;
 };
 
@@ -210,10 +211,10 @@ class Stream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessag
   RendezvousState::NodeId id_ = 0;
   v1::AgentMessage in_;
   std::mutex mu_;
-  std::deque<v1::ServerMessage> out_;
-  bool writing_ = false;
-  bool close_after_writes_ = false;
-  bool finished_ = false;
+  std::deque<v1::ServerMessage> out_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool close_after_writes_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const std::string& peer) {

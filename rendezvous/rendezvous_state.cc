@@ -143,7 +143,7 @@ RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, Time
     case Phase::kWaiting: {
       Outbox out = MaybeClose(now);
       if (phase_ == Phase::kWaiting && out.empty()) {
-        out.push_back({node, WaitingMessage("waiting for nodes", now)});
+        out.push_back({node, WaitingMessage(v1::Waiting::WAITING_FOR_NODES, now)});
       }
       return out;
     }
@@ -153,11 +153,11 @@ RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, Time
                                       " joined; restarting to include it"),
                          now);
       }
-      return {{node, WaitingMessage("spare: the job runs at its maximum size", now)}};
+      return {{node, WaitingMessage(v1::Waiting::SPARE, now)}};
     }
     case Phase::kStopping: {
       if (was_stopping && !AnyStopping()) return StopComplete(now);
-      return {{node, WaitingMessage("waiting for the current round to stop", now)}};
+      return {{node, WaitingMessage(v1::Waiting::ROUND_STOPPING, now)}};
     }
     case Phase::kFinished:
       return {};
@@ -326,13 +326,34 @@ void RendezvousState::EnterWaiting(TimePoint now) {
   min_reached_at_.reset();
 }
 
-v1::ServerMessage RendezvousState::WaitingMessage(const std::string& reason, TimePoint now) const {
+namespace {
+
+// The words shown for each reason (agents print them; they decide on the enum).
+const char* WaitingText(v1::Waiting::Reason reason) {
+  switch (reason) {
+    case v1::Waiting::WAITING_FOR_NODES:
+      return "waiting for nodes";
+    case v1::Waiting::LAST_CALL:
+      return "last call";
+    case v1::Waiting::SPARE:
+      return "spare: the job runs at its maximum size";
+    case v1::Waiting::ROUND_STOPPING:
+      return "waiting for the current round to stop";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+v1::ServerMessage RendezvousState::WaitingMessage(v1::Waiting::Reason reason, TimePoint now) const {
   v1::ServerMessage m;
   auto* w = m.mutable_waiting();
+  w->set_kind(reason);
   w->set_joined(num_waiting());
   w->set_min_nodes(config_.min_nodes);
   w->set_max_nodes(config_.max_nodes);
-  w->set_reason(reason);
+  w->set_reason(WaitingText(reason));
   if (phase_ == Phase::kWaiting && min_reached_at_) {
     auto left = *min_reached_at_ + config_.last_call_timeout - now;
     w->set_last_call_ms(std::max<int64_t>(
@@ -357,7 +378,7 @@ RendezvousState::Outbox RendezvousState::MaybeClose(TimePoint now) {
     // The last call starts: tell every waiting node once (O(n), not per join).
     min_reached_at_ = now;
     Outbox out;
-    for (NodeId id : JoinedNodes()) out.push_back({id, WaitingMessage("last call", now)});
+    for (NodeId id : JoinedNodes()) out.push_back({id, WaitingMessage(v1::Waiting::LAST_CALL, now)});
     return out;
   }
   return {};
@@ -418,7 +439,7 @@ RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
     out.push_back({participants_[i], std::move(m)});
   }
   for (NodeId id : JoinedNodes()) {
-    out.push_back({id, WaitingMessage("spare: the job runs at its maximum size", now)});
+    out.push_back({id, WaitingMessage(v1::Waiting::SPARE, now)});
   }
   (void)now;
   return out;

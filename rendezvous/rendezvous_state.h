@@ -135,7 +135,7 @@ class RendezvousState {
   Outbox MaybeClose(TimePoint now);
   Outbox CloseRound(TimePoint now);
   void EnterWaiting(TimePoint now);
-  v1::ServerMessage WaitingMessage(const std::string& reason, TimePoint now) const;
+  v1::ServerMessage WaitingMessage(v1::Waiting::Reason reason, TimePoint now) const;
   std::vector<NodeId> JoinedNodes() const;
   void SetState(Node& n, NodeState s);
   bool AnyStopping() const { return stopping_count_ > 0; }

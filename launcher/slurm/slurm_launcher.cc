@@ -24,6 +24,7 @@
 #include "launcher/job_host.h"
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/event_loop.h"
 #include "rendezvous/base/random.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
@@ -128,14 +129,159 @@ std::vector<std::string> SrunAgentArgv(const std::string& srun, int nodes,
           "agent"};
 }
 
+namespace {
+
+// srun running `drun agent` on every node, fed the launch message through a
+// pipe that then stays open as the agents' lifeline.
+struct SrunStep {
+  pid_t pid = -1;
+  UniqueFd lifeline;
+};
+
+absl::StatusOr<SrunStep> StartAgentStep(const std::vector<std::string>& argv,
+                                        const std::string& message) {
+  UniqueFd read_end, write_end;
+  if (!MakePipe(&read_end, &write_end)) {
+    return absl::InternalError(absl::StrCat("cannot create a pipe: ", strerror(errno)));
+  }
+  auto pid = SpawnSrun(argv, read_end.get());
+  if (!pid.ok()) return pid.status();
+  SrunStep step;
+  step.pid = *pid;
+  step.lifeline = std::move(write_end);
+  // srun reads its standard input as soon as it runs; if it died at once the
+  // write fails with EPIPE and its exit status says why.
+  WriteAll(step.lifeline.get(), message);
+  return step;
+}
+
+// Watches srun and the rendezvous until srun ends: forwards signals, stops
+// the agents in escalating steps, and remembers what the job's end needs.
+class StepSupervisor {
+ public:
+  StepSupervisor(const v1::JobSpec& spec, SrunStep step, RendezvousServer* server)
+      : grace_(SecondsToDuration(spec.shutdown_timeout_s() + 15)),
+        step_(std::move(step)),
+        server_(server) {}
+
+  void Run(int signal_fd);
+  int Report() const;
+
+ private:
+  void Escalate(TimePoint now);
+  void OnSignal(int sig, TimePoint now);
+  void DrainEvents();
+
+  const Duration grace_;
+  SrunStep step_;
+  RendezvousServer* server_;
+  std::optional<TimePoint> deadline_;
+  int escalation_ = 0;  // 0: none; 1: lifeline closed; 2: srun told to kill; 3: srun killed
+  std::optional<v1::Finish> finish_;
+  std::vector<std::string> lost_;
+  std::set<std::string> lost_seen_;
+  int stop_signal_ = 0;
+  std::optional<int> srun_status_;
+};
+
+void StepSupervisor::Escalate(TimePoint now) {
+  if (escalation_ == 0 && step_.lifeline.valid()) {
+    step_.lifeline.reset();
+    escalation_ = 1;
+  } else if (escalation_ <= 1) {
+    kill(step_.pid, SIGTERM);  // srun: "forcing job termination", SIGKILL to the step
+    escalation_ = 2;
+  } else {
+    kill(step_.pid, SIGKILL);
+    escalation_ = 3;
+  }
+  deadline_ = now + grace_;
+}
+
+void StepSupervisor::OnSignal(int sig, TimePoint now) {
+  if (sig == SIGCHLD) return;  // reaped in Run
+  if (sig == SIGUSR1 || sig == SIGUSR2) {
+    kill(step_.pid, sig);  // srun forwards these to the agents, they to the workers
+    return;
+  }
+  if (stop_signal_ == 0) {
+    stop_signal_ = sig;
+    Say(absl::StrCat("got ", SignalName(sig), ": stopping the agents (", SignalName(sig),
+                     " again stops them at once)"));
+    escalation_ = 0;
+  } else {
+    Say(absl::StrCat("got ", SignalName(sig), " again: srun ends the step now"));
+  }
+  Escalate(now);
+}
+
+void StepSupervisor::DrainEvents() {
+  while (auto ev = server_->NextEvent()) {
+    if (ev->kind == RendezvousServer::Event::kFinished) {
+      if (!finish_) finish_ = ev->finish;
+      if (!deadline_) deadline_ = Clock::now() + grace_;  // agents exit at once after Finish
+    } else if (!finish_ && lost_seen_.insert(ev->host).second) {
+      lost_.push_back(ev->host);
+      // While stopping on a signal, agents leaving is the plan, not news.
+      if (stop_signal_ == 0) Say(absl::StrCat("lost the agent on ", ev->host));
+    }
+  }
+}
+
+void StepSupervisor::Run(int signal_fd) {
+  while (!srun_status_) {
+    pollfd fds[2] = {{signal_fd, POLLIN, 0}, {server_->event_fd(), POLLIN, 0}};
+    if (PollUntil(fds, 2, deadline_) < 0) {
+      Say(absl::StrCat("poll failed: ", strerror(errno)));
+      kill(step_.pid, SIGTERM);
+      break;
+    }
+    const TimePoint now = Clock::now();
+    DrainSignalFd(signal_fd, [&](int sig, const signalfd_siginfo&) { OnSignal(sig, now); });
+    DrainEvents();
+    if (deadline_ && now >= *deadline_) Escalate(now);
+    int status;
+    if (waitpid(step_.pid, &status, WNOHANG) == step_.pid) srun_status_ = status;
+  }
+  step_.lifeline.reset();
+  DrainEvents();
+}
+
+int StepSupervisor::Report() const {
+  if (stop_signal_ != 0) {
+    Say(absl::StrCat("job stopped by ", SignalName(stop_signal_),
+                     " (scancel, the job's time limit, or a signal to drun); srun ",
+                     srun_status_ ? DescribeStatus(*srun_status_) : "did not end", "; exit code ",
+                     128 + stop_signal_));
+    if (finish_ && finish_->has_failure()) WriteAll(2, FormatRootCause(finish_->failure()));
+    return 128 + stop_signal_;
+  }
+  if (finish_) return JobHost::Report(*finish_);
+  if (!srun_status_) return 1;
+  const int srun_code = WIFSIGNALED(*srun_status_) ? 128 + WTERMSIG(*srun_status_)
+                                                   : WEXITSTATUS(*srun_status_);
+  std::string msg = absl::StrCat("the agents' srun step ended (", DescribeStatus(*srun_status_),
+                                 ") before the job finished");
+  if (!lost_.empty()) {
+    absl::StrAppend(&msg, "; lost agents: ", absl::StrJoin(lost_, ", "), " (", lost_.front(),
+                    " first: its task ended, so srun --kill-on-bad-exit stopped the others)");
+  } else {
+    absl::StrAppend(&msg, "; see srun's messages above");
+  }
+  Say(msg);
+  return srun_code != 0 ? srun_code : 1;
+}
+
+}  // namespace
+
 int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::string& token_in,
                      const Env& env) {
   // Before any thread exists (JobHost starts gRPC's): only our signalfd sees these.
   Agent::BlockHandledSignals();
   sigset_t mask;
   pthread_sigmask(SIG_BLOCK, nullptr, &mask);
-  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd < 0) {
+  const UniqueFd sfd(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sfd.valid()) {
     Say(absl::StrCat("cannot create a signalfd: ", strerror(errno)));
     return 1;
   }
@@ -162,128 +308,15 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::
   Say(absl::StrCat("Slurm job ", Get(env, "SLURM_JOB_ID"), ": rendezvous on ", dial, ":",
                    (*host)->port(), ", run id ", spec.run_id(), "; starting ", nodes,
                    " agent(s): ", absl::StrJoin(argv, " ")));
-
-  int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) != 0) {
-    Say(absl::StrCat("cannot create a pipe: ", strerror(errno)));
+  auto step = StartAgentStep(argv, message);
+  if (!step.ok()) {
+    Say(std::string(step.status().message()));
     return 1;
   }
-  auto pid = SpawnSrun(argv, pipefd[0]);
-  close(pipefd[0]);
-  if (!pid.ok()) {
-    close(pipefd[1]);
-    Say(std::string(pid.status().message()));
-    return 1;
-  }
-  int lifeline = pipefd[1];
-  // srun reads its standard input as soon as it runs; if it died at once the
-  // write fails with EPIPE and the exit status below says why.
-  WriteAll(lifeline, message);
-
-  using Clock = std::chrono::steady_clock;
-  const auto grace = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(spec.shutdown_timeout_s() + 15));
-  std::optional<Clock::time_point> deadline;
-  int escalation = 0;  // 0: none; 1: lifeline closed; 2: srun told to kill; 3: srun killed
-  auto escalate = [&](Clock::time_point now) {
-    if (escalation == 0 && lifeline >= 0) {
-      close(lifeline);
-      lifeline = -1;
-      escalation = 1;
-    } else if (escalation <= 1) {
-      kill(*pid, SIGTERM);  // srun: "forcing job termination", SIGKILL to the step
-      escalation = 2;
-    } else {
-      kill(*pid, SIGKILL);
-      escalation = 3;
-    }
-    deadline = now + grace;
-  };
-
-  std::optional<v1::Finish> finish;
-  std::vector<std::string> lost;
-  std::set<std::string> lost_seen;
-  int stop_signal = 0;
-  std::optional<int> srun_status;
-  auto drain_events = [&]() {
-    while (auto ev = (*host)->server()->NextEvent()) {
-      if (ev->kind == RendezvousServer::Event::kFinished) {
-        if (!finish) finish = ev->finish;
-        if (!deadline) deadline = Clock::now() + grace;  // agents exit at once after Finish
-      } else if (!finish && lost_seen.insert(ev->host).second) {
-        lost.push_back(ev->host);
-        // While stopping on a signal, agents leaving is the plan, not news.
-        if (stop_signal == 0) Say(absl::StrCat("lost the agent on ", ev->host));
-      }
-    }
-  };
-
-  while (!srun_status) {
-    std::vector<pollfd> fds = {{sfd, POLLIN, 0}, {(*host)->server()->event_fd(), POLLIN, 0}};
-    int timeout_ms = -1;
-    if (deadline) {
-      auto ms = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
-      timeout_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(ms, 1 << 30)));
-    }
-    int n = poll(fds.data(), fds.size(), timeout_ms);
-    if (n < 0 && errno != EINTR) {
-      Say(absl::StrCat("poll failed: ", strerror(errno)));
-      kill(*pid, SIGTERM);
-      break;
-    }
-    const auto now = Clock::now();
-    signalfd_siginfo si;
-    while (read(sfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-      const int sig = static_cast<int>(si.ssi_signo);
-      if (sig == SIGCHLD) continue;  // reaped below
-      if (sig == SIGUSR1 || sig == SIGUSR2) {
-        kill(*pid, sig);  // srun forwards these to the agents, they to the workers
-        continue;
-      }
-      if (stop_signal == 0) {
-        stop_signal = sig;
-        Say(absl::StrCat("got ", SignalName(sig), ": stopping the agents (", SignalName(sig),
-                         " again stops them at once)"));
-        escalation = 0;
-        escalate(now);
-      } else {
-        Say(absl::StrCat("got ", SignalName(sig), " again: srun ends the step now"));
-        escalate(now);
-      }
-    }
-    drain_events();
-    if (deadline && now >= *deadline) escalate(now);
-    int status;
-    pid_t r = waitpid(*pid, &status, WNOHANG);
-    if (r == *pid) srun_status = status;
-  }
-  if (lifeline >= 0) close(lifeline);
-  drain_events();
+  StepSupervisor supervisor(spec, std::move(*step), (*host)->server());
+  supervisor.Run(sfd.get());
   (*host)->server()->Shutdown(std::chrono::seconds(1));
-  close(sfd);
-
-  const int srun_code = !srun_status                  ? 1
-                        : WIFSIGNALED(*srun_status) ? 128 + WTERMSIG(*srun_status)
-                                                      : WEXITSTATUS(*srun_status);
-  if (stop_signal != 0) {
-    Say(absl::StrCat("job stopped by ", SignalName(stop_signal),
-                     " (scancel, the job's time limit, or a signal to drun); srun ",
-                     srun_status ? DescribeStatus(*srun_status) : "did not end", "; exit code ",
-                     128 + stop_signal));
-    if (finish && finish->has_failure()) WriteAll(2, FormatRootCause(finish->failure()));
-    return 128 + stop_signal;
-  }
-  if (finish) return JobHost::Report(*finish);
-  std::string msg = absl::StrCat("the agents' srun step ended (", DescribeStatus(*srun_status),
-                                 ") before the job finished");
-  if (!lost.empty()) {
-    absl::StrAppend(&msg, "; lost agents: ", absl::StrJoin(lost, ", "), " (", lost.front(),
-                    " first: its task ended, so srun --kill-on-bad-exit stopped the others)");
-  } else {
-    absl::StrAppend(&msg, "; see srun's messages above");
-  }
-  Say(msg);
-  return srun_code != 0 ? srun_code : 1;
+  return supervisor.Report();
 }
 
 }  // namespace drun

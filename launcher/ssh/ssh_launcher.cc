@@ -11,6 +11,7 @@
 #include <chrono>
 #include <deque>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,12 +19,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/output.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/event_loop.h"
 #include "launcher/job_host.h"
 #include "launcher/ssh/ssh_plan.h"
 #include "launcher/ssh/ssh_rsh.h"
@@ -31,6 +34,7 @@
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/random.h"
 #include "rendezvous/base/signal_name.h"
+#include "rendezvous/base/unique_fd.h"
 
 namespace drun {
 
@@ -41,6 +45,7 @@ constexpr int kCheckTimeoutMs = 30000;
 
 // Whole lines from several threads to this process's stdout/stderr, one
 // write per line so lines of different hosts never mix.
+// g_console_mu serialises the writes themselves (it guards no data).
 std::mutex g_console_mu;
 void ConsoleLine(int fd, absl::string_view line) {
   std::string out(line);
@@ -83,19 +88,18 @@ struct Event {
 class EventQueue {
  public:
   EventQueue() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-  ~EventQueue() { close(fd_); }
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
   void Push(Event e) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       events_.push_back(std::move(e));
     }
     uint64_t one = 1;
-    (void)!write(fd_, &one, sizeof one);
+    (void)!write(fd_.get(), &one, sizeof one);
   }
   std::optional<Event> Pop() {
     uint64_t v;
-    while (read(fd_, &v, sizeof v) > 0) {
+    while (read(fd_.get(), &v, sizeof v) > 0) {
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (events_.empty()) return std::nullopt;
@@ -105,16 +109,16 @@ class EventQueue {
   }
 
  private:
-  int fd_;
+  UniqueFd fd_;
   std::mutex mu_;
-  std::deque<Event> events_;
+  std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
 };
 
 // What the launcher's loop and a host's thread share about the running agent.
 struct Control {
   std::mutex mu;
-  std::shared_ptr<RemoteProcess> proc;
-  int level = 0;  // 1: stop (close stdin), 2: abort
+  std::shared_ptr<RemoteProcess> proc ABSL_GUARDED_BY(mu);
+  int level ABSL_GUARDED_BY(mu) = 0;  // 1: stop (close stdin), 2: abort
   void Request(int l) {
     std::shared_ptr<RemoteProcess> p;
     {
@@ -139,6 +143,11 @@ struct Control {
   int Level() {
     std::lock_guard<std::mutex> lock(mu);
     return level;
+  }
+  // The process ended: nothing left to stop.
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu);
+    proc.reset();
   }
 };
 
@@ -251,8 +260,7 @@ void RunAgent(LaunchInfo info, std::unique_ptr<SshConnection> conn,
     HostOutput output(info.entry.host);
     ev.outcome = proc->Run([&](int stream, const char* d, size_t n) { output.Feed(stream, d, n); });
     output.Flush();
-    std::lock_guard<std::mutex> lock(control->mu);
-    control->proc.reset();
+    control->Clear();
   }
   proc.reset();  // closes the channel before the connection is handed back
   if (conn && conn->connected()) ev.conn = std::move(conn);
@@ -276,23 +284,102 @@ struct Preflight {
   std::string rsh_dial;
 };
 
-Preflight CheckHost(const LaunchInfo& info, const std::string& local_version) {
+// Runs one pre-flight command on a host: through the remote shell (libssh) or
+// as argv (--rsh).
+using CheckRunner = std::function<absl::StatusOr<CommandResult>(const std::string& shell_cmd,
+                                                                std::vector<std::string> argv)>;
+
+// The same drun, at the same version, is there. "" when it is.
+std::string CheckDrun(const LaunchInfo& info, const std::string& local_version,
+                      const CheckRunner& run) {
+  auto version = run(absl::StrCat(ShellQuote(info.drun), " --version"), {info.drun, "--version"});
+  if (!version.ok()) return absl::StrCat("checking drun there: ", version.status().message());
+  if (version->exit_status != 0) {
+    if (!info.rsh.empty() && version->exit_status == 255) {
+      return absl::StrCat("cannot reach it with --rsh (exit 255): ", LastLine(version->err));
+    }
+    if (version->exit_status == 127) {
+      return absl::StrCat("drun is not at ", info.drun,
+                          " there; install it at the same path as here, or pass "
+                          "--remote-drun PATH");
+    }
+    if (version->exit_status == 126) {
+      return absl::StrCat(info.drun, " is not executable there (", LastLine(version->err),
+                          "); fix its permissions or pass --remote-drun PATH");
+    }
+    return absl::StrCat("`", info.drun, " --version` failed there (exit ",
+                        version->exit_status, "): ", LastLine(version->err));
+  }
+  if (VersionWords(version->out) != VersionWords(local_version)) {
+    return absl::StrCat(info.drun, " there is ", VersionWords(version->out),
+                        ", this is ", VersionWords(local_version),
+                        "; install the same version, or pass --remote-drun PATH");
+  }
+  return "";
+}
+
+// The job's script and working directory exist there. "" when they do.
+std::string CheckScript(const LaunchInfo& info, const CheckRunner& run) {
+  const v1::JobSpec& spec = info.spec;
+  const std::string& wd = spec.working_dir();
+  std::string script;
+  if (spec.kind() == v1::JobSpec::PYTHON_SCRIPT ||
+      (spec.kind() == v1::JobSpec::PROGRAM && spec.entrypoint().find('/') != std::string::npos)) {
+    script = spec.entrypoint();
+    if (!script.empty() && script[0] != '/' && !wd.empty()) script = absl::StrCat(wd, "/", script);
+  }
+  if (!script.empty()) {
+    auto t = run(absl::StrCat("test -f ", ShellQuote(script)), {"test", "-f", script});
+    if (!t.ok()) return absl::StrCat("checking the script there: ", t.status().message());
+    if (t->exit_status != 0) {
+      if (!wd.empty()) {
+        auto d = run(absl::StrCat("test -d ", ShellQuote(wd)), {"test", "-d", wd});
+        if (d.ok() && d->exit_status != 0) {
+          return absl::StrCat("the working directory ", wd,
+                              " does not exist there; drun runs the job in the same "
+                              "directory on every host (use a shared file system)");
+        }
+      }
+      return absl::StrCat("the script ", script,
+                          " is not there; copy it to every host (or use a shared file "
+                          "system)");
+    }
+  } else if (!wd.empty()) {
+    auto d = run(absl::StrCat("test -d ", ShellQuote(wd)), {"test", "-d", wd});
+    if (d.ok() && d->exit_status != 0) {
+      return absl::StrCat("the working directory ", wd, " does not exist there");
+    }
+  }
+  return "";
+}
+
+Preflight CheckHost(const LaunchInfo& info, const std::string& local_version, Control* control) {
   Preflight result;
   auto fail = [&](std::string msg) {
     result.status = absl::FailedPreconditionError(std::move(msg));
     result.conn.reset();
     return std::move(result);
   };
-  // Runs a check: through the remote shell (libssh) or as argv (--rsh).
+  // Runs a check: through the remote shell (libssh) or as argv (--rsh). The
+  // process is published on `control`, so a stop signal aborts it at once.
   auto run = [&](const std::string& shell_cmd,
                  std::vector<std::string> argv) -> absl::StatusOr<CommandResult> {
-    if (info.rsh.empty()) return result.conn->Run(shell_cmd, kCheckTimeoutMs);
-    std::vector<std::string> full = info.rsh;
-    full.push_back(HostLabel(info.entry));
-    full.insert(full.end(), argv.begin(), argv.end());
-    auto p = StartRshProcess(full, "");
+    if (control->Level() > 0) return absl::CancelledError("stopped");
+    absl::StatusOr<std::unique_ptr<RemoteProcess>> p;
+    if (info.rsh.empty()) {
+      p = StartSshExec(result.conn.get(), shell_cmd, "");
+    } else {
+      std::vector<std::string> full = info.rsh;
+      full.push_back(HostLabel(info.entry));
+      full.insert(full.end(), argv.begin(), argv.end());
+      p = StartRshProcess(full, "");
+    }
     if (!p.ok()) return p.status();
-    return RunRemote(p->get(), kCheckTimeoutMs);
+    std::shared_ptr<RemoteProcess> proc = std::move(*p);
+    control->Publish(proc);
+    auto r = RunRemote(proc.get(), kCheckTimeoutMs);
+    control->Clear();
+    return r;
   };
 
   if (info.rsh.empty()) {
@@ -309,60 +396,9 @@ Preflight CheckHost(const LaunchInfo& info, const std::string& local_version) {
     }
   }
 
-  auto version = run(absl::StrCat(ShellQuote(info.drun), " --version"), {info.drun, "--version"});
-  if (!version.ok()) return fail(absl::StrCat("checking drun there: ", version.status().message()));
-  if (version->exit_status != 0) {
-    if (!info.rsh.empty() && version->exit_status == 255) {
-      return fail(absl::StrCat("cannot reach it with --rsh (exit 255): ", LastLine(version->err)));
-    }
-    if (version->exit_status == 127) {
-      return fail(absl::StrCat("drun is not at ", info.drun,
-                               " there; install it at the same path as here, or pass "
-                               "--remote-drun PATH"));
-    }
-    if (version->exit_status == 126) {
-      return fail(absl::StrCat(info.drun, " is not executable there (", LastLine(version->err),
-                               "); fix its permissions or pass --remote-drun PATH"));
-    }
-    return fail(absl::StrCat("`", info.drun, " --version` failed there (exit ",
-                             version->exit_status, "): ", LastLine(version->err)));
-  }
-  if (VersionWords(version->out) != VersionWords(local_version)) {
-    return fail(absl::StrCat(info.drun, " there is ", VersionWords(version->out),
-                             ", this is ", VersionWords(local_version),
-                             "; install the same version, or pass --remote-drun PATH"));
-  }
-
-  const v1::JobSpec& spec = info.spec;
-  const std::string& wd = spec.working_dir();
-  std::string script;
-  if (spec.kind() == v1::JobSpec::PYTHON_SCRIPT ||
-      (spec.kind() == v1::JobSpec::PROGRAM && spec.entrypoint().find('/') != std::string::npos)) {
-    script = spec.entrypoint();
-    if (!script.empty() && script[0] != '/' && !wd.empty()) script = absl::StrCat(wd, "/", script);
-  }
-  if (!script.empty()) {
-    auto t = run(absl::StrCat("test -f ", ShellQuote(script)), {"test", "-f", script});
-    if (!t.ok()) return fail(absl::StrCat("checking the script there: ", t.status().message()));
-    if (t->exit_status != 0) {
-      if (!wd.empty()) {
-        auto d = run(absl::StrCat("test -d ", ShellQuote(wd)), {"test", "-d", wd});
-        if (d.ok() && d->exit_status != 0) {
-          return fail(absl::StrCat("the working directory ", wd,
-                                   " does not exist there; drun runs the job in the same "
-                                   "directory on every host (use a shared file system)"));
-        }
-      }
-      return fail(absl::StrCat("the script ", script,
-                               " is not there; copy it to every host (or use a shared file "
-                               "system)"));
-    }
-  } else if (!wd.empty()) {
-    auto d = run(absl::StrCat("test -d ", ShellQuote(wd)), {"test", "-d", wd});
-    if (d.ok() && d->exit_status != 0) {
-      return fail(absl::StrCat("the working directory ", wd, " does not exist there"));
-    }
-  }
+  std::string problem = CheckDrun(info, local_version, run);
+  if (problem.empty()) problem = CheckScript(info, run);
+  if (!problem.empty()) return fail(std::move(problem));
   return result;
 }
 
@@ -370,6 +406,9 @@ class SshLauncher {
  public:
   SshLauncher(const CommandLine& cl, const std::map<std::string, std::string>& env)
       : cl_(cl), env_(env), queue_(std::make_shared<EventQueue>()) {}
+  // Every thread this launcher started is joined here (none is detached): a
+  // stop is requested first, so the ones still running end promptly.
+  ~SshLauncher();
 
   int Run(const v1::JobSpec& spec_in, std::string token);
 
@@ -388,6 +427,24 @@ class SshLauncher {
     TimePoint settle_deadline;
     std::string last_failure;
   };
+  // What --rdzv-endpoint asks for: the address agents dial, and the port.
+  struct Rendezvous {
+    std::string dial_override;
+    int port = 0;
+  };
+
+  // The steps of Run, in order.
+  absl::StatusOr<Rendezvous> PlanJob(const v1::JobSpec& spec_in, std::vector<std::string>* rsh);
+  void AddHosts(const std::string& token, const Rendezvous& rdzv, std::vector<std::string> rsh);
+  std::optional<int> RunPreflight(int sig_fd);
+  void AnnounceAndStart(const v1::JobSpec& spec_in, int port);
+  void Supervise(int sig_fd, RendezvousServer* server, double grace_s);
+  int ExitCode() const;
+
+  // The supervision loop's parts.
+  std::optional<TimePoint> SettleDue(TimePoint now);
+  void OnStopSignal(int sig, Duration end_bound);
+  void DrainServer(RendezvousServer* server, Duration end_bound);
 
   void Start(Host& h);
   void Fail(Host& h, const std::string& why);
@@ -404,13 +461,22 @@ class SshLauncher {
   std::shared_ptr<EventQueue> queue_;
   SshPlan plan_;
   std::vector<Host> hosts_;
+  std::vector<std::thread> threads_;  // agents' and pre-flight checks', joined at the end
   bool finished_ = false;
   int stop_level_ = 0;
+  int stop_signal_ = 0;
   int exit_code_ = 0;
   std::optional<v1::Finish> finish_;
   std::optional<TimePoint> end_deadline_;
   double keepalive_timeout_s_ = 2;
 };
+
+SshLauncher::~SshLauncher() {
+  StopAll(2);
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
 
 SshLauncher::Host* SshLauncher::FindHost(const std::string& name) {
   for (Host& h : hosts_) {
@@ -427,7 +493,7 @@ void SshLauncher::Start(Host& h) {
   h.control = std::make_shared<Control>();
   LaunchInfo info = h.info;
   info.instance = h.instance;
-  std::thread(RunAgent, std::move(info), std::move(h.conn), h.control, queue_).detach();
+  threads_.emplace_back(RunAgent, std::move(info), std::move(h.conn), h.control, queue_);
 }
 
 void SshLauncher::Fail(Host& h, const std::string& why) {
@@ -482,8 +548,7 @@ void SshLauncher::OnEnded(Event e) {
     Settle(h);
   } else {
     h.state = State::kSettling;
-    h.settle_deadline = Clock::now() + std::chrono::milliseconds(
-                                                 static_cast<int>(keepalive_timeout_s_ * 1000) + 1000);
+    h.settle_deadline = Clock::now() + SecondsToDuration(keepalive_timeout_s_ + 1);
   }
   CheckViable();
 }
@@ -545,43 +610,34 @@ bool SshLauncher::AllEnded() const {
   return true;
 }
 
-int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
+absl::StatusOr<SshLauncher::Rendezvous> SshLauncher::PlanJob(const v1::JobSpec& spec_in,
+                                                              std::vector<std::string>* rsh) {
   auto hosts = LoadHosts(cl_);
-  if (!hosts.ok()) {
-    Say(hosts.status().message());
-    return 2;
-  }
+  if (!hosts.ok()) return hosts.status();
   auto plan = PlanSshJob(cl_, spec_in, *hosts, AlwaysForwardedEnv(env_), env_);
-  if (!plan.ok()) {
-    Say(plan.status().message());
-    return 2;
-  }
+  if (!plan.ok()) return plan.status();
   plan_ = std::move(*plan);
-  std::vector<std::string> rsh;
   if (!cl_.rsh.empty()) {
     auto split = SplitRshCommand(cl_.rsh);
-    if (!split.ok()) {
-      Say(split.status().message());
-      return 2;
-    }
-    rsh = std::move(*split);
+    if (!split.ok()) return split.status();
+    *rsh = std::move(*split);
   }
-  std::string dial_override;
-  int port = 0;
+  Rendezvous rdzv;
   if (!spec_in.rdzv_endpoint().empty()) {
     auto ep = ParseEndpoint(spec_in.rdzv_endpoint(), 29400);
     if (!ep.ok()) {
-      Say(absl::StrCat("--rdzv-endpoint: ", ep.status().message()));
-      return 2;
+      return absl::InvalidArgumentError(absl::StrCat("--rdzv-endpoint: ", ep.status().message()));
     }
-    dial_override = ep->host;
-    port = ep->port;
+    rdzv.dial_override = ep->host;
+    rdzv.port = ep->port;
   }
-  if (token.empty()) token = RandomHex(24);
-  keepalive_timeout_s_ = spec_in.keepalive_timeout_s() > 0 ? spec_in.keepalive_timeout_s() : 2;
+  return rdzv;
+}
+
+void SshLauncher::AddHosts(const std::string& token, const Rendezvous& rdzv,
+                           std::vector<std::string> rsh) {
   const std::string drun = cl_.remote_drun.empty() ? SelfExe() : cl_.remote_drun;
   static std::mutex known_hosts_mu;
-
   for (size_t i = 0; i < plan_.hosts.size(); ++i) {
     Host h;
     h.plan = plan_.hosts[i];
@@ -590,7 +646,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
     info.entry = h.plan.entry;
     info.spec = h.plan.spec;
     info.token = token;
-    info.dial_override = dial_override;
+    info.dial_override = rdzv.dial_override;
     info.drun = drun;
     info.rsh = rsh;
     info.target.host = h.plan.entry.host;
@@ -599,52 +655,55 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
     info.target.known_hosts_mu = &known_hosts_mu;
     hosts_.push_back(std::move(h));
   }
+}
 
-  // The stop signals come through a signalfd; blocked before any thread.
-  sigset_t stop_set;
-  sigemptyset(&stop_set);
-  for (int s : kStopSignals) sigaddset(&stop_set, s);
-  pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  const int sig_fd = signalfd(-1, &stop_set, SFD_CLOEXEC | SFD_NONBLOCK);
-
-  // Pre-flight, every host at once.
+// Pre-flight, every host at once. Returns the exit code when the job cannot
+// start (a check failed, or a stop signal came), nothing when it can.
+std::optional<int> SshLauncher::RunPreflight(int sig_fd) {
   const std::string local_version = VersionText();
   struct Slot {
     std::mutex mu;
-    std::vector<std::optional<Preflight>> results;
-    int done = 0;
+    std::vector<std::optional<Preflight>> results ABSL_GUARDED_BY(mu);
+    int done ABSL_GUARDED_BY(mu) = 0;
   };
   auto slot = std::make_shared<Slot>();
-  slot->results.resize(hosts_.size());
-  const int done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  {
+    std::lock_guard<std::mutex> lock(slot->mu);
+    slot->results.resize(hosts_.size());
+  }
+  auto done_fd = std::make_shared<UniqueFd>(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  auto controls = std::make_shared<std::vector<std::shared_ptr<Control>>>();
   for (size_t i = 0; i < hosts_.size(); ++i) {
-    std::thread([slot, i, info = hosts_[i].info, local_version, done_fd] {
-      Preflight p = CheckHost(info, local_version);
+    controls->push_back(std::make_shared<Control>());
+    threads_.emplace_back([slot, i, info = hosts_[i].info, local_version, done_fd,
+                           control = controls->back()] {
+      Preflight p = CheckHost(info, local_version, control.get());
       std::lock_guard<std::mutex> lock(slot->mu);
       slot->results[i] = std::move(p);
       slot->done++;
       uint64_t one = 1;
-      (void)!write(done_fd, &one, sizeof one);
-    }).detach();
+      (void)!write(done_fd->get(), &one, sizeof one);
+    });
   }
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(slot->mu);
-      if (slot->done == static_cast<int>(hosts_.size())) break;
-    }
-    pollfd fds[2] = {{done_fd, POLLIN, 0}, {sig_fd, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
+  auto all_done = [&] {
+    std::lock_guard<std::mutex> lock(slot->mu);
+    return slot->done == static_cast<int>(hosts_.size());
+  };
+  while (!all_done()) {
+    pollfd fds[2] = {{done_fd->get(), POLLIN, 0}, {sig_fd, POLLIN, 0}};
+    if (PollUntil(fds, 2, std::nullopt) < 0) break;
     if (fds[1].revents) {
       signalfd_siginfo si;
       if (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
         Say(absl::StrCat("got ", SignalName(static_cast<int>(si.ssi_signo)),
                          " during the pre-flight checks: nothing was started"));
+        // The checks still running are aborted; the destructor joins them.
+        for (auto& c : *controls) c->Request(2);
         return 128 + static_cast<int>(si.ssi_signo);
       }
     }
     uint64_t v;
-    while (read(done_fd, &v, sizeof v) > 0) {
+    while (read(done_fd->get(), &v, sizeof v) > 0) {
     }
   }
   int failed = 0;
@@ -661,29 +720,13 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
       hosts_[i].info.rsh_dial = p.rsh_dial;
     }
   }
-  if (failed > 0) {
-    Say(absl::StrCat("pre-flight failed on ", failed, " of ", hosts_.size(), " host",
-                     hosts_.size() == 1 ? "" : "s", "; nothing was started"));
-    return 1;
-  }
+  if (failed == 0) return std::nullopt;
+  Say(absl::StrCat("pre-flight failed on ", failed, " of ", hosts_.size(), " host",
+                   hosts_.size() == 1 ? "" : "s", "; nothing was started"));
+  return 1;
+}
 
-  // The rendezvous, on every interface (agents dial the address at which
-  // their host sees this machine).
-  bool v6 = dial_override.find(':') != std::string::npos;
-  for (const Host& h : hosts_) {
-    if (h.conn && h.conn->local_address().find(':') != std::string::npos) v6 = true;
-  }
-  v1::JobSpec job_spec = spec_in;
-  job_spec.set_min_nodes(plan_.min_nodes);
-  job_spec.set_max_nodes(plan_.max_nodes);
-  auto job = JobHost::Start(job_spec, token, v6 ? "::" : "0.0.0.0", port);
-  if (!job.ok()) {
-    Say(absl::StrCat("cannot serve the rendezvous: ", job.status().message()));
-    return 1;
-  }
-  RendezvousServer* server = (*job)->server();
-  for (Host& h : hosts_) h.info.port = (*job)->port();
-
+void SshLauncher::AnnounceAndStart(const v1::JobSpec& spec_in, int port) {
   if (!spec_in.quiet()) {
     std::vector<std::string> names, spares;
     for (const Host& h : hosts_) (h.plan.spare ? spares : names).push_back(h.plan.entry.host);
@@ -692,7 +735,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
                      spares.empty() ? "" : absl::StrCat(" and ", spares.size(), " spare",
                                                         spares.size() == 1 ? "" : "s", " (",
                                                         absl::StrJoin(spares, ", "), ")"),
-                     "; rendezvous on port ", (*job)->port()));
+                     "; rendezvous on port ", port));
   }
   for (Host& h : hosts_) {
     if (!h.plan.spare) Start(h);
@@ -700,30 +743,62 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   for (Host& h : hosts_) {
     if (h.plan.spare) Start(h);
   }
+}
 
-  int stop_signal = 0;
-  const double grace = spec_in.shutdown_timeout_s() > 0 ? spec_in.shutdown_timeout_s() : 30;
-  const auto end_bound = std::chrono::milliseconds(static_cast<int>(grace * 1000) + 15000);
+// Settles the hosts whose wait is over; the earliest wait still running.
+std::optional<TimePoint> SshLauncher::SettleDue(TimePoint now) {
+  std::optional<TimePoint> next;
+  for (Host& h : hosts_) {
+    if (h.state != State::kSettling) continue;
+    if (h.settle_deadline <= now) {
+      Settle(h);
+      continue;
+    }
+    if (!next || h.settle_deadline < *next) next = h.settle_deadline;
+  }
+  return next;
+}
+
+void SshLauncher::OnStopSignal(int sig, Duration end_bound) {
+  if (stop_signal_ == 0 && !finished_) {
+    stop_signal_ = sig;
+    Say(absl::StrCat("got ", SignalName(sig), ": stopping the agents on every host (",
+                     "again to drop them at once)"));
+    StopAll(1);
+    end_deadline_ = Clock::now() + end_bound;
+  } else {
+    Say(absl::StrCat("got ", SignalName(sig), " again: dropping every connection"));
+    if (stop_signal_ == 0) stop_signal_ = sig;
+    StopAll(2);
+    end_deadline_ = Clock::now() + std::chrono::seconds(5);
+  }
+}
+
+void SshLauncher::DrainServer(RendezvousServer* server, Duration end_bound) {
+  while (auto ev = server->NextEvent()) {
+    if (ev->kind == RendezvousServer::Event::kFinished) {
+      if (!finished_) {
+        finished_ = true;
+        finish_ = ev->finish;
+        if (!end_deadline_) end_deadline_ = Clock::now() + end_bound;
+      }
+    } else if (ev->kind == RendezvousServer::Event::kNodeLost) {
+      OnLost(ev->host);
+    }
+  }
+}
+
+// Until the job is over and every agent has ended: signals, the rendezvous'
+// events, the agents' ends, and the deadlines of settling hosts and of the end.
+void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s) {
+  const Duration end_bound = SecondsToDuration(grace_s + 15);
   for (;;) {
     if ((finished_ || stop_level_ > 0) && AllEnded()) break;
     const TimePoint now = Clock::now();
-    std::optional<TimePoint> deadline = end_deadline_;
-    for (Host& h : hosts_) {
-      if (h.state != State::kSettling) continue;
-      if (h.settle_deadline <= now) {
-        Settle(h);
-        continue;
-      }
-      if (!deadline || h.settle_deadline < *deadline) deadline = h.settle_deadline;
-    }
-    int timeout = -1;
-    if (deadline) {
-      timeout = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::ceil<std::chrono::milliseconds>(*deadline - now).count()));
-    }
+    std::optional<TimePoint> deadline = SettleDue(now);
+    if (end_deadline_ && (!deadline || *end_deadline_ < *deadline)) deadline = end_deadline_;
     pollfd fds[3] = {{sig_fd, POLLIN, 0}, {server->event_fd(), POLLIN, 0}, {queue_->fd(), POLLIN, 0}};
-    int n = poll(fds, 3, timeout);
-    if (n < 0 && errno != EINTR) break;
+    if (PollUntil(fds, 3, deadline) < 0) break;
     if (end_deadline_ && Clock::now() >= *end_deadline_) {
       if (stop_level_ >= 2) break;  // dropped everything and still waiting: give up
       Say("agents did not end in time; dropping their connections");
@@ -731,44 +806,64 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
       end_deadline_ = Clock::now() + std::chrono::seconds(5);
     }
     if (fds[0].revents) {
-      signalfd_siginfo si;
-      while (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-        const int sig = static_cast<int>(si.ssi_signo);
-        if (stop_signal == 0 && !finished_) {
-          stop_signal = sig;
-          Say(absl::StrCat("got ", SignalName(sig), ": stopping the agents on every host (",
-                           "again to drop them at once)"));
-          StopAll(1);
-          end_deadline_ = Clock::now() + end_bound;
-        } else {
-          Say(absl::StrCat("got ", SignalName(sig), " again: dropping every connection"));
-          if (stop_signal == 0) stop_signal = sig;
-          StopAll(2);
-          end_deadline_ = Clock::now() + std::chrono::seconds(5);
-        }
-      }
+      DrainSignalFd(sig_fd, [&](int sig, const signalfd_siginfo&) { OnStopSignal(sig, end_bound); });
     }
-    while (auto ev = server->NextEvent()) {
-      if (ev->kind == RendezvousServer::Event::kFinished) {
-        if (!finished_) {
-          finished_ = true;
-          finish_ = ev->finish;
-          if (!end_deadline_) end_deadline_ = Clock::now() + end_bound;
-        }
-      } else if (ev->kind == RendezvousServer::Event::kNodeLost) {
-        OnLost(ev->host);
-      }
-    }
+    DrainServer(server, end_bound);
     while (auto ev = queue_->Pop()) OnEnded(std::move(*ev));
   }
+}
 
-  server->Shutdown(std::chrono::seconds(1));
-  for (Host& h : hosts_) h.conn.reset();
-  close(sig_fd);
-  if (stop_signal != 0) return 128 + stop_signal;
+int SshLauncher::ExitCode() const {
+  if (stop_signal_ != 0) return 128 + stop_signal_;
   if (exit_code_ != 0) return exit_code_;
   if (finish_) return JobHost::Report(*finish_);
   return 1;
+}
+
+int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
+  std::vector<std::string> rsh;
+  auto rdzv = PlanJob(spec_in, &rsh);
+  if (!rdzv.ok()) {
+    Say(rdzv.status().message());
+    return 2;
+  }
+  if (token.empty()) token = RandomHex(24);
+  keepalive_timeout_s_ = spec_in.keepalive_timeout_s() > 0 ? spec_in.keepalive_timeout_s() : 2;
+  AddHosts(token, *rdzv, std::move(rsh));
+
+  // The stop signals come through a signalfd; blocked before any thread.
+  sigset_t stop_set;
+  sigemptyset(&stop_set);
+  for (int s : kStopSignals) sigaddset(&stop_set, s);
+  pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  const UniqueFd sig_fd(signalfd(-1, &stop_set, SFD_CLOEXEC | SFD_NONBLOCK));
+
+  if (auto code = RunPreflight(sig_fd.get())) return *code;
+
+  // The rendezvous, on every interface (agents dial the address at which
+  // their host sees this machine).
+  bool v6 = rdzv->dial_override.find(':') != std::string::npos;
+  for (const Host& h : hosts_) {
+    if (h.conn && h.conn->local_address().find(':') != std::string::npos) v6 = true;
+  }
+  v1::JobSpec job_spec = spec_in;
+  job_spec.set_min_nodes(plan_.min_nodes);
+  job_spec.set_max_nodes(plan_.max_nodes);
+  auto job = JobHost::Start(job_spec, token, v6 ? "::" : "0.0.0.0", rdzv->port);
+  if (!job.ok()) {
+    Say(absl::StrCat("cannot serve the rendezvous: ", job.status().message()));
+    return 1;
+  }
+  RendezvousServer* server = (*job)->server();
+  for (Host& h : hosts_) h.info.port = (*job)->port();
+  AnnounceAndStart(spec_in, (*job)->port());
+
+  Supervise(sig_fd.get(), server,
+            spec_in.shutdown_timeout_s() > 0 ? spec_in.shutdown_timeout_s() : 30);
+  server->Shutdown(std::chrono::seconds(1));
+  for (Host& h : hosts_) h.conn.reset();
+  return ExitCode();
 }
 
 }  // namespace

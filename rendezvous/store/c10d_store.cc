@@ -125,31 +125,25 @@ absl::StatusOr<int> BindListener(const std::string& bind_addr, int port) {
 // Everything the loop thread owns. Only the loop thread touches it after Start returns.
 class C10dStoreServer::Loop : public c10d_store::ReplySink {
  public:
-  // `listen_fd` may be -1 (a store fed only by Adopt). Owns listen_fd and epoll_fd.
-  Loop(C10dStoreServer* owner, Options options, int listen_fd, int epoll_fd, int wake_fd)
+  // `listen_fd` may be invalid (a store fed only by Adopt). The listener, epoll and every
+  // connection close themselves (UniqueFd); `wake_fd` is the server's.
+  Loop(C10dStoreServer* owner, Options options, UniqueFd listen_fd, UniqueFd epoll_fd, int wake_fd)
       : owner_(owner),
         options_(std::move(options)),
-        listen_fd_(listen_fd),
-        epoll_fd_(epoll_fd),
+        listen_fd_(std::move(listen_fd)),
+        epoll_fd_(std::move(epoll_fd)),
         wake_fd_(wake_fd),
         read_buf_(new char[kReadChunk]) {
     // Held in reserve so that, out of descriptors, we can still accept and drop a client
     // instead of spinning on a listening socket that stays readable.
-    spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  }
-
-  ~Loop() override {
-    for (auto& [id, conn] : conns_) close(conn->fd);
-    if (listen_fd_ >= 0) close(listen_fd_);
-    close(epoll_fd_);
-    if (spare_fd_ >= 0) close(spare_fd_);
+    spare_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
   }
 
   void Run() {
     constexpr int kMaxEvents = 256;
     epoll_event events[kMaxEvents];
     while (!stopping_) {
-      int n = epoll_wait(epoll_fd_, events, kMaxEvents, -1);
+      int n = epoll_wait(epoll_fd_.get(), events, kMaxEvents, -1);
       if (n < 0) {
         if (errno == EINTR) continue;
         Log(absl::StrCat("epoll_wait: ", ErrnoText(errno)));
@@ -187,7 +181,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
 
  private:
   struct Conn {
-    int fd = -1;
+    UniqueFd fd;
     ConnId id = 0;
     c10d_store::C10dStoreParser parser;
     std::string out;
@@ -229,16 +223,15 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
 
   void AcceptAll() {
     for (;;) {
-      int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      int fd = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
-        if ((errno == EMFILE || errno == ENFILE) && spare_fd_ >= 0) {
+        if ((errno == EMFILE || errno == ENFILE) && spare_fd_.valid()) {
           Log("c10d store: out of file descriptors; dropping a new connection (raise "
               "ulimit -n)");
-          close(spare_fd_);
-          int victim = accept(listen_fd_, nullptr, nullptr);
-          if (victim >= 0) close(victim);
-          spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+          spare_fd_.reset();
+          UniqueFd victim(accept(listen_fd_.get(), nullptr, nullptr));  // closed at once
+          spare_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
           continue;
         }
         return;  // EAGAIN, or an error we can only wait out
@@ -253,15 +246,12 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto conn = std::make_unique<Conn>(options_.limits);
-    conn->fd = fd;
+    conn->fd.reset(fd);
     conn->id = next_id_++;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = conn->id;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      close(fd);
-      return;
-    }
+    if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return;  // conn closes it
     conns_.emplace(conn->id, std::move(conn));
     owner_->connections_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -280,7 +270,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
   void Read(Conn& c) {
     const ConnId id = c.id;
     for (int round = 0; round < kReadsPerEvent; ++round) {
-      ssize_t n = recv(c.fd, read_buf_.get(), kReadChunk, 0);
+      ssize_t n = recv(c.fd.get(), read_buf_.get(), kReadChunk, 0);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return;
@@ -327,7 +317,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
   // was closed.
   bool Flush(Conn& c) {
     while (c.pending() > 0) {
-      ssize_t n = send(c.fd, c.out.data() + c.out_off, c.pending(), MSG_NOSIGNAL);
+      ssize_t n = send(c.fd.get(), c.out.data() + c.out_off, c.pending(), MSG_NOSIGNAL);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -356,7 +346,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
                 (c.pending() > 0 ? static_cast<uint32_t>(EPOLLOUT) : 0u);
     ev.data.u64 = c.id;
     c.writable_armed = c.pending() > 0;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
   }
 
   void FlushDirty() {
@@ -376,20 +366,19 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
     Conn& c = *it->second;
     if (flush_first && c.pending() > 0) {
       // Best effort, non-blocking: the replies to requests served before the error.
-      (void)send(c.fd, c.out.data() + c.out_off, c.pending(), MSG_NOSIGNAL);
+      (void)send(c.fd.get(), c.out.data() + c.out_off, c.pending(), MSG_NOSIGNAL);
     }
-    close(c.fd);
-    conns_.erase(it);
+    conns_.erase(it);  // closes the connection
     state_.Disconnect(id);
     owner_->connections_.fetch_sub(1, std::memory_order_relaxed);
   }
 
   C10dStoreServer* owner_;
   Options options_;
-  int listen_fd_;
-  int epoll_fd_;
-  int wake_fd_;  // owned by C10dStoreServer
-  int spare_fd_ = -1;
+  UniqueFd listen_fd_;
+  UniqueFd epoll_fd_;
+  int wake_fd_;  // C10dStoreServer's
+  UniqueFd spare_fd_;
   bool stopping_ = false;
   ConnId next_id_ = kFirstConnId;
   std::unique_ptr<char[]> read_buf_;
@@ -433,29 +422,28 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::StartWithoutLi
 absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Launch(int listen_fd,
                                                                           int port,
                                                                           Options options) {
-  int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-  int wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epoll_fd < 0 || wake_fd < 0) {
+  UniqueFd listener(listen_fd);
+  UniqueFd epoll_fd(epoll_create1(EPOLL_CLOEXEC));
+  UniqueFd wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_fd.valid() || !wake_fd.valid()) {
     int err = errno;
-    if (listen_fd >= 0) close(listen_fd);
-    if (epoll_fd >= 0) close(epoll_fd);
-    if (wake_fd >= 0) close(wake_fd);
     return absl::InternalError(absl::StrCat("c10d store: epoll/eventfd: ", ErrnoText(err)));
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
-  if (listen_fd >= 0) {
+  if (listener.valid()) {
     ev.data.u64 = kListenTag;
-    epoll_ctl(epoll_fd, EPOLL_CTL_ADD, listen_fd, &ev);
+    epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, listener.get(), &ev);
   }
   ev.data.u64 = kWakeTag;
-  epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev);
+  epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &ev);
 
   std::unique_ptr<C10dStoreServer> server(new C10dStoreServer());
   server->port_ = port;
-  server->wake_fd_ = wake_fd;
-  server->loop_ =
-      std::make_unique<Loop>(server.get(), std::move(options), listen_fd, epoll_fd, wake_fd);
+  const int wake = wake_fd.get();
+  server->wake_fd_ = std::move(wake_fd);
+  server->loop_ = std::make_unique<Loop>(server.get(), std::move(options), std::move(listener),
+                                         std::move(epoll_fd), wake);
   Loop* loop = server->loop_.get();
   server->thread_ = std::thread([loop] {
     pthread_setname_np(pthread_self(), "drun-c10dstore");  // visible in top -H / gdb
@@ -470,7 +458,7 @@ absl::Status C10dStoreServer::Adopt(int fd) {
     if (!stopped_) {
       adopted_.push_back(fd);
       uint64_t one = 1;
-      ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+      ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
       (void)ignored;
       return absl::OkStatus();
     }
@@ -488,7 +476,7 @@ void C10dStoreServer::Stop() {
   }
   if (!thread_.joinable()) return;
   uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+  ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
   (void)ignored;
   thread_.join();
   loop_.reset();  // closes the listener and every connection
@@ -498,8 +486,7 @@ void C10dStoreServer::Stop() {
     for (int fd : adopted_) close(fd);
     adopted_.clear();
   }
-  close(wake_fd_);
-  wake_fd_ = -1;
+  wake_fd_.reset();
   connections_.store(0, std::memory_order_relaxed);
 }
 

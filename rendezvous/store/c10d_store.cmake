@@ -8,7 +8,7 @@ add_library(drun_c10d_store STATIC
   ${PROJECT_SOURCE_DIR}/rendezvous/store/c10d_store.cc)
 target_include_directories(drun_c10d_store PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(drun_c10d_store
-  PUBLIC absl::status absl::statusor absl::strings absl::flat_hash_map
+  PUBLIC drun_base absl::status absl::statusor absl::strings absl::flat_hash_map
   PRIVATE Threads::Threads)
 
 if(DRUN_BUILD_TESTS)

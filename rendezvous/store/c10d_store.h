@@ -34,6 +34,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "rendezvous/base/unique_fd.h"
 #include "absl/strings/string_view.h"
 #include "rendezvous/store/c10d_store_parser.h"
 
@@ -90,7 +91,7 @@ class C10dStoreServer {
                                                                  Options options);
 
   int port_ = 0;
-  int wake_fd_ = -1;
+  UniqueFd wake_fd_;
   std::unique_ptr<Loop> loop_;
   std::thread thread_;
   std::mutex stop_mu_;  // serializes Stop()

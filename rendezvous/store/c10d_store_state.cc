@@ -86,6 +86,188 @@ bool C10dStoreState::Present(const std::string& key) const {
   return q != queues_.end() && !q->second.empty();
 }
 
+absl::Status C10dStoreState::OnCompareSet(ConnId conn, Request& req, ReplySink& sink) {
+  std::string& key = req.keys[0];
+  std::string& expected = req.values[0];
+  std::string& desired = req.values[1];
+  auto it = data_.find(key);
+  if (it == data_.end()) {
+    if (expected.empty()) {
+      std::string reply;
+      PutBytes(&reply, desired);
+      Store(key, std::move(desired), kWatchKeyUpdated, sink);
+      sink.Send(conn, reply);
+    } else {
+      // torch's servers reply `expected` here ("lying to the caller").
+      std::string reply;
+      PutBytes(&reply, expected);
+      sink.Send(conn, reply);
+    }
+  } else {
+    if (it->second == expected) {
+      std::string reply;
+      PutBytes(&reply, desired);
+      Store(key, std::move(desired), kWatchKeyUpdated, sink);
+      sink.Send(conn, reply);
+    } else {
+      std::string reply;
+      PutBytes(&reply, it->second);
+      sink.Send(conn, reply);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status C10dStoreState::OnGet(ConnId conn, Request& req, ReplySink& sink) {
+  auto it = data_.find(req.keys[0]);
+  // torch 1.13 and the legacy 2.x server throw and drop the connection here.
+  if (it == data_.end())
+    return absl::NotFoundError(absl::StrCat("GET of a missing key (", req.keys[0].size(),
+                                            " bytes)"));
+  std::string reply;
+  reply.reserve(8 + it->second.size());
+  PutBytes(&reply, it->second);
+  sink.Send(conn, reply);
+  return absl::OkStatus();
+}
+
+absl::Status C10dStoreState::OnAdd(ConnId conn, Request& req, ReplySink& sink) {
+  const std::string& key = req.keys[0];
+  int64_t value = 0;
+  auto it = data_.find(key);
+  if (it != data_.end()) {
+    if (!ParseLikeStoll(it->second, &value))
+      return absl::InvalidArgumentError("ADD on a value that is not a decimal integer");
+  }
+  // Wraps on overflow instead of torch's undefined behaviour.
+  value = static_cast<int64_t>(static_cast<uint64_t>(value) +
+                               static_cast<uint64_t>(req.delta));
+  Store(key, absl::StrCat(value), kWatchKeyUpdated, sink);
+  sink.Send(conn, I64Reply(value));
+  return absl::OkStatus();
+}
+
+absl::Status C10dStoreState::OnCheck(ConnId conn, Request& req, ReplySink& sink) {
+  bool all = true;
+  for (const std::string& k : req.keys) {
+    if (!Present(k)) {
+      all = false;
+      break;
+    }
+  }
+  sink.Send(conn, ByteReply(all ? kCheckReady : kCheckNotReady));
+  return absl::OkStatus();
+}
+
+absl::Status C10dStoreState::OnWait(ConnId conn, Request& req, ReplySink& sink) {
+  std::vector<std::string> missing;
+  for (std::string& k : req.keys) {
+    if (!Present(k) && std::find(missing.begin(), missing.end(), k) == missing.end())
+      missing.push_back(std::move(k));
+  }
+  if (missing.empty()) {
+    sink.Send(conn, ByteReply(kStopWaiting));
+    return absl::OkStatus();
+  }
+  const uint64_t id = next_waiter_id_++;
+  for (const std::string& k : missing) waiting_[k].push_back(id);
+  conn_waiters_[conn].push_back(id);
+  waiters_.emplace(id, Waiter{conn, missing.size(), std::move(missing)});
+  return absl::OkStatus();
+}
+
+absl::Status C10dStoreState::OnWatchKey(ConnId conn, Request& req, ReplySink& sink) {
+  std::vector<ConnId>& conns = watchers_[req.keys[0]];
+  // One registration per (connection, key): the 1.13 client keeps one callback per key.
+  if (std::find(conns.begin(), conns.end(), conn) == conns.end()) {
+    conns.push_back(conn);
+    conn_watches_[conn].push_back(req.keys[0]);
+  }
+  sink.Send(conn, ByteReply(kWatchCallbackRegistered));
+  return absl::OkStatus();
+}
+
+absl::Status C10dStoreState::OnDeleteKey(ConnId conn, Request& req, ReplySink& sink) {
+  auto it = data_.find(req.keys[0]);
+  int64_t deleted = 0;
+  if (it != data_.end()) {
+    std::string old = std::move(it->second);
+    data_.erase(it);
+    deleted = 1;
+    // Parked WAITs stay parked (spec: DELETE does not affect waiters).
+    Notify(req.keys[0], kWatchKeyDeleted, old, "", sink);
+  }
+  sink.Send(conn, I64Reply(deleted));
+  return absl::OkStatus();
+}
+
+absl::Status C10dStoreState::OnAppend(ConnId conn, Request& req, ReplySink& sink) {
+  const std::string& key = req.keys[0];
+  auto it = data_.find(key);
+  std::string value;
+  if (it != data_.end()) {
+    value.reserve(it->second.size() + req.values[0].size());
+    value = it->second;
+    value += req.values[0];
+  } else {
+    value = std::move(req.values[0]);
+  }
+  Store(key, std::move(value), kWatchKeyAppended, sink);
+  return absl::OkStatus();
+}
+
+absl::Status C10dStoreState::OnMultiGet(ConnId conn, Request& req, ReplySink& sink) {
+  size_t total = 0;
+  for (const std::string& k : req.keys) {
+    auto it = data_.find(k);
+    // The legacy server drops the connection on a missing key, like GET.
+    if (it == data_.end()) return absl::NotFoundError("MULTI_GET of a missing key");
+    total += 8 + it->second.size();
+  }
+  std::string reply;
+  reply.reserve(total);
+  for (const std::string& k : req.keys) PutBytes(&reply, data_.find(k)->second);
+  sink.Send(conn, reply);
+  return absl::OkStatus();
+}
+
+absl::Status C10dStoreState::OnPing(ConnId conn, Request& req, ReplySink& sink) {
+  char b[4];
+  std::memcpy(b, &req.nonce, 4);
+  sink.Send(conn, absl::string_view(b, 4));
+  return absl::OkStatus();
+}
+
+absl::Status C10dStoreState::OnQueuePush(ConnId conn, Request& req, ReplySink& sink) {
+  const std::string& key = req.keys[0];
+  queues_[key].push_back(std::move(req.values[0]));
+  WakeOne(key, sink);
+  return absl::OkStatus();
+}
+
+absl::Status C10dStoreState::OnQueuePop(ConnId conn, Request& req, ReplySink& sink) {
+  auto it = queues_.find(req.keys[0]);
+  std::string reply;
+  if (it == queues_.end() || it->second.empty()) {
+    PutU64(&reply, 0);
+  } else {
+    PutU64(&reply, it->second.size());
+    PutBytes(&reply, it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) queues_.erase(it);
+  }
+  sink.Send(conn, reply);
+  return absl::OkStatus();
+}
+
+absl::Status C10dStoreState::OnListKeys(ConnId conn, Request& req, ReplySink& sink) {
+  std::string reply;
+  PutU64(&reply, data_.size());
+  for (const auto& [key, value] : data_) PutBytes(&reply, key);
+  sink.Send(conn, reply);
+  return absl::OkStatus();
+}
+
 absl::Status C10dStoreState::Apply(ConnId conn, Dialect dialect, Request&& req,
                                    ReplySink& sink) {
   if (dialect == Dialect::kV113 && !conn_waiters_.empty() && conn_waiters_.contains(conn))
@@ -99,154 +281,36 @@ absl::Status C10dStoreState::Apply(ConnId conn, Dialect dialect, Request&& req,
       Store(req.keys[0], std::move(req.values[0]), kWatchKeyUpdated, sink);
       return absl::OkStatus();
 
-    case Op::kCompareSet: {
-      std::string& key = req.keys[0];
-      std::string& expected = req.values[0];
-      std::string& desired = req.values[1];
-      auto it = data_.find(key);
-      if (it == data_.end()) {
-        if (expected.empty()) {
-          std::string reply;
-          PutBytes(&reply, desired);
-          Store(key, std::move(desired), kWatchKeyUpdated, sink);
-          sink.Send(conn, reply);
-        } else {
-          // torch's servers reply `expected` here ("lying to the caller").
-          std::string reply;
-          PutBytes(&reply, expected);
-          sink.Send(conn, reply);
-        }
-      } else {
-        if (it->second == expected) {
-          std::string reply;
-          PutBytes(&reply, desired);
-          Store(key, std::move(desired), kWatchKeyUpdated, sink);
-          sink.Send(conn, reply);
-        } else {
-          std::string reply;
-          PutBytes(&reply, it->second);
-          sink.Send(conn, reply);
-        }
-      }
-      return absl::OkStatus();
-    }
+    case Op::kCompareSet:
+      return OnCompareSet(conn, req, sink);
 
-    case Op::kGet: {
-      auto it = data_.find(req.keys[0]);
-      // torch 1.13 and the legacy 2.x server throw and drop the connection here.
-      if (it == data_.end())
-        return absl::NotFoundError(absl::StrCat("GET of a missing key (", req.keys[0].size(),
-                                                " bytes)"));
-      std::string reply;
-      reply.reserve(8 + it->second.size());
-      PutBytes(&reply, it->second);
-      sink.Send(conn, reply);
-      return absl::OkStatus();
-    }
+    case Op::kGet:
+      return OnGet(conn, req, sink);
 
-    case Op::kAdd: {
-      const std::string& key = req.keys[0];
-      int64_t value = 0;
-      auto it = data_.find(key);
-      if (it != data_.end()) {
-        if (!ParseLikeStoll(it->second, &value))
-          return absl::InvalidArgumentError("ADD on a value that is not a decimal integer");
-      }
-      // Wraps on overflow instead of torch's undefined behaviour.
-      value = static_cast<int64_t>(static_cast<uint64_t>(value) +
-                                   static_cast<uint64_t>(req.delta));
-      Store(key, absl::StrCat(value), kWatchKeyUpdated, sink);
-      sink.Send(conn, I64Reply(value));
-      return absl::OkStatus();
-    }
+    case Op::kAdd:
+      return OnAdd(conn, req, sink);
 
-    case Op::kCheck: {
-      bool all = true;
-      for (const std::string& k : req.keys) {
-        if (!Present(k)) {
-          all = false;
-          break;
-        }
-      }
-      sink.Send(conn, ByteReply(all ? kCheckReady : kCheckNotReady));
-      return absl::OkStatus();
-    }
+    case Op::kCheck:
+      return OnCheck(conn, req, sink);
 
-    case Op::kWait: {
-      std::vector<std::string> missing;
-      for (std::string& k : req.keys) {
-        if (!Present(k) && std::find(missing.begin(), missing.end(), k) == missing.end())
-          missing.push_back(std::move(k));
-      }
-      if (missing.empty()) {
-        sink.Send(conn, ByteReply(kStopWaiting));
-        return absl::OkStatus();
-      }
-      const uint64_t id = next_waiter_id_++;
-      for (const std::string& k : missing) waiting_[k].push_back(id);
-      conn_waiters_[conn].push_back(id);
-      waiters_.emplace(id, Waiter{conn, missing.size(), std::move(missing)});
-      return absl::OkStatus();
-    }
+    case Op::kWait:
+      return OnWait(conn, req, sink);
 
     case Op::kGetNumKeys:
       sink.Send(conn, I64Reply(static_cast<int64_t>(data_.size())));
       return absl::OkStatus();
 
-    case Op::kWatchKey: {
-      std::vector<ConnId>& conns = watchers_[req.keys[0]];
-      // One registration per (connection, key): the 1.13 client keeps one callback per key.
-      if (std::find(conns.begin(), conns.end(), conn) == conns.end()) {
-        conns.push_back(conn);
-        conn_watches_[conn].push_back(req.keys[0]);
-      }
-      sink.Send(conn, ByteReply(kWatchCallbackRegistered));
-      return absl::OkStatus();
-    }
+    case Op::kWatchKey:
+      return OnWatchKey(conn, req, sink);
 
-    case Op::kDeleteKey: {
-      auto it = data_.find(req.keys[0]);
-      int64_t deleted = 0;
-      if (it != data_.end()) {
-        std::string old = std::move(it->second);
-        data_.erase(it);
-        deleted = 1;
-        // Parked WAITs stay parked (spec: DELETE does not affect waiters).
-        Notify(req.keys[0], kWatchKeyDeleted, old, "", sink);
-      }
-      sink.Send(conn, I64Reply(deleted));
-      return absl::OkStatus();
-    }
+    case Op::kDeleteKey:
+      return OnDeleteKey(conn, req, sink);
 
-    case Op::kAppend: {
-      const std::string& key = req.keys[0];
-      auto it = data_.find(key);
-      std::string value;
-      if (it != data_.end()) {
-        value.reserve(it->second.size() + req.values[0].size());
-        value = it->second;
-        value += req.values[0];
-      } else {
-        value = std::move(req.values[0]);
-      }
-      Store(key, std::move(value), kWatchKeyAppended, sink);
-      return absl::OkStatus();
-    }
+    case Op::kAppend:
+      return OnAppend(conn, req, sink);
 
-    case Op::kMultiGet: {
-      size_t total = 0;
-      for (const std::string& k : req.keys) {
-        auto it = data_.find(k);
-        // The legacy server drops the connection on a missing key, like GET.
-        if (it == data_.end()) return absl::NotFoundError("MULTI_GET of a missing key");
-        total += 8 + it->second.size();
-      }
-      std::string reply;
-      reply.reserve(total);
-      for (const std::string& k : req.keys) PutBytes(&reply, data_.find(k)->second);
-      sink.Send(conn, reply);
-      return absl::OkStatus();
-    }
+    case Op::kMultiGet:
+      return OnMultiGet(conn, req, sink);
 
     case Op::kMultiSet:
       for (size_t i = 0; i < req.keys.size(); ++i)
@@ -258,46 +322,21 @@ absl::Status C10dStoreState::Apply(ConnId conn, Dialect dialect, Request&& req,
       sink.Send(conn, ByteReply(kWaitCanceled));
       return absl::OkStatus();
 
-    case Op::kPing: {
-      char b[4];
-      std::memcpy(b, &req.nonce, 4);
-      sink.Send(conn, absl::string_view(b, 4));
-      return absl::OkStatus();
-    }
+    case Op::kPing:
+      return OnPing(conn, req, sink);
 
-    case Op::kQueuePush: {
-      const std::string& key = req.keys[0];
-      queues_[key].push_back(std::move(req.values[0]));
-      WakeOne(key, sink);
-      return absl::OkStatus();
-    }
+    case Op::kQueuePush:
+      return OnQueuePush(conn, req, sink);
 
-    case Op::kQueuePop: {
-      auto it = queues_.find(req.keys[0]);
-      std::string reply;
-      if (it == queues_.end() || it->second.empty()) {
-        PutU64(&reply, 0);
-      } else {
-        PutU64(&reply, it->second.size());
-        PutBytes(&reply, it->second.front());
-        it->second.pop_front();
-        if (it->second.empty()) queues_.erase(it);
-      }
-      sink.Send(conn, reply);
-      return absl::OkStatus();
-    }
+    case Op::kQueuePop:
+      return OnQueuePop(conn, req, sink);
 
     case Op::kQueueLen:
       sink.Send(conn, I64Reply(static_cast<int64_t>(queue_len(req.keys[0]))));
       return absl::OkStatus();
 
-    case Op::kListKeys: {
-      std::string reply;
-      PutU64(&reply, data_.size());
-      for (const auto& [key, value] : data_) PutBytes(&reply, key);
-      sink.Send(conn, reply);
-      return absl::OkStatus();
-    }
+    case Op::kListKeys:
+      return OnListKeys(conn, req, sink);
   }
   return absl::InternalError("unhandled store request");
 }

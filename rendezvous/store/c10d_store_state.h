@@ -81,6 +81,20 @@ class C10dStoreState {
   size_t queue_len(absl::string_view key) const;
 
  private:
+  // One handler per request with more than a line to it (Apply dispatches).
+  absl::Status OnCompareSet(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnGet(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnAdd(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnCheck(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnWait(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnWatchKey(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnDeleteKey(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnAppend(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnMultiGet(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnPing(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnQueuePush(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnQueuePop(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnListKeys(ConnId conn, Request& req, ReplySink& sink);
   struct Waiter {
     ConnId conn;
     size_t missing;                 // keys still to appear

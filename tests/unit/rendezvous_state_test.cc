@@ -230,6 +230,23 @@ TEST_F(RendezvousStateTest, JoinBelowMaxRestartsForFree) {
   EXPECT_EQ(s.restarts_used(), 0);
 }
 
+// Agents decide on Waiting.kind (an enum), never on its text.
+TEST_F(RendezvousStateTest, WaitingSaysWhyAsAnEnum) {
+  RendezvousState s(Config(2, 3, 0));
+  Outbox out = Arrive(s, 1, "a");
+  ASSERT_EQ(For(out, 1, kWaiting).size(), 1u);
+  EXPECT_EQ(For(out, 1, kWaiting)[0]->waiting().kind(), v1::Waiting::WAITING_FOR_NODES);
+  EXPECT_EQ(For(out, 1, kWaiting)[0]->waiting().reason(), "waiting for nodes");
+  out = Arrive(s, 2, "b");
+  auto last_call = For(out, 1, kWaiting);
+  ASSERT_EQ(last_call.size(), 1u);
+  EXPECT_EQ(last_call[0]->waiting().kind(), v1::Waiting::LAST_CALL);
+  Arrive(s, 3, "c");  // closes at max
+  out = Arrive(s, 4, "spare");
+  ASSERT_EQ(For(out, 4, kWaiting).size(), 1u);
+  EXPECT_EQ(For(out, 4, kWaiting)[0]->waiting().kind(), v1::Waiting::SPARE);
+}
+
 TEST_F(RendezvousStateTest, SpareAtMaxTakesOverLostNodeKeepingRanks) {
   RendezvousState s(Config(2, 3, 0));
   Arrive(s, 1, "a");
