@@ -3,9 +3,12 @@
 workers' store at 127.0.0.1:PORT (the rendezvous server's own port) and use set/get/add/wait
 and num_keys. Prints one line "ok PHASE" on success; any failure raises (exit 1).
 
-    /usr/bin/python3 one_port_clients.py PORT round1|round2
+    /usr/bin/python3 one_port_clients.py PORT round1|round2|outlive
 
-round2 first checks that no key of round 1 survived (a fresh store per round).
+round2 first checks that no key of round 1 survived (a fresh store per round). outlive first
+lets one second pass (a WAIT on a key nobody sets, with a 1 s timeout, on a third client) so
+that the server's first-bytes bound (set shorter by the test) closes the clients' silent
+second connections (torch 1.13's callback connections); a and b must not notice.
 Every blocking call has the store timeout; nothing sleeps.
 """
 import datetime

@@ -255,6 +255,20 @@ TEST(OnePort, ASilentClientHoldsUpNobodyAndIsClosedAfterTheBound) {
   EXPECT_TRUE(how == "closed" || how == "reset") << how;
 }
 
+TEST(OnePort, Torch113ClientsDoNotMissTheirSilentConnection) {
+  // torch 1.13 opens a second connection per TCPStore that speaks only for watchKey(); the
+  // server closes it once the bound has passed. The clients go on working.
+  Started s = StartShared(0, std::chrono::milliseconds(300));
+  ASSERT_NE(s.server, nullptr);
+  auto agent = Agent::Connect(s.port, "oneport");
+  ASSERT_NE(agent, nullptr);
+  ASSERT_TRUE(agent->Assignment().has_value());
+  auto [code, out] = RunTorchClients(s.port, "outlive");
+  if (code == 77) GTEST_SKIP() << out;
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("ok outlive"), std::string::npos) << out;
+}
+
 TEST(OnePort, GarbageIsClosed) {
   Started s = StartShared();
   ASSERT_NE(s.server, nullptr);
