@@ -822,6 +822,14 @@ absl::Status ResolveMode(const EnvMap& env, CommandLine* cl) {
     if (auto st = CheckStatic(cl); !st.ok()) return st;
     return ResolveStaticMaster(env, cl);
   }
+  if (!s.agent_store() && s.master_port() > 0 && !s.rdzv_endpoint().empty()) {
+    auto ep = ParseEndpoint(s.rdzv_endpoint(), 29400);
+    if (ep.ok() && ep->port == s.master_port()) {
+      return Bad(absl::StrCat("--no-agent-store lets rank 0 bind MASTER_PORT ", s.master_port(),
+                              ", which is also the rendezvous port of ", cl->Describe("rdzv-endpoint"),
+                              ": give them different ports"));
+    }
+  }
   if (cl->mode == JobMode::kC10d && s.rdzv_endpoint().empty()) {
     return Bad(absl::StrCat(cl->Describe("nnodes"),
                             " needs --rdzv-endpoint HOST:PORT (the node that hosts the rendezvous)"));
