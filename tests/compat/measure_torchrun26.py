@@ -1,0 +1,229 @@
+"""Measures what Debian 13's torchrun 2.6 gives its workers in each of its modes, for
+docs/torchrun26_reference.md (the reference docs/semantics.md is checked against).
+
+    sudo /usr/bin/python3 tests/compat/measure_torchrun26.py [--drun build/launcher/drun] > out.md
+
+Needs the chroot (tests/compat/setup_torch26.sh). Every case starts one or two torchrun
+processes in the chroot with a worker that prints its environment and then tries
+init_process_group (gloo, env://); each run is bounded (a hang is reported as such) and
+everything it started is killed by pid afterwards. Prints Markdown on stdout.
+"""
+import argparse
+import datetime
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import torch26lib
+from drun_testlib import become_subreaper, kill_and_reap_descendants
+
+RUN_BOUND = 90  # seconds a case may take before it is called a hang
+SHOWN = ["MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK",
+         "GROUP_WORLD_SIZE", "LOCAL_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
+         "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
+         "TORCHELASTIC_MAX_RESTARTS"]
+NOT_FROM_LAUNCHER = {"PATH", "PYTHONPATH", "PWD", "SHLVL", "_", "OLDPWD"}
+
+WORKER = """\
+import datetime, json, os, sys
+env = dict(os.environ)
+try:
+    import torch.distributed as dist
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))
+    t = __import__("torch").tensor([1.0]); dist.all_reduce(t)
+    init = f"ok (all_reduce of 1s = {t.item():.0f})"
+    dist.destroy_process_group()
+except Exception as e:
+    init = "error: " + " ".join(str(e).split())[:300]
+print("WORKER " + json.dumps({"env": env, "init": init}), flush=True)
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_is_free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def launch(argv, env):
+    return subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def run_case(commands, env):
+    """Runs the commands together; returns [(argv, returncode|None, stdout, stderr)]."""
+    procs = [launch(argv, env) for argv in commands]
+    deadline = time.monotonic() + RUN_BOUND
+    results = []
+    for argv, p in zip(commands, procs):
+        try:
+            out, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
+            results.append((argv, p.returncode, out, err))
+        except subprocess.TimeoutExpired:
+            kill_and_reap_descendants()  # the whole case, by pid
+            out, err = p.communicate()
+            results.append((argv, None, out, err))
+    kill_and_reap_descendants()
+    return results
+
+
+def workers_of(results, launch_env):
+    """[(rank, shown vars, other new vars, init)] from the workers' WORKER lines."""
+    rows = []
+    for _, _, out, _ in results:
+        for line in out.splitlines():
+            if not line.startswith("WORKER "):
+                continue
+            data = json.loads(line[len("WORKER "):])
+            env = data["env"]
+            new = {k: v for k, v in env.items()
+                   if launch_env.get(k) != v and k not in NOT_FROM_LAUNCHER and k not in SHOWN}
+            rows.append((int(env.get("RANK", -1)), env, new, data["init"]))
+    return sorted(rows, key=lambda r: r[0])
+
+
+def md_escape(text):
+    return text.replace("|", "\\|")
+
+
+def shown_argv(argv):
+    """The torchrun part of a command (after `torch26-chroot.sh run DIR`)."""
+    return " ".join(argv[argv.index("torchrun"):] if "torchrun" in argv else argv)
+
+
+def report_case(title, results, launch_env, notes=""):
+    print(f"\n### {title}\n")
+    if notes:
+        print(notes + "\n")
+    for argv, rc, _, _ in results:
+        print(f"- `{shown_argv(argv)}` → exit "
+              + ("**hang** (killed after %d s)" % RUN_BOUND if rc is None else f"{rc}"))
+    rows = workers_of(results, launch_env)
+    if rows:
+        print("\n| " + " | ".join(SHOWN) + " | init_process_group |")
+        print("|" + "---|" * (len(SHOWN) + 1))
+        for _, env, _, init in rows:
+            print("| " + " | ".join(md_escape(env.get(k, "(unset)")) for k in SHOWN)
+                  + f" | {md_escape(init)} |")
+        others = {}
+        for _, _, new, _ in rows:
+            for k, v in new.items():
+                others.setdefault(k, set()).add(v)
+        if others:
+            print("\nOther variables set by torchrun: "
+                  + ", ".join(f"`{k}={' / '.join(sorted(v))}`" for k, v in sorted(others.items())))
+    else:
+        print("\nNo worker ran.")
+    for argv, _, _, err in results:
+        lines = [l for l in err.splitlines() if l.strip()]
+        if lines:
+            shown = lines if len(lines) <= 40 else lines[:20] + ["[...]"] + lines[-20:]
+            print(f"\nstderr of `{shown_argv(argv)}`:\n\n```\n" + "\n".join(shown) + "\n```")
+
+
+def torchrun(*args):
+    return [torch26lib.TOOL, "run", torch26lib.ROOT, "torchrun", *map(str, args)]
+
+
+def cases(worker):
+    """(title, [commands], notes) of every measured mode."""
+    P, Q = free_port(), free_port()
+    np = ("--nproc-per-node", 2)
+    default_free = port_is_free(29500)
+    out = [
+        ("standalone", [torchrun("--standalone", *np, worker)], ""),
+        (f"standalone, --master-port {P}", [torchrun("--standalone", *np, "--master-port", P,
+                                                      worker)], ""),
+        ("--nnodes 1", [torchrun("--nnodes", 1, *np, worker)], ""),
+        (f"--nnodes 1 --master-port {P}", [torchrun("--nnodes", 1, *np, "--master-port", P,
+                                                     worker)], ""),
+        (f"static, 2 nodes, --master-port {P}",
+         [torchrun("--nnodes", 2, "--node-rank", r, "--master-addr", "127.0.0.1",
+                   "--master-port", P, *np, worker) for r in (0, 1)], ""),
+        ("static, 2 nodes, no --master-port",
+         [torchrun("--nnodes", 2, "--node-rank", r, "--master-addr", "127.0.0.1", *np, worker)
+          for r in (0, 1)],
+         f"Port 29500 (torchrun's default) was {'free' if default_free else 'in use'} "
+         "on 127.0.0.1 before the run."),
+        (f"c10d, 2 nodes, --rdzv-endpoint 127.0.0.1:{P}",
+         [torchrun("--nnodes", 2, "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{P}",
+                   *np, worker) for _ in (0, 1)], ""),
+        (f"c10d, 2 nodes, --rdzv-endpoint 127.0.0.1:{P} --master-port {Q}",
+         [torchrun("--nnodes", 2, "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{P}",
+                   "--master-port", Q, *np, worker) for _ in (0, 1)], ""),
+        ("--standalone --nnodes 2", [torchrun("--standalone", "--nnodes", 2, *np, worker)], ""),
+        ("--standalone --master-addr 10.213.99.99",
+         [torchrun("--standalone", "--master-addr", "10.213.99.99", *np, worker)],
+         "10.213.99.99 is no address of this machine."),
+        (f"--standalone --master-addr 10.213.99.99 --master-port {P}",
+         [torchrun("--standalone", "--master-addr", "10.213.99.99", "--master-port", P, *np,
+                   worker)], ""),
+    ]
+    return out
+
+
+def libuv_cases(worker, drun):
+    """Debian 13's torch 2.6 as packaged (T26_NOLIBUV=0: no shim)."""
+    np = ("--nproc-per-node", 2)
+    out = [("torchrun --standalone", [torchrun("--standalone", *np, worker)], {}),
+           ("torchrun --standalone, USE_LIBUV=0", [torchrun("--standalone", *np, worker)],
+            {"USE_LIBUV": "0"}),
+           ("torchrun --standalone --rdzv-conf use_libuv=0",
+            [torchrun("--standalone", "--rdzv-conf", "use_libuv=0", *np, worker)], {}),
+           ("torchrun --standalone --rdzv-conf use_libuv=0, USE_LIBUV=0",
+            [torchrun("--standalone", "--rdzv-conf", "use_libuv=0", *np, worker)],
+            {"USE_LIBUV": "0"})]
+    if drun:
+        py = f"{torch26lib.TOOL} run {torch26lib.ROOT} python3"
+        for flags, extra in (((), {}), (("--no-agent-store",), {}),
+                             (("--no-agent-store",), {"USE_LIBUV": "0"})):
+            title = " ".join(("drun --standalone",) + flags) + (", USE_LIBUV=0" if extra else "")
+            out.append((title, [[drun, "--standalone", *flags, "--nproc-per-node", "2",
+                                 "--no-python", *py.split(), worker]], extra))
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--drun", help="a built drun, for the libuv comparison")
+    args = parser.parse_args()
+    torch26lib.require_chroot()
+    become_subreaper()
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("PET_") and k not in {"MASTER_ADDR", "MASTER_PORT", "RANK",
+                                                       "WORLD_SIZE", "LOCAL_RANK"}}
+    base.update(TMPDIR="/tmp", COLUMNS="100")
+    with torch26lib.shared_tempdir("drun-torchrun26-") as tmp:
+        worker = torch26lib.write_executable(os.path.join(tmp, "worker_env.py"), WORKER)
+        version = subprocess.run(torchrun()[:-1] + ["python3", "-c",
+                                 "import torch; print(torch.__version__)"],
+                                 stdout=subprocess.PIPE, text=True, env=base).stdout.strip()
+        print(f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
+              f"with torch {version} (Debian 13 python3-torch) in the chroot "
+              f"{torch26lib.ROOT}, on {socket.gethostname()}.")
+        print("\n## torchrun --help (COLUMNS=100)\n\n```")
+        print(subprocess.run(torchrun("--help"), stdout=subprocess.PIPE, text=True,
+                             env=base).stdout.rstrip() + "\n```")
+        print("\n## What the workers see, per mode (shim on: use_libuv defaults to False)")
+        for title, commands, notes in cases(worker):
+            report_case(title, run_case(commands, base), base, notes)
+        print("\n## Debian 13's torch 2.6 as packaged (T26_NOLIBUV=0, no shim)")
+        for title, commands, extra in libuv_cases(worker, args.drun):
+            env = dict(base, T26_NOLIBUV="0", **extra)
+            report_case(title, run_case(commands, env), env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
