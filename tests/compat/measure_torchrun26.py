@@ -18,6 +18,7 @@ import sys
 import time
 
 import torch26lib
+import drun_testlib
 from drun_testlib import become_subreaper, kill_and_reap_descendants
 
 RUN_BOUND = 90  # seconds a case may take before it is called a hang
@@ -103,34 +104,80 @@ def shown_argv(argv):
     return " ".join(argv[argv.index("torchrun"):] if "torchrun" in argv else argv)
 
 
-def report_case(title, results, launch_env, notes=""):
-    print(f"\n### {title}\n")
+def is_banner(line):
+    """The OMP_NUM_THREADS banner every torchrun with nproc > 1 prints (shown once)."""
+    if "run.py:" not in line:
+        return False
+    text = line.split("] ", 1)[-1].strip() if "] " in line else ""
+    return text == "" or set(text) == {"*"} or text.startswith("Setting OMP_NUM_THREADS")
+
+
+def one_value(values):
+    values = sorted(values)
+    return values[0] if len(values) == 1 else f"{values[0]} (one per worker, {len(values)})"
+
+
+def describe_port(ports, given):
+    text = "/".join(sorted(ports))
+    if given is None:
+        return text
+    return text + (" (= given)" if ports == {str(given)} else f" (given {given}: not used)")
+
+
+def report_case(title, results, launch_env, notes="", given_port=None):
+    """Returns (Markdown details, summary row) of one case."""
+    md = [f"\n### {title}\n"]
     if notes:
-        print(notes + "\n")
+        md.append(notes + "\n")
     for argv, rc, _, _ in results:
-        print(f"- `{shown_argv(argv)}` → exit "
-              + ("**hang** (killed after %d s)" % RUN_BOUND if rc is None else f"{rc}"))
+        md.append(f"- `{shown_argv(argv)}` → exit "
+                  + ("**hang** (killed after %d s)" % RUN_BOUND if rc is None else f"{rc}"))
     rows = workers_of(results, launch_env)
     if rows:
-        print("\n| " + " | ".join(SHOWN) + " | init_process_group |")
-        print("|" + "---|" * (len(SHOWN) + 1))
+        md.append("\n| " + " | ".join(SHOWN) + " | init_process_group |")
+        md.append("|" + "---|" * (len(SHOWN) + 1))
         for _, env, _, init in rows:
-            print("| " + " | ".join(md_escape(env.get(k, "(unset)")) for k in SHOWN)
-                  + f" | {md_escape(init)} |")
+            md.append("| " + " | ".join(md_escape(env.get(k, "(unset)")) for k in SHOWN)
+                      + f" | {md_escape(init)} |")
         others = {}
         for _, _, new, _ in rows:
             for k, v in new.items():
                 others.setdefault(k, set()).add(v)
         if others:
-            print("\nOther variables set by torchrun: "
-                  + ", ".join(f"`{k}={' / '.join(sorted(v))}`" for k, v in sorted(others.items())))
+            md.append("\nOther variables the workers get: "
+                      + ", ".join(f"`{k}={one_value(v)}`" for k, v in sorted(others.items())))
     else:
-        print("\nNo worker ran.")
+        md.append("\nNo worker ran.")
+    messages = []
     for argv, _, _, err in results:
-        lines = [l for l in err.splitlines() if l.strip()]
+        lines = [l for l in err.splitlines() if l.strip() and not is_banner(l)]
         if lines:
             shown = lines if len(lines) <= 40 else lines[:20] + ["[...]"] + lines[-20:]
-            print(f"\nstderr of `{shown_argv(argv)}`:\n\n```\n" + "\n".join(shown) + "\n```")
+            md.append(f"\nstderr of `{shown_argv(argv)}` (banner omitted):\n\n```\n"
+                      + "\n".join(shown) + "\n```")
+            messages.append(lines[-1])
+    values = lambda k: {env.get(k, "(unset)") for _, env, _, _ in rows}
+    oks = sum(1 for *_, init in rows if init.startswith("ok"))
+    exits = ", ".join("hang" if rc is None else str(rc) for _, rc, _, _ in results)
+    summary = [title, exits,
+               "/".join(sorted(values("MASTER_ADDR"))) if rows else "-",
+               describe_port(values("MASTER_PORT"), given_port) if rows else "-",
+               "/".join(sorted(values("WORLD_SIZE"))) if rows else "-",
+               "/".join(sorted(values("TORCHELASTIC_USE_AGENT_STORE"))) if rows else "-",
+               f"{oks}/{len(rows)}",
+               md_escape(" ".join(messages[-1].split())[-200:]) if messages else ""]
+    return "\n".join(md), summary
+
+
+def print_section(title, intro, reports):
+    print(f"\n## {title}\n\n{intro}\n")
+    print("| case | exit | MASTER_ADDR | MASTER_PORT | WORLD_SIZE | USE_AGENT_STORE "
+          "| init ok | last stderr line (banner omitted) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for _, row in reports:
+        print("| " + " | ".join(row) + " |")
+    for details, _ in reports:
+        print(details)
 
 
 def torchrun(*args):
@@ -138,60 +185,57 @@ def torchrun(*args):
 
 
 def cases(worker):
-    """(title, [commands], notes) of every measured mode."""
+    """(title, [commands], notes, the --master-port given or None) of every measured mode."""
     P, Q = free_port(), free_port()
     np = ("--nproc-per-node", 2)
     default_free = port_is_free(29500)
-    out = [
-        ("standalone", [torchrun("--standalone", *np, worker)], ""),
-        (f"standalone, --master-port {P}", [torchrun("--standalone", *np, "--master-port", P,
-                                                      worker)], ""),
-        ("--nnodes 1", [torchrun("--nnodes", 1, *np, worker)], ""),
-        (f"--nnodes 1 --master-port {P}", [torchrun("--nnodes", 1, *np, "--master-port", P,
-                                                     worker)], ""),
-        (f"static, 2 nodes, --master-port {P}",
-         [torchrun("--nnodes", 2, "--node-rank", r, "--master-addr", "127.0.0.1",
-                   "--master-port", P, *np, worker) for r in (0, 1)], ""),
-        ("static, 2 nodes, no --master-port",
-         [torchrun("--nnodes", 2, "--node-rank", r, "--master-addr", "127.0.0.1", *np, worker)
-          for r in (0, 1)],
+    static = ("--nnodes", 2, "--master-addr", "127.0.0.1")
+    c10d = ("--nnodes", 2, "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{P}")
+    return [
+        ("--standalone", [torchrun("--standalone", *np, worker)], "", None),
+        ("--standalone --master-port P", [torchrun("--standalone", *np, "--master-port", P,
+                                                   worker)], "", P),
+        ("--nnodes 1", [torchrun("--nnodes", 1, *np, worker)], "", None),
+        ("--nnodes 1 --master-port P", [torchrun("--nnodes", 1, *np, "--master-port", P,
+                                                 worker)], "", P),
+        ("static: --nnodes 2 --node-rank R --master-addr 127.0.0.1 --master-port P",
+         [torchrun(*static, "--node-rank", r, "--master-port", P, *np, worker)
+          for r in (0, 1)], "", P),
+        ("static: --nnodes 2 --node-rank R --master-addr 127.0.0.1",
+         [torchrun(*static, "--node-rank", r, *np, worker) for r in (0, 1)],
          f"Port 29500 (torchrun's default) was {'free' if default_free else 'in use'} "
-         "on 127.0.0.1 before the run."),
-        (f"c10d, 2 nodes, --rdzv-endpoint 127.0.0.1:{P}",
-         [torchrun("--nnodes", 2, "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{P}",
-                   *np, worker) for _ in (0, 1)], ""),
-        (f"c10d, 2 nodes, --rdzv-endpoint 127.0.0.1:{P} --master-port {Q}",
-         [torchrun("--nnodes", 2, "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{P}",
-                   "--master-port", Q, *np, worker) for _ in (0, 1)], ""),
-        ("--standalone --nnodes 2", [torchrun("--standalone", "--nnodes", 2, *np, worker)], ""),
+         "on 127.0.0.1 before the run.", None),
+        ("c10d: --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:P",
+         [torchrun(*c10d, *np, worker) for _ in (0, 1)], "", None),
+        ("c10d: --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:P --master-port Q",
+         [torchrun(*c10d, "--master-port", Q, *np, worker) for _ in (0, 1)], "", Q),
+        ("--standalone --nnodes 2", [torchrun("--standalone", "--nnodes", 2, *np, worker)],
+         "", None),
         ("--standalone --master-addr 10.213.99.99",
          [torchrun("--standalone", "--master-addr", "10.213.99.99", *np, worker)],
-         "10.213.99.99 is no address of this machine."),
-        (f"--standalone --master-addr 10.213.99.99 --master-port {P}",
+         "10.213.99.99 is no address of this machine.", None),
+        ("--standalone --master-addr 10.213.99.99 --master-port P",
          [torchrun("--standalone", "--master-addr", "10.213.99.99", "--master-port", P, *np,
-                   worker)], ""),
-    ]
-    return out
+                   worker)], "", P),
+    ], (P, Q)
 
 
 def libuv_cases(worker, drun):
-    """Debian 13's torch 2.6 as packaged (T26_NOLIBUV=0: no shim)."""
+    """Debian 13's torch 2.6 as packaged (T26_NOLIBUV=0: no shim): (title, commands, env)."""
     np = ("--nproc-per-node", 2)
     out = [("torchrun --standalone", [torchrun("--standalone", *np, worker)], {}),
-           ("torchrun --standalone, USE_LIBUV=0", [torchrun("--standalone", *np, worker)],
-            {"USE_LIBUV": "0"}),
-           ("torchrun --standalone --rdzv-conf use_libuv=0",
-            [torchrun("--standalone", "--rdzv-conf", "use_libuv=0", *np, worker)], {}),
            ("torchrun --standalone --rdzv-conf use_libuv=0, USE_LIBUV=0",
             [torchrun("--standalone", "--rdzv-conf", "use_libuv=0", *np, worker)],
+            {"USE_LIBUV": "0"}),
+           ("torchrun --nnodes 1, USE_LIBUV=0", [torchrun("--nnodes", 1, *np, worker)],
             {"USE_LIBUV": "0"})]
     if drun:
-        py = f"{torch26lib.TOOL} run {torch26lib.ROOT} python3"
+        py = [torch26lib.TOOL, "run", torch26lib.ROOT, "python3"]
         for flags, extra in (((), {}), (("--no-agent-store",), {}),
                              (("--no-agent-store",), {"USE_LIBUV": "0"})):
             title = " ".join(("drun --standalone",) + flags) + (", USE_LIBUV=0" if extra else "")
             out.append((title, [[drun, "--standalone", *flags, "--nproc-per-node", "2",
-                                 "--no-python", *py.split(), worker]], extra))
+                                 "--no-python", *py, worker]], extra))
     return out
 
 
@@ -202,9 +246,9 @@ def main():
     torch26lib.require_chroot()
     become_subreaper()
     base = {k: v for k, v in os.environ.items()
-            if not k.startswith("PET_") and k not in {"MASTER_ADDR", "MASTER_PORT", "RANK",
-                                                       "WORLD_SIZE", "LOCAL_RANK"}}
+            if not k.startswith("PET_") and k not in drun_testlib.WORKER_VARS}
     base.update(TMPDIR="/tmp", COLUMNS="100")
+    drun = os.path.abspath(args.drun) if args.drun else None
     with torch26lib.shared_tempdir("drun-torchrun26-") as tmp:
         worker = torch26lib.write_executable(os.path.join(tmp, "worker_env.py"), WORKER)
         version = subprocess.run(torchrun()[:-1] + ["python3", "-c",
@@ -212,17 +256,28 @@ def main():
                                  stdout=subprocess.PIPE, text=True, env=base).stdout.strip()
         print(f"Measured {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC "
               f"with torch {version} (Debian 13 python3-torch) in the chroot "
-              f"{torch26lib.ROOT}, on {socket.gethostname()}.")
+              f"{torch26lib.ROOT}, on {socket.gethostname()}, by "
+              "`tests/compat/measure_torchrun26.py`. Every case runs `--nproc-per-node 2` and "
+              f"the worker `{os.path.basename(worker)}` (it prints its environment, then runs "
+              "`init_process_group(\"gloo\")` and an all_reduce).")
         print("\n## torchrun --help (COLUMNS=100)\n\n```")
         print(subprocess.run(torchrun("--help"), stdout=subprocess.PIPE, text=True,
                              env=base).stdout.rstrip() + "\n```")
-        print("\n## What the workers see, per mode (shim on: use_libuv defaults to False)")
-        for title, commands, notes in cases(worker):
-            report_case(title, run_case(commands, base), base, notes)
-        print("\n## Debian 13's torch 2.6 as packaged (T26_NOLIBUV=0, no shim)")
-        for title, commands, extra in libuv_cases(worker, args.drun):
+        measured, (P, Q) = cases(worker)
+        reports = [report_case(title, run_case(commands, base), base, notes, given)
+                   for title, commands, notes, given in measured]
+        print_section("What the workers see, per mode",
+                      f"With the shim (use_libuv defaults to False). P = {P}, Q = {Q} (free "
+                      "ports chosen for the run). Every torchrun printed the OMP_NUM_THREADS "
+                      "banner (\"Setting OMP_NUM_THREADS environment variable for each process "
+                      "to be 1 in default, ...\"), omitted below.", reports)
+        reports = []
+        for title, commands, extra in libuv_cases(worker, drun):
             env = dict(base, T26_NOLIBUV="0", **extra)
-            report_case(title, run_case(commands, env), env)
+            reports.append(report_case(title, run_case(commands, env), env))
+        print_section("Debian 13's torch 2.6 as packaged (T26_NOLIBUV=0, no shim)",
+                      "Without the sitecustomize shim TCPStore() defaults to use_libuv=True, "
+                      "which this build of torch refuses.", reports)
 
 
 if __name__ == "__main__":

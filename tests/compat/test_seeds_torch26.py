@@ -3,7 +3,9 @@ python3-torch in a chroot), as tests/e2e/test_seed_programs.py runs them with to
 
 One class per way the workers reach their store; ctest runs one class per entry:
   AgentStoreTest     drun's agent store (the default): workers are TCPStore clients of drun
-  NoAgentStoreTest   --no-agent-store: rank 0's torch 2.6 TCPStore hosts the store
+  NoAgentStoreTest   --no-agent-store: rank 0's torch 2.6 TCPStore hosts the store; needs
+                     USE_LIBUV=0 even with the shim, because env:// passes use_libuv
+                     explicitly (rendezvous.py reads USE_LIBUV, default "1")
   PackagedLibuvTest  without the chroot's sitecustomize shim (T26_NOLIBUV=0), i.e. Debian 13's
                      torch 2.6 as packaged: what fails, and that the documented workaround
                      (--no-agent-store with USE_LIBUV=0) works
@@ -25,9 +27,12 @@ RUN_TIMEOUT = 180  # four torch 2.6 imports through chroot on a small machine
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 LIBUV_ERROR = "use_libuv was requested but PyTorch was build without libuv support"
 
+# The barrier keeps a rank from exiting while its peers may still be connecting: torch 2.x
+# dropped the store-based barrier at the end of init_process_group (TORCH_DIST_INIT_BARRIER).
 PROBE = """\
 import os, torch, torch.distributed as dist
 dist.init_process_group("gloo")
+dist.barrier()
 print(f"torch {torch.__version__} rank {dist.get_rank()} of {dist.get_world_size()} "
       f"agent_store={os.environ.get('TORCHELASTIC_USE_AGENT_STORE')}", flush=True)
 dist.destroy_process_group()
@@ -123,6 +128,7 @@ class AgentStoreTest(SeedProgramsMixin, Torch26Case):
 
 class NoAgentStoreTest(SeedProgramsMixin, Torch26Case):
     DRUN_FLAGS = ("--no-agent-store",)
+    ENV = {"USE_LIBUV": "0"}
     AGENT_STORE = "False"
 
 

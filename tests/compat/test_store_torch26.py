@@ -1,7 +1,12 @@
-"""tests/store/c10d_store_torch_test.py, unchanged, with PyTorch 2.6 clients (Debian 13's
-python3-torch in a chroot) against drun's c10d store (drun_store_server, built here).
+"""drun's c10d store (drun_store_server, built here) with PyTorch 2.6 clients (Debian 13's
+python3-torch in a chroot):
 
-    /usr/bin/python3 tests/compat/test_store_torch26.py --server build/rendezvous/drun_store_server
+    /usr/bin/python3 tests/compat/test_store_torch26.py --suite ops --server build/rendezvous/drun_store_server
+
+  --suite ops  tests/store/c10d_store_torch_test.py, unchanged: every store operation
+               (TorchStoreOpsTest; its init_process_group test asserts torch 1.13's key layout)
+  --suite pg   c10d_store_torch26_pg_test.py: init_process_group of four torch 2.6 workers with
+               the server as their agent store, checking the keys torch 2.6 writes
 
 The test file starts the server itself (`--server PATH`, then reads the port from its first
 stdout line and stops it by closing its stdin). Inside the chroot the host's server binary
@@ -22,6 +27,8 @@ import threading
 import torch26lib
 
 TEST_FILE = os.path.join(torch26lib.REPO, "tests", "store", "c10d_store_torch_test.py")
+PG_TEST_FILE = os.path.join(torch26lib.HERE, "c10d_store_torch26_pg_test.py")
+SUITES = {"ops": (TEST_FILE, ["TorchStoreOpsTest"]), "pg": (PG_TEST_FILE, [])}
 TIMEOUT = 600  # a bound for the whole chroot run; it takes well under a minute
 
 RELAY = """\
@@ -73,6 +80,7 @@ def broker(listener, server):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--server", required=True, help="path of drun_store_server")
+    parser.add_argument("--suite", choices=sorted(SUITES), required=True)
     args, rest = parser.parse_known_args()
     server = os.path.abspath(args.server)
     torch26lib.require_chroot()
@@ -84,7 +92,9 @@ def main():
         threading.Thread(target=broker, args=(listener, server), daemon=True).start()
         relay = torch26lib.write_executable(os.path.join(tmp, "store_server_relay.py"),
                                             RELAY.format(socket_path=socket_path))
-        test, = torch26lib.stage(tmp, TEST_FILE)
+        test_file, tests = SUITES[args.suite]
+        test, = torch26lib.stage(tmp, test_file)
+        torch26lib.stage(tmp, TEST_FILE)  # the pg suite imports it
         chroot = [torch26lib.TOOL, "run", torch26lib.ROOT, "python3"]
         version = subprocess.run(chroot + ["-c", "import torch; print(torch.__version__)"],
                                  stdout=subprocess.PIPE, text=True, timeout=120).stdout.strip()
@@ -92,10 +102,10 @@ def main():
         if not version.startswith("2.6"):
             print(f"expected torch 2.6 in {torch26lib.ROOT}", file=sys.stderr)
             return 1
-        cmd = chroot + [test, "--server", relay]
-        print("+ " + " ".join(cmd + rest), flush=True)
+        cmd = chroot + [test, "--server", relay] + (rest or tests)
+        print("+ " + " ".join(cmd), flush=True)
         try:
-            rc = subprocess.run(cmd + rest, timeout=TIMEOUT).returncode
+            rc = subprocess.run(cmd, timeout=TIMEOUT).returncode
         finally:
             listener.close()
     # The test file exits 77 when the interpreter has no torch: for this suite a failure.
