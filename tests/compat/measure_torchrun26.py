@@ -12,6 +12,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -39,8 +40,13 @@ try:
     dist.destroy_process_group()
 except Exception as e:
     init = "error: " + " ".join(str(e).split())[:300]
+    if os.environ.get("MEASURE_RAISE") == "1":  # let the launcher report it
+        print("WORKER " + json.dumps({"env": env, "init": init}), flush=True)
+        raise
 print("WORKER " + json.dumps({"env": env, "init": init}), flush=True)
 """
+# drun prefixes worker lines with "[rankN]: " (or "[host:rankN]: "); torchrun 2.6 does not.
+PREFIX = re.compile(r"^\[[^\]]*rank\d+\]: ")
 
 
 def free_port():
@@ -85,6 +91,7 @@ def workers_of(results, launch_env):
     rows = []
     for _, _, out, _ in results:
         for line in out.splitlines():
+            line = PREFIX.sub("", line, count=1)
             if not line.startswith("WORKER "):
                 continue
             data = json.loads(line[len("WORKER "):])
@@ -273,11 +280,13 @@ def main():
                       "to be 1 in default, ...\"), omitted below.", reports)
         reports = []
         for title, commands, extra in libuv_cases(worker, drun):
-            env = dict(base, T26_NOLIBUV="0", **extra)
+            env = dict(base, T26_NOLIBUV="0", MEASURE_RAISE="1", **extra)
             reports.append(report_case(title, run_case(commands, env), env))
         print_section("Debian 13's torch 2.6 as packaged (T26_NOLIBUV=0, no shim)",
                       "Without the sitecustomize shim TCPStore() defaults to use_libuv=True, "
-                      "which this build of torch refuses.", reports)
+                      "which this build of torch refuses. Here the worker re-raises a failed "
+                      "init_process_group (MEASURE_RAISE=1), so the launcher reports it as a "
+                      "user would see it.", reports)
 
 
 if __name__ == "__main__":
