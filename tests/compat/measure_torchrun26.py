@@ -159,7 +159,7 @@ def report_case(title, results, launch_env, notes="", given_port=None):
     for argv, _, _, err in results:
         lines = [l for l in err.splitlines() if l.strip() and not is_banner(l)]
         if lines:
-            shown = lines if len(lines) <= 40 else lines[:20] + ["[...]"] + lines[-20:]
+            shown = lines if len(lines) <= 100 else lines[:50] + ["[...]"] + lines[-50:]
             md.append(f"\nstderr of `{shown_argv(argv)}` (banner omitted):\n\n```\n"
                       + "\n".join(shown) + "\n```")
             messages.append(lines[-1])

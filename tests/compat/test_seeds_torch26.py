@@ -54,12 +54,14 @@ class Torch26Case(DrunTestCase):
         self.shared = shared.name
         self.env = torch26lib.drun_env(torch26lib.python26_wrapper(self.shared), **self.ENV)
 
-    def run_example(self, name, *args, nproc=NPROC, timeout=RUN_TIMEOUT, expect=0):
+    def run_example(self, name, *args, **kw):
         script, = torch26lib.stage(self.shared, example(name))
-        return self.run_script(script, *args, nproc=nproc, timeout=timeout, expect=expect)
+        return self.run_script(script, *args, **kw)
 
-    def run_script(self, script, *args, nproc=NPROC, timeout=RUN_TIMEOUT, expect=0):
-        run = self.drun("--standalone", "--nproc-per-node", nproc, *self.DRUN_FLAGS,
+    def run_script(self, script, *args, nproc=NPROC, timeout=RUN_TIMEOUT, expect=0,
+                   flags=None):
+        flags = self.DRUN_FLAGS if flags is None else flags
+        run = self.drun("--standalone", "--nproc-per-node", nproc, *flags,
                         script, *args, env=self.env, timeout=timeout)
         if expect is not None:
             self.assertExit(run, expect)
@@ -144,8 +146,7 @@ class PackagedLibuvTest(Torch26Case):
 
     def test_no_agent_store_with_use_libuv_0_works(self):
         self.env["USE_LIBUV"] = "0"
-        self.DRUN_FLAGS = ("--no-agent-store",)
-        run = self.run_example("p2p_all_reduce.py")
+        run = self.run_example("p2p_all_reduce.py", flags=("--no-agent-store",))
         for rank in range(NPROC):
             self.assertIn(f"Rank {rank}: Sum of all messages is 6",
                           texts_of(run.stdout_lines, rank), run.describe())
