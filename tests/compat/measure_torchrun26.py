@@ -12,7 +12,6 @@ import argparse
 import datetime
 import json
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -29,24 +28,26 @@ SHOWN = ["MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "GROU
          "TORCHELASTIC_MAX_RESTARTS"]
 NOT_FROM_LAUNCHER = {"PATH", "PYTHONPATH", "PWD", "SHLVL", "_", "OLDPWD"}
 
+# The worker writes its report to a file of its own in $MEASURE_OUT (under /tmp, seen by
+# both sides of the chroot): torchrun's workers share one stdout pipe, and a report larger
+# than PIPE_BUF could interleave with another worker's.
 WORKER = """\
 import datetime, json, os, sys
 env = dict(os.environ)
+def report(init):
+    with open(os.path.join(env["MEASURE_OUT"], f"{os.getpid()}.json"), "w") as f:
+        json.dump({"env": env, "init": init}, f)
 try:
     import torch.distributed as dist
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))
     t = __import__("torch").tensor([1.0]); dist.all_reduce(t)
-    init = f"ok (all_reduce of 1s = {t.item():.0f})"
+    report(f"ok (all_reduce of 1s = {t.item():.0f})")
     dist.destroy_process_group()
 except Exception as e:
-    init = "error: " + " ".join(str(e).split())[:300]
-    if os.environ.get("MEASURE_RAISE") == "1":  # let the launcher report it
-        print("WORKER " + json.dumps({"env": env, "init": init}), flush=True)
+    report("error: " + " ".join(str(e).split())[:300])
+    if env.get("MEASURE_RAISE") == "1":  # let the launcher report it
         raise
-print("WORKER " + json.dumps({"env": env, "init": init}), flush=True)
 """
-# drun prefixes worker lines with "[rankN]: " (or "[host:rankN]: "); torchrun 2.6 does not.
-PREFIX = re.compile(r"^\[[^\]]*rank\d+\]: ")
 
 
 def free_port():
@@ -70,35 +71,37 @@ def launch(argv, env):
 
 
 def run_case(commands, env):
-    """Runs the commands together; returns [(argv, returncode|None, stdout, stderr)]."""
-    procs = [launch(argv, env) for argv in commands]
-    deadline = time.monotonic() + RUN_BOUND
-    results = []
-    for argv, p in zip(commands, procs):
-        try:
-            out, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
-            results.append((argv, p.returncode, out, err))
-        except subprocess.TimeoutExpired:
-            kill_and_reap_descendants()  # the whole case, by pid
-            out, err = p.communicate()
-            results.append((argv, None, out, err))
-    kill_and_reap_descendants()
-    return results
+    """Runs the commands together; returns ([(argv, returncode|None, stderr)], [reports])."""
+    with torch26lib.shared_tempdir("drun-torchrun26-out-") as out_dir:
+        env = dict(env, MEASURE_OUT=out_dir)
+        procs = [launch(argv, env) for argv in commands]
+        deadline = time.monotonic() + RUN_BOUND
+        results = []
+        for argv, p in zip(commands, procs):
+            try:
+                _, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
+                results.append((argv, p.returncode, err))
+            except subprocess.TimeoutExpired:
+                kill_and_reap_descendants()  # the whole case, by pid
+                _, err = p.communicate()
+                results.append((argv, None, err))
+        kill_and_reap_descendants()
+        reports = []
+        for name in sorted(os.listdir(out_dir)):
+            with open(os.path.join(out_dir, name)) as f:
+                reports.append(json.load(f))
+    return results, reports
 
 
-def workers_of(results, launch_env):
-    """[(rank, shown vars, other new vars, init)] from the workers' WORKER lines."""
+def workers_of(reports, launch_env):
+    """[(rank, env, other new vars, init)] of the workers' reports, by rank."""
     rows = []
-    for _, _, out, _ in results:
-        for line in out.splitlines():
-            line = PREFIX.sub("", line, count=1)
-            if not line.startswith("WORKER "):
-                continue
-            data = json.loads(line[len("WORKER "):])
-            env = data["env"]
-            new = {k: v for k, v in env.items()
-                   if launch_env.get(k) != v and k not in NOT_FROM_LAUNCHER and k not in SHOWN}
-            rows.append((int(env.get("RANK", -1)), env, new, data["init"]))
+    for data in reports:
+        env = data["env"]
+        new = {k: v for k, v in env.items()
+               if launch_env.get(k) != v and k not in NOT_FROM_LAUNCHER and k not in SHOWN
+               and k != "MEASURE_OUT"}
+        rows.append((int(env.get("RANK", -1)), env, new, data["init"]))
     return sorted(rows, key=lambda r: r[0])
 
 
@@ -131,15 +134,16 @@ def describe_port(ports, given):
     return text + (" (= given)" if ports == {str(given)} else f" (given {given}: not used)")
 
 
-def report_case(title, results, launch_env, notes="", given_port=None):
+def report_case(title, measured, launch_env, notes="", given_port=None):
     """Returns (Markdown details, summary row) of one case."""
+    results, reports = measured
     md = [f"\n### {title}\n"]
     if notes:
         md.append(notes + "\n")
-    for argv, rc, _, _ in results:
+    for argv, rc, _ in results:
         md.append(f"- `{shown_argv(argv)}` → exit "
                   + ("**hang** (killed after %d s)" % RUN_BOUND if rc is None else f"{rc}"))
-    rows = workers_of(results, launch_env)
+    rows = workers_of(reports, launch_env)
     if rows:
         md.append("\n| " + " | ".join(SHOWN) + " | init_process_group |")
         md.append("|" + "---|" * (len(SHOWN) + 1))
@@ -156,7 +160,7 @@ def report_case(title, results, launch_env, notes="", given_port=None):
     else:
         md.append("\nNo worker ran.")
     messages = []
-    for argv, _, _, err in results:
+    for argv, _, err in results:
         lines = [l for l in err.splitlines() if l.strip() and not is_banner(l)]
         if lines:
             shown = lines if len(lines) <= 100 else lines[:50] + ["[...]"] + lines[-50:]
@@ -165,7 +169,7 @@ def report_case(title, results, launch_env, notes="", given_port=None):
             messages.append(lines[-1])
     values = lambda k: {env.get(k, "(unset)") for _, env, _, _ in rows}
     oks = sum(1 for *_, init in rows if init.startswith("ok"))
-    exits = ", ".join("hang" if rc is None else str(rc) for _, rc, _, _ in results)
+    exits = ", ".join("hang" if rc is None else str(rc) for _, rc, _ in results)
     summary = [title, exits,
                "/".join(sorted(values("MASTER_ADDR"))) if rows else "-",
                describe_port(values("MASTER_PORT"), given_port) if rows else "-",
@@ -265,7 +269,7 @@ def main():
               f"with torch {version} (Debian 13 python3-torch) in the chroot "
               f"{torch26lib.ROOT}, on {socket.gethostname()}, by "
               "`tests/compat/measure_torchrun26.py`. Every case runs `--nproc-per-node 2` and "
-              f"the worker `{os.path.basename(worker)}` (it prints its environment, then runs "
+              f"the worker `{os.path.basename(worker)}` (it records its environment, then runs "
               "`init_process_group(\"gloo\")` and an all_reduce).")
         print("\n## torchrun --help (COLUMNS=100)\n\n```")
         print(subprocess.run(torchrun("--help"), stdout=subprocess.PIPE, text=True,
