@@ -147,10 +147,11 @@ std::vector<std::string> RootCauseHints(const v1::Failure& failure) {
         "python3-torch: /usr/bin/python3), set PYTHON_EXEC=/usr/bin/python3"));
   }
   if (no_libuv) {
+    // torch 2.x's env:// client ignores USE_LIBUV when it joins an agent store,
+    // so only rank 0's own store (--no-agent-store) can be told not to use libuv.
     hints.push_back(
         "this PyTorch is built without libuv (Debian 13's torch 2.6) but its TCPStore asks for "
-        "it: give the workers USE_LIBUV=0 (-x USE_LIBUV=0), and --no-agent-store if the "
-        "program builds its own store (docs/migrating.md)");
+        "it: run with --no-agent-store -x USE_LIBUV=0 (docs/migrating.md)");
   }
   return hints;
 }
