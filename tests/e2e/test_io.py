@@ -90,8 +90,10 @@ class TerminalTest(DrunTestCase):
     def drun_command(self, *args):
         env = " ".join(f"{k}={v}" for k, v in (("PYTHON_EXEC", PYTHON),))
         quoted = " ".join(f"'{a}'" for a in (drun_path(),) + args)
-        # The exit code is printed for the test to read, then the pane stays.
-        return f"env {env} {quoted}; echo DRUN_EXIT=$?; exec sleep 600"
+        # The exit code is printed for the test to read, then the pane stays. The shell
+        # traps SIGINT (a handler, reset to default in drun by exec) so that Ctrl-C, which
+        # the terminal sends to the shell too, does not end it before it prints the code.
+        return f"trap true INT; env {env} {quoted}; echo DRUN_EXIT=$?; exec sleep 600"
 
     def test_pdb_in_rank0_works_interactively(self):
         script = write_program(self.tmp, "debug_me.py", (
@@ -102,7 +104,7 @@ class TerminalTest(DrunTestCase):
             "print('finished', os.environ['RANK'], x)\n"))
         tmux = Tmux(self.tmp, self.drun_command("--standalone", "--nproc-per-node", "2", script))
         self.addCleanup(tmux.close)
-        tmux.wait_for(r"^\[rank0\]: \(Pdb\) $")
+        tmux.wait_for(r"^\[rank0\]: \(Pdb\) ?$")  # tmux trims trailing blanks
         tmux.keys("p x", "Enter")
         tmux.wait_for(r"^\[rank0\]: 42$")
         tmux.keys("c", "Enter")
@@ -128,14 +130,16 @@ class TerminalTest(DrunTestCase):
         tmux = Tmux(self.tmp, self.drun_command("--standalone", "--nproc-per-node", "2",
                                                  "--shutdown-timeout", "60", script))
         self.addCleanup(tmux.close)
-        tmux.wait_for(r"^\[rank0\]: name\? $")
+        tmux.wait_for(r"^\[rank0\]: name\? ?$")
         tmux.wait_for(r"^\[rank1\]: rank 1 sleeping$")
         start = time.monotonic()
         tmux.keys("C-c")
         screen = tmux.wait_for(r"^DRUN_EXIT=\d+")
         # Every worker got SIGINT at once: no wait for the 60 s shutdown timeout.
         self.assertLess(time.monotonic() - start, 30, screen)
-        self.assertRegex(screen, r"(?m)^\[rank0\]: ?interrupted 0$")
+        # rank 0's "interrupted" continues its prompt's line (or, if rank 1 wrote in
+        # between, a marked continuation line).
+        self.assertRegex(screen, r"(?m)^\[rank0\][:+] (name\? )?interrupted 0$")
         self.assertRegex(screen, r"(?m)^\[rank1\]: interrupted 1$")
         self.assertIn("DRUN_EXIT=130", screen)
 
@@ -154,7 +158,7 @@ class ProgressBarTest(DrunTestCase):
         master, slave = pty.openpty()
         rin, win = os.pipe()
         proc = popen_drun(["--standalone", "--nproc-per-node", "1", script],
-                          stdin=rin, stdout=slave, stderr=slave)
+                          stdin=rin, stdout=slave, stderr=slave, env=base_env(NO_COLOR="1"))
         os.close(slave)
         os.close(rin)
         self.addCleanup(os.close, master)
@@ -333,7 +337,7 @@ class OutputsCheckedFirstTest(DrunTestCase):
             "open(os.path.join(sys.argv[1], 'started' + os.environ['RANK']), 'w').close()\n"))
         os.chmod(script, 0o644)
         cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", drun_path(),
-               "--nproc-per-node", "2", "-r", "3", *args, script, marker_dir]
+               "--nproc-per-node", "2", *args, script, marker_dir]
         p = subprocess.run(cmd, env=base_env(HOME="/"), capture_output=True, text=True,
                            timeout=RUN_BOUND, cwd="/")
         return p, os.listdir(marker_dir)
@@ -342,7 +346,7 @@ class OutputsCheckedFirstTest(DrunTestCase):
         root_only = os.path.join(self.tmp, "root_only")
         os.mkdir(root_only, 0o755)
         for log_dir in (os.path.join(root_only, "logs"), root_only):
-            p, started = self.as_nobody("--log-dir", log_dir)
+            p, started = self.as_nobody("-r", "3", "--log-dir", log_dir)
             self.assertEqual(p.returncode, 2, p.stderr)
             self.assertEqual(len(p.stderr.splitlines()), 1, p.stderr)
             self.assertRegex(p.stderr, r"^drun: cannot keep logs in --log-dir .*Permission denied")
@@ -393,7 +397,7 @@ class ExitOutputTest(DrunTestCase):
 class RestartLoopTest(DrunTestCase):
     def test_memory_and_descriptors_stay_flat_over_restart_rounds(self):
         counter = os.path.join(self.tmp, "round")
-        rounds = 12000
+        rounds = 10000
         run = self.start("--standalone", "--nproc-per-node", "1", "-q", "--max-restarts", str(rounds),
                          "--no-python", "sh", "-c", f'echo "$TORCHELASTIC_RESTART_COUNT" > {counter}; exit 1')
         samples = []  # (round, VmRSS kB, open fds)
@@ -403,7 +407,7 @@ class RestartLoopTest(DrunTestCase):
                 with open(counter) as f:
                     n = int(f.read().strip() or -1)
                 with open(f"/proc/{run.pid}/status") as f:
-                    rss = int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+                    rss = int(re.search(r"RssAnon:\s+(\d+)", f.read()).group(1))
                 fds = len(os.listdir(f"/proc/{run.pid}/fd"))
             except (OSError, ValueError, AttributeError):
                 continue
@@ -411,14 +415,16 @@ class RestartLoopTest(DrunTestCase):
             time.sleep(0.05)
         run.wait()
         self.assertExit(run, 1)
-        early = [s for s in samples if 1000 <= s[0] < 2000]
-        late = [s for s in samples if s[0] >= rounds - 2000]
+        early = [s for s in samples if 2000 <= s[0] < 3000]
+        late = [s for s in samples if s[0] >= rounds - 1000]
         self.assertTrue(early and late, samples[:5] + samples[-5:])
         growth = max(s[1] for s in late) - min(s[1] for s in early)
-        # 34 bytes a round (the old leak) would be ~330 kB over these rounds.
-        self.assertLess(growth, 128, f"RSS grew {growth} kB over {rounds} rounds")
-        fds = [s[2] for s in samples if s[0] >= 1000]
-        self.assertLessEqual(max(fds) - min(fds), 8, (min(fds), max(fds)))
+        # 34 bytes a round (the old leak) would be ~230 kB over these rounds.
+        self.assertLess(growth, 64, f"anonymous RSS grew {growth} kB over {rounds} rounds")
+        # Descriptors come and go with each round (pipes of a spawn): the late rounds never
+        # hold more than the early ones did.
+        self.assertLessEqual(max(s[2] for s in late), max(s[2] for s in early),
+                             ([s[2] for s in early], [s[2] for s in late]))
 
 
 if __name__ == "__main__":
