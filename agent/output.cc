@@ -188,6 +188,9 @@ Console::Console(int out_fd, int err_fd) {
     if (IsDevNull(fds_[s])) {
       discard_[s] = true;
     } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+      // A bigger pipe to the reader (| less, | tee) means fewer wake-ups on
+      // both sides; the kernel may refuse, which only costs speed.
+      if (S_ISFIFO(st.st_mode)) fcntl(fds_[s], F_SETPIPE_SZ, 1 << 20);
       // A private open file description: O_NONBLOCK on the inherited one
       // would leak into the shell that started drun.
       int fd = open(absl::StrCat("/proc/self/fd/", fds_[s]).c_str(),
