@@ -229,12 +229,29 @@ void Console::RemoveSource(int id) {
   if (it == sources_.end()) return;
   Source& s = it->second;
   if (!s.pending.empty()) {
-    Emit(id, s, s.pending, true);
+    std::string last = std::move(s.pending);
+    s.pending.clear();
+    s.partial_since.reset();
+    Emit(id, s, last, true);  // may wait behind another worker's line
   } else if (open_owner_ == id) {
     Buf(s.stream).push_back('\n');
     open_owner_ = -1;
+    if (!held_.empty()) ReleaseHeld(false);
   }
-  sources_.erase(it);
+  s.closing = true;
+  ForgetClosed();
+}
+
+void Console::ForgetClosed() {
+  for (auto it = sources_.begin(); it != sources_.end();) {
+    const int id = it->first;
+    const bool waiting = std::any_of(held_.begin(), held_.end(), [&](const Held& h) { return h.id == id; });
+    if (it->second.closing && open_owner_ != id && !waiting) {
+      it = sources_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void Console::BreakOpenLine() {
@@ -251,10 +268,12 @@ void Console::BreakOpenLine() {
 void Console::InputEchoed() {
   auto it = sources_.find(open_owner_);
   open_owner_ = -1;
-  if (it == sources_.end()) return;
-  it->second.need_prefix = true;
-  it->second.shown = 0;
-  it->second.continued = false;
+  if (it != sources_.end()) {
+    it->second.need_prefix = true;
+    it->second.shown = 0;
+    it->second.continued = false;
+  }
+  if (!held_.empty()) ReleaseHeld(false);
 }
 
 void Console::EmitRaw(int id, Source& s, absl::string_view text, bool end) {
@@ -305,6 +324,32 @@ void Console::EmitPiece(int id, Source& s, absl::string_view text, bool end) {
 }
 
 void Console::Emit(int id, Source& s, absl::string_view text, bool end) {
+  if (open_owner_ >= 0 && open_owner_ != id) {
+    // Another worker's line is unfinished on screen: wait (up to kHoldLimit)
+    // for it to end rather than cut it.
+    if (held_.empty()) hold_since_ = OutClock::now();
+    held_.push_back({id, std::string(text), end});
+    held_bytes_ += text.size();
+    if (held_bytes_ > (1 << 20)) ReleaseHeld(/*force=*/true);
+    return;
+  }
+  EmitNow(id, s, text, end);
+  if (open_owner_ < 0 && !held_.empty()) ReleaseHeld(false);
+}
+
+void Console::ReleaseHeld(bool force) {
+  if (force && open_owner_ >= 0) BreakOpenLine();
+  std::vector<Held> held = std::move(held_);
+  held_.clear();
+  held_bytes_ = 0;
+  for (Held& h : held) {
+    auto it = sources_.find(h.id);
+    if (it != sources_.end()) Emit(h.id, it->second, h.text, h.end);
+  }
+  ForgetClosed();
+}
+
+void Console::EmitNow(int id, Source& s, absl::string_view text, bool end) {
   // At the start of a console line a '\r' redraws nothing: skip it.
   while (s.need_prefix && !text.empty() && text.front() == '\r') text.remove_prefix(1);
   for (size_t cr; (cr = text.find('\r')) != absl::string_view::npos && cr + 1 < text.size();) {
@@ -344,7 +389,7 @@ void Console::Write(int id, absl::string_view data) {
       break;
     }
     const size_t len = static_cast<size_t>(nl - data.data());
-    if (!has_cr && s.pending.empty() && open_owner_ < 0 && s.need_prefix && !s.continued &&
+    if (!has_cr && s.pending.empty() && open_owner_ < 0 && held_.empty() && s.need_prefix && !s.continued &&
         !s.dropping && len <= s.max_line && !(s.has_file && congested())) {
       // The common case: one whole line, nothing open on screen.
       b.append(s.prefix).append(data.data(), len).push_back('\n');
@@ -363,10 +408,14 @@ void Console::Write(int id, absl::string_view data) {
 
 void Console::Text(absl::string_view text) {
   if (open_owner_ >= 0) BreakOpenLine();
+  if (!held_.empty()) ReleaseHeld(true);
+  if (open_owner_ >= 0) BreakOpenLine();
   Buf(2).append(text.data(), text.size());
 }
 
 void Console::Line(int stream, absl::string_view prefix, absl::string_view line, int colour_index) {
+  if (open_owner_ >= 0) BreakOpenLine();
+  if (!held_.empty()) ReleaseHeld(true);
   if (open_owner_ >= 0) BreakOpenLine();
   std::string& b = Buf(stream);
   if (colour_ && colour_index >= 0) {
@@ -378,6 +427,7 @@ void Console::Line(int stream, absl::string_view prefix, absl::string_view line,
 }
 
 void Console::ShowPartials(OutClock::time_point now) {
+  if (!held_.empty() && now - hold_since_ >= kHoldLimit) ReleaseHeld(/*force=*/true);
   for (auto& [id, s] : sources_) {
     if (!s.partial_since || now - *s.partial_since < kPartialDelay) continue;
     s.partial_since.reset();
@@ -390,6 +440,7 @@ void Console::ShowPartials(OutClock::time_point now) {
 
 std::optional<OutClock::time_point> Console::NextDeadline() const {
   std::optional<OutClock::time_point> next;
+  if (!held_.empty()) next = hold_since_ + kHoldLimit;
   for (const auto& [id, s] : sources_) {
     if (s.partial_since && (!next || *s.partial_since + kPartialDelay < *next)) {
       next = *s.partial_since + kPartialDelay;
@@ -449,6 +500,7 @@ void Console::Flush() {
 }
 
 void Console::Drain() {
+  if (!held_.empty()) ReleaseHeld(/*force=*/true);
   for (;;) {
     Flush();
     std::vector<int> blocked = BlockedFds();

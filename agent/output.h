@@ -5,10 +5,12 @@
 //
 // Promises:
 //  - a console line holds the bytes of one source only: when another source
-//    writes while a partial line is on screen, that line is ended first and
-//    its owner continues on a new line under its continuation prefix;
+//    must write while a partial line is on screen, that line is ended first
+//    and its owner continues on a new line under its continuation prefix;
 //  - every console line, and every `\r` redraw inside one, starts with the
-//    source's prefix;
+//    source's prefix; while one is unfinished on screen, the others' output
+//    waits up to kHoldLimit for it to end (so a writer that stalls mid-line
+//    briefly keeps its line whole) before it is cut;
 //  - a partial line (no newline yet) is shown within kPartialDelay of
 //    arriving; a line longer than max_line is shown in max_line pieces, each
 //    after the first under the continuation prefix ("[rank0]+ ");
@@ -101,6 +103,9 @@ class Console {
  public:
   static constexpr std::chrono::milliseconds kPartialDelay{30};
   static constexpr size_t kQueueLimit = 16 << 20;
+  // How long other workers' output waits for an unfinished line on screen to
+  // end before that line is cut.
+  static constexpr std::chrono::milliseconds kHoldLimit{100};
 
   // out_fd/err_fd are drun's stdout/stderr. A pipe or terminal is reopened
   // (through /proc/self/fd) as a private non-blocking description, so the
@@ -151,10 +156,15 @@ class Console {
     bool continued = false;    // the next console line continues a line
     std::optional<OutClock::time_point> partial_since;
     bool dropping = false;     // the current line is being dropped
+    bool closing = false;      // removed; forgotten once nothing of it waits
   };
   void Emit(int id, Source& s, absl::string_view text, bool end_of_line);
   void EmitPiece(int id, Source& s, absl::string_view text, bool end_of_line);
   void EmitRaw(int id, Source& s, absl::string_view text, bool end_of_line);
+  void EmitNow(int id, Source& s, absl::string_view text, bool end_of_line);
+  // Emits what waited for an open line; force: cut that line first.
+  void ReleaseHeld(bool force);
+  void ForgetClosed();
   void BreakOpenLine();
   std::string& Buf(int stream) { return queue_[stream == 2 ? 2 : 1]; }
   void MaybeReportDrops();
@@ -168,6 +178,14 @@ class Console {
   std::map<int, Source> sources_;
   int next_id_ = 0;
   int open_owner_ = -1;  // source whose line is unfinished on screen
+  struct Held {
+    int id;
+    std::string text;
+    bool end;
+  };
+  std::vector<Held> held_;  // output of other sources waiting for that line
+  size_t held_bytes_ = 0;
+  OutClock::time_point hold_since_;
   uint64_t dropped_lines_ = 0;
   uint64_t dropped_bytes_ = 0;
 };

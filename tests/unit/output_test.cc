@@ -137,9 +137,25 @@ TEST(ConsoleTest, AnotherSourceEndsTheOpenLineAndTheOwnerContinuesMarked) {
     c.Write(a, "half");
     c.ShowPartials(kLater);
     c.Write(b, "whole\n");
+    c.Flush();
+    // rank1 waits for rank0's line, which does not end in time: it is cut.
+    c.ShowPartials(kLater + Console::kHoldLimit);
     c.Write(a, " rest\n");
   });
   EXPECT_EQ(out, "[rank0]: half\n[rank1]: whole\n[rank0]+  rest\n");
+}
+
+TEST(ConsoleTest, OthersWaitBrieflyForAnUnfinishedLine) {
+  auto [out, err] = Capture([](Console& c) {
+    int a = c.AddSource(1, "[rank0]: ", "[rank0]+ ", -1, false);
+    int b = c.AddSource(1, "[rank1]: ", "[rank1]+ ", -1, false);
+    c.Write(a, "half");
+    c.ShowPartials(kLater);  // shown: the writer stalled
+    c.Write(b, "whole\npart");
+    c.Write(a, " rest\n");  // back within kHoldLimit: its line stays whole
+    c.RemoveSource(b);
+  });
+  EXPECT_EQ(out, "[rank0]: half rest\n[rank1]: whole\n[rank1]: part\n");
 }
 
 TEST(ConsoleTest, CarriageReturnRedrawsKeepThePrefix) {
