@@ -11,7 +11,9 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,6 +50,10 @@ int FreePort(const std::string& local_addr) {
   return port;
 }
 
+// torchrun's default run id: a run that names none gets a fresh log
+// directory of its own.
+constexpr char kDefaultRunId[] = "none";
+
 Duration Seconds(double s) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }
@@ -68,9 +74,11 @@ Agent::~Agent() {
   if (signal_fd_ >= 0) close(signal_fd_);
 }
 
-void Agent::Log(const std::string& line) const {
-  std::string s = absl::StrCat(status_shown_ ? "\r\033[K" : "", "drun: ", line, "\n");
-  WriteAll(2, s);
+void Agent::Log(const std::string& line) {
+  // Through the console, so drun's lines never land inside a worker's
+  // partial line nor overtake worker output queued before them.
+  console_.Text(absl::StrCat(status_shown_ ? "\r\033[K" : "", "drun: ", line, "\n"));
+  console_.Flush();
 }
 
 void Agent::ShowStatus(TimePoint now) {
@@ -89,7 +97,7 @@ void Agent::ShowStatus(TimePoint now) {
       !w.reason().empty()) {
     absl::StrAppend(&line, " (", w.reason(), ")");
   }
-  if (report_.rounds.size() > 0) absl::StrAppend(&line, "; ", report_.rounds.size(), " round(s) so far");
+  if (report_.rounds_total > 0) absl::StrAppend(&line, "; ", report_.rounds_total, " round(s) so far");
   WriteAll(2, absl::StrCat("\r\033[K", line));
   status_shown_ = true;
   status_refresh_ = now + std::chrono::seconds(1);
@@ -102,12 +110,16 @@ void Agent::ClearStatus() {
   waiting_.reset();
 }
 
-void Agent::Info(const std::string& line) const {
+void Agent::Info(const std::string& line) {
   if (!opt_.quiet) Log(line);
 }
 
 void Agent::RetireGroup() {
   if (group_ && !group_is_setup_) report_.AddAttempt(opt_.hostname, group_->records());
+  if (group_) {
+    const auto& cut = group_->incomplete_logs();
+    report_.incomplete_logs.insert(report_.incomplete_logs.end(), cut.begin(), cut.end());
+  }
   group_.reset();
 }
 
@@ -119,7 +131,7 @@ void Agent::WriteReport(TimePoint now) {
   report_.failure = exit_failure_;
   report_.wall_s = std::chrono::duration<double>(now - started_).count();
   if (opt_.summary || (exit_code_ != 0 && !report_.ranks.empty() && exit_failure_)) {
-    WriteAll(2, FormatSummaryTable(report_));
+    console_.Text(FormatSummaryTable(report_));
   }
   if (!opt_.report_path.empty()) {
     std::string tmp = opt_.report_path + ".tmp";
@@ -132,6 +144,74 @@ void Agent::WriteReport(TimePoint now) {
   }
 }
 
+bool Agent::PrepareLogDir() {
+  namespace fs = std::filesystem;
+  const std::string& root = opt_.spec.log_dir();
+  auto fail = [&](const std::string& path, int err) {
+    Log(absl::StrCat("cannot keep logs in --log-dir ", root, ": ", path, ": ", strerror(err),
+                     "; give a directory you can write"));
+    return false;
+  };
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  if (ec) return fail(root, ec.value());
+  std::string base;
+  if (opt_.spec.run_id() == kDefaultRunId) {
+    // As torchrun 2.x: RUN_ID_<unique>, so a rerun never replaces a run's logs.
+    base = (fs::path(root) / absl::StrCat(opt_.spec.run_id(), "_XXXXXX")).string();
+    if (!mkdtemp(base.data())) return fail(base, errno);
+  } else {
+    base = (fs::path(root) / opt_.spec.run_id()).string();
+    fs::create_directories(base, ec);
+    if (ec) return fail(base, ec.value());
+  }
+  if (opt_.spec.max_nodes() > 1 || opt_.host_in_prefix) {
+    // Nodes may share the file system (and a host name): each claims a
+    // directory of its own with an exclusive mkdir.
+    std::string node = (fs::path(base) / opt_.hostname).string();
+    for (int i = 1; mkdir(node.c_str(), 0755) != 0; ++i) {
+      if (errno != EEXIST) return fail(node, errno);
+      node = absl::StrCat((fs::path(base) / opt_.hostname).string(), ".", i);
+    }
+    base = node;
+  }
+  if (access(base.c_str(), W_OK | X_OK) != 0) return fail(base, errno);
+  log_base_ = base;
+  report_.log_dir = base;
+  return true;
+}
+
+bool Agent::PrepareOutputs() {
+  if (!opt_.report_path.empty()) {
+    // The report is written at exit as FILE.tmp renamed to FILE: prove both now.
+    const std::string tmp = opt_.report_path + ".tmp";
+    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      Log(absl::StrCat("cannot write the report to ", opt_.report_path, ": ", strerror(errno),
+                       "; give --report a path in a directory you can write"));
+      return false;
+    }
+    close(fd);
+    unlink(tmp.c_str());
+  }
+  return opt_.spec.log_dir().empty() || PrepareLogDir();
+}
+
+void Agent::PumpStdin() {
+  char buf[65536];
+  ssize_t n = read(0, buf, sizeof buf);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    // End-of-file, or EIO for a background job: the readers get end-of-file.
+    stdin_eof_ = true;
+    if (group_) group_->EndStdin();
+    return;
+  }
+  // The terminal echoed the typed line: its cursor is on a fresh line now.
+  if (stdin_tty_ && buf[n - 1] == '\n') console_.InputEchoed();
+  if (group_) group_->FeedStdin(absl::string_view(buf, static_cast<size_t>(n)));
+}
+
 int Agent::Run() {
   sigset_t mask;
   sigemptyset(&mask);
@@ -142,7 +222,19 @@ int Agent::Run() {
     return 1;
   }
   signal(SIGPIPE, SIG_IGN);
+  // drun in a background job reading the terminal gets EIO (taken as
+  // end-of-file) instead of stopping.
+  signal(SIGTTIN, SIG_IGN);
+  if (!PrepareOutputs()) {
+    console_.Drain();
+    return 2;
+  }
   BecomeSubreaper();
+  // Only the agent with no launcher above it owns drun's stdin; a remote
+  // agent's stdin is its launcher's channel.
+  forward_stdin_ = opt_.lifeline_fd < 0 &&
+                   opt_.spec.stdin_target().mode() != v1::JobSpec::StdinTarget::NONE;
+  stdin_tty_ = isatty(0);
   if (opt_.spec.log_dir().empty()) {
     // Error files need a home even when no logs are kept; removed at exit.
     std::string tmpl = (std::filesystem::temp_directory_path() / "drun-XXXXXX").string();
@@ -189,10 +281,15 @@ int Agent::Run() {
       auto g = group_->NextDeadline();
       if (g && (!deadline || *g < *deadline)) deadline = g;
     }
+    if (auto c = console_.NextDeadline(); c && (!deadline || *c < *deadline)) deadline = c;
     fds.clear();
     fds.push_back({signal_fd_, POLLIN, 0});
     if (rdzv_->wakeup_fd() >= 0) fds.push_back({rdzv_->wakeup_fd(), POLLIN, 0});
     if (opt_.lifeline_fd >= 0) fds.push_back({opt_.lifeline_fd, POLLIN, 0});
+    const bool read_stdin = forward_stdin_ && !stdin_eof_ && group_ && group_->WantsStdin();
+    if (read_stdin) fds.push_back({0, POLLIN, 0});
+    const std::vector<int> console_fds = console_.BlockedFds();
+    for (int fd : console_fds) fds.push_back({fd, POLLOUT, 0});
     if (group_) group_->AppendPollFds(&fds);
     int n = PollUntil(fds.data(), fds.size(), deadline);
     now = Clock::now();
@@ -219,10 +316,15 @@ int Agent::Run() {
           Log("the launcher's channel closed: stopping");
           HandleSignal(SIGHUP, now);
         }
+      } else if (read_stdin && p.fd == 0) {
+        PumpStdin();
+      } else if (std::find(console_fds.begin(), console_fds.end(), p.fd) != console_fds.end()) {
+        // Writable again: the flush at the top of the loop sends the queue.
       } else if (group_ && p.fd != rdzv_->wakeup_fd()) {
-        group_->OnReadable(p.fd);
+        group_->OnReady(p.fd, p.revents);
       }
     }
+    console_.ShowPartials(now);
     // A SIGCHLD can be merged with one already pending; reaping on every
     // wake-up costs one syscall and never misses an exit.
     ReapChildren(now);
@@ -232,11 +334,14 @@ int Agent::Run() {
   }
   ClearStatus();
   console_.Flush();
+  // The table first, the root cause last: it is what the user reads when
+  // drun returns, however many ranks the table has.
+  WriteReport(Clock::now());
   if (exit_code_ != 0) {
     if (!exit_message_.empty()) Log(exit_message_);
-    if (exit_failure_) WriteAll(2, FormatRootCause(*exit_failure_));
+    if (exit_failure_) console_.Text(FormatRootCause(*exit_failure_, opt_.quiet));
   }
-  WriteReport(Clock::now());
+  console_.Drain();
   // Normally every worker is gone by now; if the loop broke early, the
   // group's destructor kills what is left (drun may _exit right after).
   group_.reset();
@@ -346,7 +451,7 @@ void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
   rs.group_rank = a.group_rank();
   rs.world_size = a.world_size();
   rs.restart_count = a.restart_count();
-  report_.rounds.push_back(rs);
+  report_.AddRound(rs);
   if (a.use_agent_store() && a.master_addr().empty()) {
     // The store is the rendezvous host's; --master-addr names it when given.
     assignment_->set_master_addr(opt_.spec.master_addr().empty() ? rdzv_->server_host()
@@ -361,7 +466,7 @@ void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
 }
 
 std::string Agent::AttemptDir(int local_rank) const {
-  std::filesystem::path dir = std::filesystem::path(opt_.spec.log_dir()) / opt_.spec.run_id() /
+  std::filesystem::path dir = std::filesystem::path(log_base_) /
                               absl::StrCat("attempt_", assignment_->round()) /
                               std::to_string(local_rank);
   std::error_code ec;
@@ -374,6 +479,7 @@ void Agent::StartSetup(TimePoint now) {
   for (const auto& [k, v] : opt_.spec.env()) env[k] = v;
   WorkerLaunch l;
   l.prefix = "[setup]: ";
+  l.cont_prefix = "[setup]+ ";
   l.request.argv = {"/bin/sh", "-c", opt_.spec.node_setup()};
   l.request.env = EnvToList(env);
   l.request.cwd = opt_.spec.working_dir();
@@ -391,7 +497,9 @@ void Agent::StartWorkers(TimePoint now) {
   const v1::Assignment& a = *assignment_;
   const v1::JobSpec& spec = opt_.spec;
   const StdSpec redirects = FromProto(spec.redirects());
-  const StdSpec tee = FromProto(spec.tee());
+  StdSpec tee = FromProto(spec.tee());
+  // --log-dir alone keeps both streams of every rank (and shows them too).
+  if (!spec.log_dir().empty() && !spec.has_redirects() && !spec.has_tee()) tee.all = 3;
   const std::vector<int> filter(spec.local_ranks_filter().begin(), spec.local_ranks_filter().end());
   const std::string python = PythonInterpreter(spec, opt_.base_env);
 
@@ -402,10 +510,13 @@ void Agent::StartWorkers(TimePoint now) {
     l.local_rank = lr;
     l.rank = a.rank_offset() + lr;
     l.colour = l.rank;
-    l.prefix = opt_.host_in_prefix ? absl::StrCat("[", opt_.hostname, ":rank", l.rank, "]: ")
-                                   : absl::StrCat("[rank", l.rank, "]: ");
+    const std::string tag = opt_.host_in_prefix ? absl::StrCat("[", opt_.hostname, ":rank", l.rank, "]")
+                                                : absl::StrCat("[rank", l.rank, "]");
+    l.prefix = tag + ": ";
+    l.cont_prefix = tag + "+ ";
+    l.reads_drun_stdin = forward_stdin_ && !stdin_eof_ && StdinIncludes(spec.stdin_target(), l.rank);
     const int to_file = redirects.ForRank(lr) | tee.ForRank(lr);
-    if (!spec.log_dir().empty()) {
+    if (!log_base_.empty()) {
       // torchrun's layout: LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/{error.json,stdout.log,...}.
       const std::string dir = AttemptDir(lr);
       l.error_file = dir + "/error.json";
@@ -561,8 +672,24 @@ void Agent::HandleSignal(int sig, TimePoint now, pid_t sender) {
   if (already && !from_stepd) group_->Forward(sig);
 }
 
-std::string FormatRootCause(const v1::Failure& f) {
+std::string FormatRootCause(const v1::Failure& f, bool brief) {
   std::vector<std::string> lines;
+  if (brief) {
+    std::string who = f.rank() < 0 ? "the --node-setup command"
+                                   : absl::StrCat("rank ", f.rank(), " (local rank ", f.local_rank(), ")");
+    std::string how = f.signal() > 0 ? absl::StrCat("killed by ", SignalName(f.signal()))
+                                     : absl::StrCat("exit code ", f.exit_code());
+    lines.push_back(absl::StrCat("root cause: ", who, " on ", f.host(), ", ", how, ", attempt ",
+                                 f.attempt()));
+    if (!f.error_message().empty()) {
+      lines.push_back(absl::StrCat("  error: ", f.error_message()));
+    } else if (f.stderr_tail_size() > 0) {
+      lines.push_back(absl::StrCat("  last stderr line: ", f.stderr_tail(f.stderr_tail_size() - 1)));
+    }
+    std::string out;
+    for (const auto& l : lines) absl::StrAppend(&out, "drun: ", l, "\n");
+    return out;
+  }
   lines.push_back("===== root cause: first failure =====");
   lines.push_back(absl::StrCat("  host:       ", f.host()));
   if (f.rank() < 0) {

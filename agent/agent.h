@@ -41,8 +41,8 @@ struct AgentOptions {
 };
 
 // The root-cause summary every node prints on a failed job, as lines each
-// starting with "drun: ".
-std::string FormatRootCause(const v1::Failure& f);
+// starting with "drun: ". brief (--quiet): three lines at most.
+std::string FormatRootCause(const v1::Failure& f, bool brief = false);
 
 class Agent {
  public:
@@ -72,8 +72,15 @@ class Agent {
   void ReportFailure(const WorkerExit& e, TimePoint now);
   void Exit(int code, const std::string& message, const v1::Failure* failure);
   std::string AttemptDir(int local_rank) const;
-  void Log(const std::string& line) const;
-  void Info(const std::string& line) const;  // progress: silent under --quiet
+  // Before anything joins: makes this run's log directory and proves the
+  // log directory and the report path writable. Returns false (said why)
+  // when they are not.
+  bool PrepareOutputs();
+  bool PrepareLogDir();
+  // drun's stdin is readable: hand it to the workers that read it.
+  void PumpStdin();
+  void Log(const std::string& line);
+  void Info(const std::string& line);  // progress: silent under --quiet
   void RetireGroup();  // records a worker group's outcome and drops it
   void WriteReport(TimePoint now);
   // The live status line on a terminal while the rendezvous waits.
@@ -99,6 +106,10 @@ class Agent {
   TimePoint last_signal_at_;  // a Finish or Reject was handled; later ones are ignored
   int signal_fd_ = -1;
   std::string tmp_dir_;  // holds error files when there is no --log-dir
+  std::string log_base_;  // this node's directory of this run under --log-dir
+  bool forward_stdin_ = false;  // this agent owns drun's stdin (no launcher above it)
+  bool stdin_eof_ = false;
+  bool stdin_tty_ = false;
   bool group_is_setup_ = false;
   RunReport report_;
   TimePoint started_;

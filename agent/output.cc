@@ -2,7 +2,12 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cstdlib>
 
@@ -57,6 +62,56 @@ void TailBuffer::Add(absl::string_view line) {
   while (lines_.size() > capacity_) lines_.pop_front();
 }
 
+void RawTail::Add(absl::string_view data) {
+  if (data.size() >= capacity_) {
+    bytes_ = std::string(data.substr(data.size() - capacity_));
+    return;
+  }
+  bytes_.append(data.data(), data.size());
+  // Trim in batches so a stream of small writes costs no memmove per write.
+  if (bytes_.size() > 2 * capacity_) bytes_.erase(0, bytes_.size() - capacity_);
+}
+
+std::vector<std::string> RawTail::lines(size_t max_lines) const {
+  absl::string_view all = bytes_;
+  const bool cut = all.size() > capacity_;
+  if (cut) all.remove_prefix(all.size() - capacity_);
+  if (!all.empty() && all.back() == '\n') all.remove_suffix(1);
+  std::vector<std::string> out = absl::StrSplit(all, '\n');
+  if (all.empty()) out.clear();
+  if (out.size() > max_lines) out.erase(out.begin(), out.end() - max_lines);
+  return out;
+}
+
+absl::StatusOr<v1::JobSpec::StdinTarget> ParseStdinTarget(absl::string_view value) {
+  v1::JobSpec::StdinTarget t;
+  value = absl::StripAsciiWhitespace(value);
+  int rank = 0;
+  if (value.empty()) return t;  // the default: rank 0
+  if (value == "all") {
+    t.set_mode(v1::JobSpec::StdinTarget::ALL);
+  } else if (value == "none") {
+    t.set_mode(v1::JobSpec::StdinTarget::NONE);
+  } else if (absl::SimpleAtoi(value, &rank) && rank >= 0) {
+    t.set_rank(rank);
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", value, "' is not a valid value: write a global rank (e.g. 0), all or none"));
+  }
+  return t;
+}
+
+bool StdinIncludes(const v1::JobSpec::StdinTarget& target, int rank) {
+  switch (target.mode()) {
+    case v1::JobSpec::StdinTarget::ALL:
+      return true;
+    case v1::JobSpec::StdinTarget::NONE:
+      return false;
+    default:
+      return target.rank() == rank;
+  }
+}
+
 int StdSpec::ForRank(int local_rank) const {
   if (!has_per_rank) return all;
   auto it = per_rank.find(local_rank);
@@ -106,36 +161,356 @@ absl::StatusOr<std::vector<int>> ParseRankList(absl::string_view value) {
   return out;
 }
 
+namespace {
+
+bool IsDevNull(int fd) {
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && S_ISCHR(a.st_mode) && stat("/dev/null", &b) == 0 &&
+         a.st_rdev == b.st_rdev;
+}
+
+std::string Coloured(absl::string_view prefix, int colour_index) {
+  static const int kColours[] = {32, 34, 35, 36, 33, 92, 94, 95, 96, 93};
+  return absl::StrCat("\033[", kColours[colour_index % 10], "m", prefix, "\033[0m");
+}
+
+}  // namespace
+
 Console::Console(int out_fd, int err_fd) {
-  fds_[0] = -1;
   fds_[1] = out_fd;
   fds_[2] = err_fd;
   const char* term = getenv("TERM");
   colour_ = isatty(out_fd) && getenv("NO_COLOR") == nullptr &&
             !(term && absl::string_view(term) == "dumb");
-}
-
-void Console::Line(int stream, absl::string_view prefix, absl::string_view line, int colour_index) {
-  std::string& b = buf_[stream == 2 ? 2 : 1];
-  if (colour_ && colour_index >= 0) {
-    static const int kColours[] = {32, 34, 35, 36, 33, 92, 94, 95, 96, 93};
-    absl::StrAppend(&b, "\033[", kColours[colour_index % 10], "m", prefix, "\033[0m", line, "\n");
-  } else {
-    absl::StrAppend(&b, prefix, line, "\n");
-  }
-  if (b.size() > (1 << 16)) Flush();
-}
-
-void Console::Flush() {
   for (int s : {1, 2}) {
-    if (!buf_[s].empty()) {
-      WriteAll(fds_[s], buf_[s]);
-      buf_[s].clear();
+    struct stat st;
+    if (fds_[s] < 0 || fstat(fds_[s], &st) != 0) continue;
+    if (IsDevNull(fds_[s])) {
+      discard_[s] = true;
+    } else if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+      // A bigger pipe to the reader (| less, | tee) means fewer wake-ups on
+      // both sides; the kernel may refuse, which only costs speed.
+      if (S_ISFIFO(st.st_mode)) fcntl(fds_[s], F_SETPIPE_SZ, 1 << 20);
+      // A private open file description: O_NONBLOCK on the inherited one
+      // would leak into the shell that started drun.
+      int fd = open(absl::StrCat("/proc/self/fd/", fds_[s]).c_str(),
+                    O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+      if (fd >= 0) {
+        fds_[s] = fd;
+        own_fd_[s] = true;
+      }
     }
   }
 }
 
-void WriteAll(int fd, absl::string_view data) {
+Console::~Console() {
+  Drain();
+  for (int s : {1, 2}) {
+    if (own_fd_[s]) close(fds_[s]);
+  }
+}
+
+int Console::AddSource(int stream, absl::string_view prefix, absl::string_view cont_prefix,
+                       int colour_index, bool has_file, size_t max_line) {
+  Source s;
+  s.stream = stream == 2 ? 2 : 1;
+  const bool c = colour_ && colour_index >= 0;
+  s.prefix = c ? Coloured(prefix, colour_index) : std::string(prefix);
+  s.cont_prefix = c ? Coloured(cont_prefix, colour_index) : std::string(cont_prefix);
+  s.has_file = has_file;
+  s.max_line = max_line;
+  const int id = next_id_++;
+  sources_.emplace(id, std::move(s));
+  return id;
+}
+
+void Console::RemoveSource(int id) {
+  auto it = sources_.find(id);
+  if (it == sources_.end()) return;
+  Source& s = it->second;
+  if (!s.pending.empty()) {
+    std::string last = std::move(s.pending);
+    s.pending.clear();
+    s.partial_since.reset();
+    Emit(id, s, last, true);  // may wait behind another worker's line
+  } else if (open_owner_ == id) {
+    Buf(s.stream).push_back('\n');
+    open_owner_ = -1;
+    if (!held_.empty()) ReleaseHeld(false);
+  }
+  s.closing = true;
+  ForgetClosed();
+}
+
+void Console::ForgetClosed() {
+  for (auto it = sources_.begin(); it != sources_.end();) {
+    const int id = it->first;
+    const bool waiting = std::any_of(held_.begin(), held_.end(), [&](const Held& h) { return h.id == id; });
+    if (it->second.closing && open_owner_ != id && !waiting) {
+      it = sources_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Console::BreakOpenLine() {
+  auto it = sources_.find(open_owner_);
+  open_owner_ = -1;
+  if (it == sources_.end()) return;
+  Source& o = it->second;
+  Buf(o.stream).push_back('\n');
+  o.need_prefix = true;
+  o.shown = 0;
+  o.continued = true;
+}
+
+void Console::InputEchoed() {
+  auto it = sources_.find(open_owner_);
+  open_owner_ = -1;
+  if (it != sources_.end()) {
+    it->second.need_prefix = true;
+    it->second.shown = 0;
+    it->second.continued = false;
+  }
+  if (!held_.empty()) ReleaseHeld(false);
+}
+
+void Console::EmitRaw(int id, Source& s, absl::string_view text, bool end) {
+  if (!s.dropping && open_owner_ != id) {
+    if (open_owner_ >= 0) BreakOpenLine();
+    // A new console line: drop it whole while the console is behind and a
+    // log file has the bytes.
+    if (s.has_file && congested()) {
+      s.dropping = true;
+      ++dropped_lines_;
+    }
+  }
+  if (s.dropping) {
+    dropped_bytes_ += text.size();
+    if (end) {
+      s.dropping = false;
+      s.continued = false;
+    }
+    return;
+  }
+  std::string& b = Buf(s.stream);
+  if (s.need_prefix) {
+    b.append(s.continued ? s.cont_prefix : s.prefix);
+    s.need_prefix = false;
+    s.shown = 0;
+  }
+  b.append(text.data(), text.size());
+  s.shown += text.size();
+  if (end) {
+    b.push_back('\n');
+    s.need_prefix = true;
+    s.shown = 0;
+    s.continued = false;
+    open_owner_ = -1;
+  } else {
+    open_owner_ = id;
+  }
+}
+
+void Console::EmitPiece(int id, Source& s, absl::string_view text, bool end) {
+  while (s.shown + text.size() > s.max_line) {
+    const size_t take = s.max_line - std::min(s.shown, s.max_line);
+    EmitRaw(id, s, text.substr(0, take), true);
+    s.continued = true;
+    text.remove_prefix(take);
+  }
+  EmitRaw(id, s, text, end);
+}
+
+void Console::Emit(int id, Source& s, absl::string_view text, bool end) {
+  if (open_owner_ >= 0 && open_owner_ != id) {
+    // Another worker's line is unfinished on screen: wait (up to kHoldLimit)
+    // for it to end rather than cut it.
+    if (held_.empty()) hold_since_ = OutClock::now();
+    held_.push_back({id, std::string(text), end});
+    held_bytes_ += text.size();
+    if (held_bytes_ > (1 << 20)) ReleaseHeld(/*force=*/true);
+    return;
+  }
+  EmitNow(id, s, text, end);
+  if (open_owner_ < 0 && !held_.empty()) ReleaseHeld(false);
+}
+
+void Console::ReleaseHeld(bool force) {
+  if (force && open_owner_ >= 0) BreakOpenLine();
+  std::vector<Held> held = std::move(held_);
+  held_.clear();
+  held_bytes_ = 0;
+  for (Held& h : held) {
+    auto it = sources_.find(h.id);
+    if (it != sources_.end()) Emit(h.id, it->second, h.text, h.end);
+  }
+  ForgetClosed();
+}
+
+void Console::EmitNow(int id, Source& s, absl::string_view text, bool end) {
+  // At the start of a console line a '\r' redraws nothing: skip it.
+  while (s.need_prefix && !text.empty() && text.front() == '\r') text.remove_prefix(1);
+  for (size_t cr; (cr = text.find('\r')) != absl::string_view::npos && cr + 1 < text.size();) {
+    // A redraw: the bytes after '\r' start again at the left, so does the prefix.
+    EmitPiece(id, s, text.substr(0, cr + 1), false);
+    s.need_prefix = true;
+    s.shown = 0;
+    text.remove_prefix(cr + 1);
+    while (text.size() > 1 && text.front() == '\r') text.remove_prefix(1);
+  }
+  if (text.empty() && !end) return;
+  EmitPiece(id, s, text, end);
+  if (!end && text.back() == '\r') {
+    s.need_prefix = true;
+    s.shown = 0;
+  }
+}
+
+void Console::Write(int id, absl::string_view data) {
+  auto it = sources_.find(id);
+  if (it == sources_.end()) return;
+  Source& s = it->second;
+  if (discard_[s.stream]) return;
+  const bool has_cr = memchr(data.data(), '\r', data.size()) != nullptr;
+  std::string& b = Buf(s.stream);
+  while (!data.empty()) {
+    const char* nl = static_cast<const char*>(memchr(data.data(), '\n', data.size()));
+    if (nl == nullptr) {
+      s.pending.append(data.data(), data.size());
+      if (s.shown + s.pending.size() >= s.max_line) {
+        Emit(id, s, s.pending, false);  // overlong: show it now, in pieces
+        s.pending.clear();
+        s.partial_since.reset();
+      } else if (!s.partial_since) {
+        s.partial_since = OutClock::now();
+      }
+      break;
+    }
+    const size_t len = static_cast<size_t>(nl - data.data());
+    if (!has_cr && s.pending.empty() && open_owner_ < 0 && held_.empty() && s.need_prefix && !s.continued &&
+        !s.dropping && len <= s.max_line && !(s.has_file && congested())) {
+      // The common case: one whole line, nothing open on screen.
+      b.append(s.prefix).append(data.data(), len).push_back('\n');
+    } else if (s.pending.empty()) {
+      Emit(id, s, data.substr(0, len), true);
+    } else {
+      s.pending.append(data.data(), len);
+      Emit(id, s, s.pending, true);
+      s.pending.clear();
+      s.partial_since.reset();
+    }
+    data.remove_prefix(len + 1);
+  }
+  if (b.size() - queue_off_[s.stream] > (1 << 20)) Flush();
+}
+
+void Console::Text(absl::string_view text) {
+  if (open_owner_ >= 0) BreakOpenLine();
+  if (!held_.empty()) ReleaseHeld(true);
+  if (open_owner_ >= 0) BreakOpenLine();
+  Buf(2).append(text.data(), text.size());
+}
+
+void Console::Line(int stream, absl::string_view prefix, absl::string_view line, int colour_index) {
+  if (open_owner_ >= 0) BreakOpenLine();
+  if (!held_.empty()) ReleaseHeld(true);
+  if (open_owner_ >= 0) BreakOpenLine();
+  std::string& b = Buf(stream);
+  if (colour_ && colour_index >= 0) {
+    absl::StrAppend(&b, Coloured(prefix, colour_index), line, "\n");
+  } else {
+    absl::StrAppend(&b, prefix, line, "\n");
+  }
+  if (b.size() - queue_off_[stream == 2 ? 2 : 1] > (1 << 16)) Flush();
+}
+
+void Console::ShowPartials(OutClock::time_point now) {
+  if (!held_.empty() && now - hold_since_ >= kHoldLimit) ReleaseHeld(/*force=*/true);
+  for (auto& [id, s] : sources_) {
+    if (!s.partial_since || now - *s.partial_since < kPartialDelay) continue;
+    s.partial_since.reset();
+    if (s.pending.empty()) continue;
+    std::string text = std::move(s.pending);
+    s.pending.clear();
+    Emit(id, s, text, false);
+  }
+}
+
+std::optional<OutClock::time_point> Console::NextDeadline() const {
+  std::optional<OutClock::time_point> next;
+  if (!held_.empty()) next = hold_since_ + kHoldLimit;
+  for (const auto& [id, s] : sources_) {
+    if (s.partial_since && (!next || *s.partial_since + kPartialDelay < *next)) {
+      next = *s.partial_since + kPartialDelay;
+    }
+  }
+  return next;
+}
+
+bool Console::congested() const {
+  size_t queued = 0;
+  for (int s : {1, 2}) queued += queue_[s].size() - queue_off_[s];
+  return queued > kQueueLimit;
+}
+
+std::vector<int> Console::BlockedFds() const {
+  std::vector<int> out;
+  for (int s : {1, 2}) {
+    if (queue_[s].size() > queue_off_[s]) out.push_back(fds_[s]);
+  }
+  return out;
+}
+
+void Console::MaybeReportDrops() {
+  if (dropped_lines_ == 0 || congested()) return;
+  if (queue_[1].size() - queue_off_[1] + queue_[2].size() - queue_off_[2] > kQueueLimit / 4) return;
+  Text(absl::StrCat("drun: the console could not keep up: ", dropped_lines_, " line(s) (",
+                    dropped_bytes_, " bytes) not shown here; the log files have them\n"));
+  dropped_lines_ = 0;
+  dropped_bytes_ = 0;
+}
+
+void Console::Flush() {
+  MaybeReportDrops();
+  for (int s : {1, 2}) {
+    std::string& q = queue_[s];
+    size_t& off = queue_off_[s];
+    while (off < q.size()) {
+      ssize_t n = write(fds_[s], q.data() + off, q.size() - off);
+      if (n > 0) {
+        off += static_cast<size_t>(n);
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else if (n < 0 && errno == EAGAIN) {
+        break;
+      } else {
+        off = q.size();  // EPIPE or a closed console: output is lost, the job goes on
+      }
+    }
+    if (off == q.size()) {
+      q.clear();
+      off = 0;
+    } else if (off > (4 << 20)) {
+      q.erase(0, off);
+      off = 0;
+    }
+  }
+}
+
+void Console::Drain() {
+  if (!held_.empty()) ReleaseHeld(/*force=*/true);
+  for (;;) {
+    Flush();
+    std::vector<int> blocked = BlockedFds();
+    if (blocked.empty()) return;
+    pollfd p{blocked[0], POLLOUT, 0};
+    poll(&p, 1, -1);
+  }
+}
+
+int WriteAll(int fd, absl::string_view data) {
   while (!data.empty()) {
     ssize_t n = write(fd, data.data(), data.size());
     if (n > 0) {
@@ -146,9 +521,10 @@ void WriteAll(int fd, absl::string_view data) {
       pollfd p{fd, POLLOUT, 0};
       poll(&p, 1, -1);
     } else {
-      return;  // EPIPE or a closed console: output is lost, the job goes on
+      return n < 0 ? errno : EIO;
     }
   }
+  return 0;
 }
 
 }  // namespace drun

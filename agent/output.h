@@ -1,28 +1,47 @@
-// Output handling for workers: splitting byte streams into whole lines,
-// per-line rank prefixes, the console writer, and stderr tails for the
-// root-cause summary.
+// Output handling for workers: the console (per-source line assembly with
+// rank prefixes, partial lines, `\r` redraws, a bounded non-blocking queue),
+// the raw stderr tail kept for the root-cause summary, and the parsers of the
+// output options (-r/-t, --local-ranks-filter, --stdin).
 //
-// Promise: a console line is always one whole line of one worker (or a
-// max_line-sized piece of an overlong one), never a mix of two writers.
+// Promises:
+//  - a console line holds the bytes of one source only: when another source
+//    must write while a partial line is on screen, that line is ended first
+//    and its owner continues on a new line under its continuation prefix;
+//  - every console line, and every `\r` redraw inside one, starts with the
+//    source's prefix; while one is unfinished on screen, the others' output
+//    waits up to kHoldLimit for it to end (so a writer that stalls mid-line
+//    briefly keeps its line whole) before it is cut;
+//  - a partial line (no newline yet) is shown within kPartialDelay of
+//    arriving; a line longer than max_line is shown in max_line pieces, each
+//    after the first under the continuation prefix ("[rank0]+ ");
+//  - drun never blocks on a slow console while the bytes also go to a log
+//    file: past kQueueLimit queued bytes such lines are dropped (counted and
+//    reported once the console catches up); sources without a file are
+//    throttled instead (the caller stops reading them, see congested()).
 #ifndef DRUN_AGENT_OUTPUT_H_
 #define DRUN_AGENT_OUTPUT_H_
 
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "drun/v1/job.pb.h"
 
 namespace drun {
+
+using OutClock = std::chrono::steady_clock;
 
 // Accumulates bytes of one stream and yields complete lines, without their
 // '\n'. A line longer than max_line is yielded in max_line pieces, so a
 // worker that never prints a newline cannot make drun buffer without bound.
+// (The ssh launcher splits its remote agents' streams with it.)
 class LineSplitter {
  public:
   explicit LineSplitter(size_t max_line = 64 * 1024) : max_line_(max_line) {}
@@ -48,6 +67,19 @@ class TailBuffer {
   std::deque<std::string> lines_;
 };
 
+// The last `capacity` bytes of a stream; lines() splits them at the end.
+class RawTail {
+ public:
+  explicit RawTail(size_t capacity = 32 * 1024) : capacity_(capacity) {}
+  void Add(absl::string_view data);
+  // The last `max_lines` whole or partial lines (the first may be cut).
+  std::vector<std::string> lines(size_t max_lines = 20) const;
+
+ private:
+  size_t capacity_;
+  std::string bytes_;
+};
+
 // torchrun's -r/--redirects and -t/--tee values: "0".."3" for every local
 // rank, or "0:1,2:3" per local rank (ranks not listed get 0).
 // Bit 1 = stdout, bit 2 = stderr.
@@ -62,25 +94,106 @@ absl::StatusOr<StdSpec> ParseStdSpec(absl::string_view value);
 // "0,2,3" (or empty for all) for --local-ranks-filter.
 absl::StatusOr<std::vector<int>> ParseRankList(absl::string_view value);
 
-// Buffers console output of one event-loop iteration and writes it in as few
-// syscalls as possible. Lines of one stream keep their order.
+// --stdin RANK|all|none (empty: the default, rank 0).
+absl::StatusOr<v1::JobSpec::StdinTarget> ParseStdinTarget(absl::string_view value);
+// Whether global rank `rank` reads drun's standard input.
+bool StdinIncludes(const v1::JobSpec::StdinTarget& target, int rank);
+
 class Console {
  public:
+  static constexpr std::chrono::milliseconds kPartialDelay{30};
+  static constexpr size_t kQueueLimit = 16 << 20;
+  // How long other workers' output waits for an unfinished line on screen to
+  // end before that line is cut.
+  static constexpr std::chrono::milliseconds kHoldLimit{100};
+
+  // out_fd/err_fd are drun's stdout/stderr. A pipe or terminal is reopened
+  // (through /proc/self/fd) as a private non-blocking description, so the
+  // shell's own descriptor never turns non-blocking.
   Console(int out_fd = 1, int err_fd = 2);
+  ~Console();
+  Console(const Console&) = delete;
+  Console& operator=(const Console&) = delete;
   bool colour() const { return colour_; }
-  // stream: 1 = stdout, 2 = stderr.
+
+  // A worker stream. stream: 1 = stdout, 2 = stderr. has_file: the bytes
+  // also reach a log file, so the console may drop them when it is too slow.
+  int AddSource(int stream, absl::string_view prefix, absl::string_view cont_prefix,
+                int colour_index, bool has_file, size_t max_line = 64 * 1024);
+  // Shows what is pending (with a newline) and forgets the source.
+  void RemoveSource(int id);
+  void Write(int id, absl::string_view data);
+  // Drun's own text (whole lines) on stream 2, after ending any open line.
+  void Text(absl::string_view text);
+  // Shows partial lines that have waited kPartialDelay; returns when next.
+  void ShowPartials(OutClock::time_point now);
+  std::optional<OutClock::time_point> NextDeadline() const;
+  // The terminal echoed typed input and its newline: the cursor is on a
+  // fresh line, so the open line's owner starts the next one anew.
+  void InputEchoed();
+
+  // One whole line, prefixed, outside any source (no partial-line logic).
   void Line(int stream, absl::string_view prefix, absl::string_view line, int colour_index = -1);
+  // Writes what the console takes without blocking.
   void Flush();
+  // Blocks until everything queued is written (at exit).
+  void Drain();
+  // Descriptors with queued bytes, for poll(POLLOUT).
+  std::vector<int> BlockedFds() const;
+  // Queued bytes are past the limit: stop reading console-only sources.
+  bool congested() const;
+  bool discards(int stream) const { return discard_[stream == 2 ? 2 : 1]; }
 
  private:
-  int fds_[3];
-  std::string buf_[3];
+  struct Source {
+    int stream = 1;
+    std::string prefix, cont_prefix;  // with colour codes when colour_
+    bool has_file = false;
+    size_t max_line = 64 * 1024;
+    std::string pending;       // bytes of an unfinished line not yet shown
+    size_t shown = 0;          // bytes on screen since the last prefix
+    bool need_prefix = true;   // the cursor is at the left: the next byte needs the prefix
+    bool continued = false;    // the next console line continues a line
+    std::optional<OutClock::time_point> partial_since;
+    bool dropping = false;     // the current line is being dropped
+    bool closing = false;      // removed; forgotten once nothing of it waits
+  };
+  void Emit(int id, Source& s, absl::string_view text, bool end_of_line);
+  void EmitPiece(int id, Source& s, absl::string_view text, bool end_of_line);
+  void EmitRaw(int id, Source& s, absl::string_view text, bool end_of_line);
+  void EmitNow(int id, Source& s, absl::string_view text, bool end_of_line);
+  // Emits what waited for an open line; force: cut that line first.
+  void ReleaseHeld(bool force);
+  void ForgetClosed();
+  void BreakOpenLine();
+  std::string& Buf(int stream) { return queue_[stream == 2 ? 2 : 1]; }
+  void MaybeReportDrops();
+
+  int fds_[3] = {-1, -1, -1};
+  bool own_fd_[3] = {false, false, false};
+  bool discard_[3] = {false, false, false};
+  std::string queue_[3];
+  size_t queue_off_[3] = {0, 0, 0};
   bool colour_ = false;
+  std::map<int, Source> sources_;
+  int next_id_ = 0;
+  int open_owner_ = -1;  // source whose line is unfinished on screen
+  struct Held {
+    int id;
+    std::string text;
+    bool end;
+  };
+  std::vector<Held> held_;  // output of other sources waiting for that line
+  size_t held_bytes_ = 0;
+  OutClock::time_point hold_since_;
+  uint64_t dropped_lines_ = 0;
+  uint64_t dropped_bytes_ = 0;
 };
 
 // Writes all of `data` to `fd`, retrying on EINTR and short writes (and
-// waiting for a non-blocking fd to drain).
-void WriteAll(int fd, absl::string_view data);
+// waiting for a non-blocking fd to drain). Returns 0 or the errno that
+// stopped it (EPIPE, ENOSPC, ...).
+int WriteAll(int fd, absl::string_view data);
 
 }  // namespace drun
 

@@ -67,6 +67,7 @@ int ChildMain(void* p) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (req.stdin_fd >= 0 && dup2(req.stdin_fd, 0) < 0) ChildFail("dup2", a.argv[0], 127);
   if (req.stdout_fd >= 0 && dup2(req.stdout_fd, 1) < 0) ChildFail("dup2", a.argv[0], 127);
   if (req.stderr_fd >= 0 && dup2(req.stderr_fd, 2) < 0) ChildFail("dup2", a.argv[0], 127);
   if (!req.cwd.empty() && chdir(req.cwd.c_str()) != 0) {

@@ -18,6 +18,7 @@ struct SpawnRequest {
   std::vector<std::string> argv;  // argv[0] is looked up on the env's PATH
   std::vector<std::string> env;   // "NAME=value"
   std::string cwd;                // empty: inherit
+  int stdin_fd = -1;              // -1: inherit
   int stdout_fd = -1;             // -1: inherit
   int stderr_fd = -1;
 };

@@ -10,6 +10,15 @@
 
 namespace drun {
 
+void RunReport::AddRound(const RoundStats& r) {
+  ++rounds_total;
+  if (rounds.size() >= kKeptRounds) {
+    // Drop the older half at once: amortised O(1), memory bounded.
+    rounds.erase(rounds.begin(), rounds.begin() + kKeptRounds / 2);
+  }
+  rounds.push_back(r);
+}
+
 void RunReport::AddAttempt(const std::string& h, const std::vector<WorkerRecord>& records) {
   for (const auto& r : records) {
     if (r.rank < 0) continue;
@@ -44,7 +53,8 @@ std::string FormatSummaryTable(const RunReport& report) {
                                           s.peak_rss_kb / 1024.0));
   }
   absl::StrAppend(&out, absl::StrFormat("drun: %d round(s), exit code %d, %.2f s in all\n",
-                                        report.rounds.size(), report.exit_code, report.wall_s));
+                                        std::max<int64_t>(report.rounds_total, static_cast<int64_t>(report.rounds.size())),
+                                        report.exit_code, report.wall_s));
   return out;
 }
 
@@ -72,6 +82,11 @@ std::string RenderReportJson(const RunReport& report) {
   } else {
     f["failure"].set_null_value(google::protobuf::NULL_VALUE);
   }
+  f["rounds_total"].set_number_value(
+      static_cast<double>(std::max<int64_t>(report.rounds_total, static_cast<int64_t>(report.rounds.size()))));
+  f["log_dir"].set_string_value(report.log_dir);
+  auto* incomplete = f["incomplete_logs"].mutable_list_value();
+  for (const auto& path : report.incomplete_logs) incomplete->add_values()->set_string_value(path);
   auto* rounds = f["rounds"].mutable_list_value();
   for (const auto& r : report.rounds) {
     Struct s;

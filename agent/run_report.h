@@ -39,10 +39,17 @@ struct RunReport {
   int exit_code = 0;
   std::string message;
   std::optional<v1::Failure> failure;
+  // The last kKeptRounds rounds (a restart loop must not grow memory);
+  // rounds_total counts them all.
+  static constexpr size_t kKeptRounds = 1000;
   std::vector<RoundStats> rounds;
+  int64_t rounds_total = 0;
+  std::string log_dir;  // where this node's logs went ("" without --log-dir)
+  std::vector<std::string> incomplete_logs;  // log files a write error cut short
   std::map<int, RankStats> ranks;  // by global rank
   double wall_s = 0;
 
+  void AddRound(const RoundStats& r);
   // Folds one finished worker group of `round` into the per-rank stats.
   void AddAttempt(const std::string& host, const std::vector<WorkerRecord>& records);
 };

@@ -37,8 +37,17 @@ std::string ReadErrorFileMessage(const std::string& path) {
   return "";
 }
 
+namespace {
+
+// Bigger pipes mean fewer wake-ups per megabyte; the kernel may refuse
+// (pipe-user-pages-soft), which only costs speed.
+constexpr int kPipeSize = 256 * 1024;
+constexpr size_t kReadSize = 256 * 1024;
+
+}  // namespace
+
 WorkerGroup::WorkerGroup(Guardian* guardian, Console* console)
-    : guardian_(guardian), console_(console) {}
+    : guardian_(guardian), console_(console), buf_(new char[kReadSize]) {}
 
 WorkerGroup::~WorkerGroup() {
   for (auto& w : workers_) {
@@ -47,32 +56,53 @@ WorkerGroup::~WorkerGroup() {
   }
 }
 
+absl::Status WorkerGroup::OpenStreams(Worker& w, SpawnRequest* req) {
+  for (Stream* st : {&w.out, &w.err}) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe");
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    fcntl(p[0], F_SETPIPE_SZ, kPipeSize);
+    st->fd = p[0];
+    (st->is_err ? req->stderr_fd : req->stdout_fd) = p[1];
+    st->path = st->is_err ? w.launch.stderr_file : w.launch.stdout_file;
+    if (!st->path.empty()) {
+      st->file = open(st->path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (st->file < 0) {
+        // Checked before the job started; a failure now is a disk that went away.
+        console_->Text(absl::StrCat("drun: warning: cannot open the log ", st->path, ": ",
+                                    strerror(errno), "; this stream goes to the console only\n"));
+        incomplete_logs_.push_back(st->path);
+      }
+    }
+    if (st->is_err ? w.launch.console_stderr : w.launch.console_stdout) {
+      st->console_id = console_->AddSource(st->is_err ? 2 : 1, w.launch.prefix,
+                                           w.launch.cont_prefix, w.launch.colour, st->file >= 0);
+    }
+  }
+  int in[2];
+  if (w.launch.reads_drun_stdin) {
+    if (pipe2(in, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe");
+    fcntl(in[1], F_SETFL, O_NONBLOCK);
+    w.stdin_fd = in[1];
+    req->stdin_fd = in[0];
+  } else {
+    req->stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (req->stdin_fd < 0) return absl::ErrnoToStatus(errno, "open /dev/null");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint now) {
   for (auto& launch : launches) {
     auto w = std::make_unique<Worker>();
     w->launch = std::move(launch);
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe");
-    if (pipe2(err, O_CLOEXEC) != 0) {
-      close(out[0]);
-      close(out[1]);
-      return absl::ErrnoToStatus(errno, "pipe");
-    }
-    fcntl(out[0], F_SETFL, O_NONBLOCK);
-    fcntl(err[0], F_SETFL, O_NONBLOCK);
-    w->out_fd = out[0];
-    w->err_fd = err[0];
-    auto open_log = [](const std::string& path) {
-      return path.empty() ? -1 : open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    };
-    w->out_file = open_log(w->launch.stdout_file);
-    w->err_file = open_log(w->launch.stderr_file);
+    w->err.is_err = true;
     SpawnRequest req = w->launch.request;
-    req.stdout_fd = out[1];
-    req.stderr_fd = err[1];
-    absl::StatusOr<pid_t> pid = SpawnProcessGroup(req);
-    close(out[1]);
-    close(err[1]);
+    absl::Status opened = OpenStreams(*w, &req);
+    absl::StatusOr<pid_t> pid = opened.ok() ? SpawnProcessGroup(req) : absl::StatusOr<pid_t>(opened);
+    for (int fd : {req.stdin_fd, req.stdout_fd, req.stderr_fd}) {
+      if (fd >= 0) close(fd);  // the child's ends
+    }
     if (!pid.ok()) {
       CloseStreams(*w);
       Stop(SIGKILL, now, Duration::zero());
@@ -87,69 +117,128 @@ absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint no
 }
 
 void WorkerGroup::AppendPollFds(std::vector<pollfd>* fds) const {
+  // A console that cannot keep up throttles the streams it alone shows;
+  // streams with a log file go on (the console drops their lines).
+  const bool congested = console_->congested();
   for (const auto& w : workers_) {
-    if (w->out_fd >= 0) fds->push_back({w->out_fd, POLLIN, 0});
-    if (w->err_fd >= 0) fds->push_back({w->err_fd, POLLIN, 0});
+    for (const Stream* st : {&w->out, &w->err}) {
+      if (st->fd < 0 || (congested && st->console_id >= 0 && st->file < 0)) continue;
+      fds->push_back({st->fd, POLLIN, 0});
+    }
+    if (w->stdin_fd >= 0 && !w->stdin_pending.empty()) fds->push_back({w->stdin_fd, POLLOUT, 0});
   }
 }
 
-void WorkerGroup::Emit(Worker& w, bool is_err, absl::string_view line) {
-  const int file = is_err ? w.err_file : w.out_file;
-  if (file >= 0) {
-    WriteAll(file, line);
-    WriteAll(file, "\n");
+void WorkerGroup::Deliver(Worker& w, Stream& st, absl::string_view data) {
+  if (st.file >= 0) {
+    if (int err = WriteAll(st.file, data); err != 0) {
+      console_->Text(absl::StrCat("drun: warning: cannot write the log ", st.path, ": ",
+                                  strerror(err), "; it is incomplete from here, the console goes on\n"));
+      incomplete_logs_.push_back(st.path);
+      close(st.file);
+      st.file = -1;
+    }
   }
-  if (is_err) w.tail.Add(line);
-  if (is_err ? w.launch.console_stderr : w.launch.console_stdout) {
-    console_->Line(is_err ? 2 : 1, w.launch.prefix, line, w.launch.colour);
-  }
+  if (st.is_err) w.tail.Add(data);
+  if (st.console_id >= 0) console_->Write(st.console_id, data);
 }
 
-bool WorkerGroup::ReadStream(Worker& w, bool is_err, int max_reads) {
-  int& fd = is_err ? w.err_fd : w.out_fd;
-  LineSplitter& split = is_err ? w.err_split : w.out_split;
-  char buf[65536];
-  for (int i = 0; i < max_reads && fd >= 0; ++i) {
-    ssize_t n = read(fd, buf, sizeof buf);
+bool WorkerGroup::ReadStream(Worker& w, Stream& st, int max_reads) {
+  for (int i = 0; i < max_reads && st.fd >= 0; ++i) {
+    ssize_t n = read(st.fd, buf_.get(), kReadSize);
     if (n > 0) {
-      split.Feed(absl::string_view(buf, static_cast<size_t>(n)),
-                 [&](absl::string_view line) { Emit(w, is_err, line); });
+      Deliver(w, st, absl::string_view(buf_.get(), static_cast<size_t>(n)));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return false;
-    // EOF or error: the last line may lack its newline.
-    split.Flush([&](absl::string_view line) { Emit(w, is_err, line); });
-    close(fd);
-    fd = -1;
+    // EOF or error: the console shows a last line that lacks its newline.
+    close(st.fd);
+    st.fd = -1;
+    console_->RemoveSource(st.console_id);
+    st.console_id = -1;
   }
-  return fd >= 0;
+  return st.fd >= 0;
 }
 
-void WorkerGroup::Drain(Worker& w, bool is_err) {
-  while (ReadStream(w, is_err, 1 << 20)) {
+void WorkerGroup::Drain(Worker& w, Stream& st) {
+  while (ReadStream(w, st, 1 << 20)) {
   }
-  int& fd = is_err ? w.err_fd : w.out_fd;
-  if (fd >= 0) {
-    (is_err ? w.err_split : w.out_split).Flush([&](absl::string_view l) { Emit(w, is_err, l); });
-    close(fd);
-    fd = -1;
+  if (st.fd >= 0) {
+    close(st.fd);
+    st.fd = -1;
   }
+  console_->RemoveSource(st.console_id);
+  st.console_id = -1;
 }
 
-void WorkerGroup::OnReadable(int fd) {
+void WorkerGroup::OnReady(int fd, short revents) {
   for (auto& w : workers_) {
     // Bounded per call so one chatty worker cannot starve the others.
-    if (fd == w->out_fd) return (void)ReadStream(*w, false, 16);
-    if (fd == w->err_fd) return (void)ReadStream(*w, true, 16);
+    if (fd == w->out.fd) return (void)ReadStream(*w, w->out, 16);
+    if (fd == w->err.fd) return (void)ReadStream(*w, w->err, 16);
+    if (fd == w->stdin_fd) {
+      if (revents & (POLLERR | POLLHUP)) w->stdin_pending.clear();  // the reader is gone
+      return WriteStdin(*w);
+    }
+  }
+}
+
+void WorkerGroup::WriteStdin(Worker& w) {
+  while (w.stdin_fd >= 0 && !w.stdin_pending.empty()) {
+    ssize_t n = write(w.stdin_fd, w.stdin_pending.data(), w.stdin_pending.size());
+    if (n > 0) {
+      w.stdin_pending.erase(0, static_cast<size_t>(n));
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && errno == EAGAIN) {
+      return;
+    } else {
+      w.stdin_pending.clear();  // EPIPE: the worker closed its stdin or exited
+    }
+  }
+  if (w.stdin_fd >= 0 && w.stdin_end && w.stdin_pending.empty()) {
+    close(w.stdin_fd);
+    w.stdin_fd = -1;
+  }
+}
+
+bool WorkerGroup::WantsStdin() const {
+  bool any = false;
+  for (const auto& w : workers_) {
+    if (w->stdin_fd < 0) continue;
+    if (!w->stdin_pending.empty()) return false;
+    any = true;
+  }
+  return any;
+}
+
+void WorkerGroup::FeedStdin(absl::string_view data) {
+  for (auto& w : workers_) {
+    if (w->stdin_fd < 0) continue;
+    w->stdin_pending.append(data.data(), data.size());
+    WriteStdin(*w);
+  }
+}
+
+void WorkerGroup::EndStdin() {
+  for (auto& w : workers_) {
+    w->stdin_end = true;
+    WriteStdin(*w);
   }
 }
 
 void WorkerGroup::CloseStreams(Worker& w) {
-  for (int* fd : {&w.out_fd, &w.err_fd, &w.out_file, &w.err_file}) {
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
+  for (Stream* st : {&w.out, &w.err}) {
+    for (int* fd : {&st->fd, &st->file}) {
+      if (*fd >= 0) close(*fd);
+      *fd = -1;
+    }
+    console_->RemoveSource(st->console_id);
+    st->console_id = -1;
   }
+  if (w.stdin_fd >= 0) close(w.stdin_fd);
+  w.stdin_fd = -1;
 }
 
 void WorkerGroup::CheckGroup(Worker& w) {
@@ -160,8 +249,8 @@ void WorkerGroup::CheckGroup(Worker& w) {
   // Everything the group wrote is in the pipes now; a process that escaped
   // with setsid may still hold them open, so drain and close rather than wait
   // for EOF.
-  Drain(w, false);
-  Drain(w, true);
+  Drain(w, w.out);
+  Drain(w, w.err);
   CloseStreams(w);
 }
 
@@ -178,9 +267,8 @@ bool WorkerGroup::OnChildExit(pid_t pid, int status, long maxrss_kb, TimePoint n
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok && !stopping_ && !first_failure_) {
       // Drain what it wrote so the stderr tail includes its last words.
-      ReadStream(w, false, 1 << 20);
-      ReadStream(w, true, 1 << 20);
-      w.err_split.Flush([&](absl::string_view l) { Emit(w, true, l); });
+      ReadStream(w, w.out, 1 << 20);
+      ReadStream(w, w.err, 1 << 20);
       WorkerExit e;
       e.local_rank = w.launch.local_rank;
       e.rank = w.launch.rank;
@@ -192,7 +280,7 @@ bool WorkerGroup::OnChildExit(pid_t pid, int status, long maxrss_kb, TimePoint n
       } else {
         e.exit_code = WEXITSTATUS(status);
       }
-      e.stderr_tail = w.tail.lines();
+      e.stderr_tail = w.tail.lines(20);
       e.error_message = ReadErrorFileMessage(w.launch.error_file);
       first_failure_ = std::move(e);
     }
@@ -239,7 +327,7 @@ std::optional<TimePoint> WorkerGroup::NextDeadline() const {
 
 bool WorkerGroup::done() const {
   for (const auto& w : workers_) {
-    if (!w->group_gone || w->out_fd >= 0 || w->err_fd >= 0) return false;
+    if (!w->group_gone || w->out.fd >= 0 || w->err.fd >= 0) return false;
   }
   return true;
 }

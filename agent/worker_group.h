@@ -11,7 +11,12 @@
 //    its output is drained;
 //  - Stop() sends the signal to every live group and SIGKILL once the grace
 //    period has passed;
-//  - the first non-zero exit seen while not stopping is the group's failure.
+//  - the first non-zero exit seen while not stopping is the group's failure;
+//  - log files get the workers' bytes exactly, one write per read; a log
+//    that cannot be written (ENOSPC, EIO) is closed with one warning line on
+//    the console and listed in incomplete_logs(); the worker goes on;
+//  - no worker ever reads drun's terminal: its stdin is a pipe fed by the
+//    agent or /dev/null, so it cannot stop on SIGTTIN.
 #ifndef DRUN_AGENT_WORKER_GROUP_H_
 #define DRUN_AGENT_WORKER_GROUP_H_
 
@@ -33,6 +38,7 @@ namespace drun {
 
 struct WorkerLaunch {
   std::string prefix;  // console prefix, e.g. "[rank3]: "
+  std::string cont_prefix;  // for a line continued on the next console line, e.g. "[rank3]+ "
   int colour = -1;
   int local_rank = -1;  // -1 for the node-setup command
   int rank = -1;
@@ -42,6 +48,9 @@ struct WorkerLaunch {
   std::string stdout_file;  // empty: none
   std::string stderr_file;
   std::string error_file;  // TORCHELASTIC_ERROR_FILE, read on failure
+  // Reads drun's standard input through a pipe the group feeds (FeedStdin);
+  // otherwise its stdin is /dev/null (end-of-file at once).
+  bool reads_drun_stdin = false;
 };
 
 struct WorkerExit {
@@ -79,7 +88,15 @@ class WorkerGroup {
   absl::Status Start(std::vector<WorkerLaunch> launches, TimePoint now);
 
   void AppendPollFds(std::vector<pollfd>* fds) const;
-  void OnReadable(int fd);
+  // A worker pipe (stdout/stderr readable, or a stdin pipe writable) is ready.
+  void OnReady(int fd, short revents);
+
+  // drun's stdin: true when every reading worker took all it was given.
+  bool WantsStdin() const;
+  void FeedStdin(absl::string_view data);
+  // End-of-file on drun's stdin: the readers get end-of-file once fed.
+  void EndStdin();
+  const std::vector<std::string>& incomplete_logs() const { return incomplete_logs_; }
   // Returns true if `pid` was one of this group's leaders.
   bool OnChildExit(pid_t pid, int status, long maxrss_kb, TimePoint now);
   // Re-checks lingering process groups; call after every batch of reaps.
@@ -99,15 +116,21 @@ class WorkerGroup {
   std::vector<WorkerRecord> records() const;
 
  private:
+  struct Stream {
+    bool is_err = false;
+    int fd = -1;       // the pipe's read end
+    int file = -1;     // the log file, or -1
+    std::string path;  // of the log file
+    int console_id = -1;  // -1: not shown on the console
+  };
   struct Worker {
     WorkerLaunch launch;
     pid_t pid = -1;
-    int out_fd = -1;
-    int err_fd = -1;
-    int out_file = -1;
-    int err_file = -1;
-    LineSplitter out_split, err_split;
-    TailBuffer tail;
+    Stream out, err;
+    int stdin_fd = -1;  // write end of the worker's stdin pipe
+    std::string stdin_pending;
+    bool stdin_end = false;  // close stdin_fd once stdin_pending is written
+    RawTail tail;
     bool exited = false;
     bool group_gone = false;
     int status = 0;
@@ -115,10 +138,12 @@ class WorkerGroup {
     TimePoint end;
     long maxrss_kb = 0;
   };
+  absl::Status OpenStreams(Worker& w, SpawnRequest* req);
   // Reads at most max_reads chunks; true if the stream may have more.
-  bool ReadStream(Worker& w, bool is_err, int max_reads);
-  void Drain(Worker& w, bool is_err);
-  void Emit(Worker& w, bool is_err, absl::string_view line);
+  bool ReadStream(Worker& w, Stream& st, int max_reads);
+  void Drain(Worker& w, Stream& st);
+  void Deliver(Worker& w, Stream& st, absl::string_view data);
+  void WriteStdin(Worker& w);
   void CloseStreams(Worker& w);
   void CheckGroup(Worker& w);
 
@@ -128,6 +153,8 @@ class WorkerGroup {
   bool stopping_ = false;
   std::optional<TimePoint> kill_at_;
   std::optional<WorkerExit> first_failure_;
+  std::vector<std::string> incomplete_logs_;
+  std::unique_ptr<char[]> buf_;  // one read buffer for every stream
 };
 
 // The message of a TORCHELASTIC_ERROR_FILE written by torch's @record

@@ -85,11 +85,13 @@ const OptionDef kOptions[] = {
     {"local-addr", 0, Kind::kValue, kRdzv, "ADDR", "address of this node as others should reach it", true},
     {"rdzv-token-file", 0, Kind::kValue, kRdzv, "FILE",
      "file holding the job token (else $DRUN_RDZV_TOKEN); nodes without it are rejected", false},
-    {"log-dir", 0, Kind::kValue, kOut, "DIR", "write <DIR>/<run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log", true},
+    {"log-dir", 0, Kind::kValue, kOut, "DIR",
+     "keep workers' output in <DIR>/<run_id>[_<unique>]/[<host>/]attempt_<n>/<local_rank>/{stdout,stderr}.log (both streams unless -r/-t say otherwise)", true},
     {"redirects", 'r', Kind::kValue, kOut, "0-3|R:0-3,...",
      "send workers' stdout (1), stderr (2) or both (3) to log files only", true},
     {"tee", 't', Kind::kValue, kOut, "0-3|R:0-3,...", "copy workers' stdout (1), stderr (2) or both (3) to log files", true},
     {"local-ranks-filter", 0, Kind::kValue, kOut, "R,...", "show only these local ranks on the console", true},
+    {"stdin", 0, Kind::kValue, kOut, "RANK|all|none", "which global ranks read drun's stdin (default 0; the others read end-of-file)", false},
     {"summary", 0, Kind::kFlag, kOut, nullptr,
      "print the per-rank table (exit, attempts, wall time, peak RSS) at exit; always on failure", false},
     {"report", 0, Kind::kValue, kOut, "FILE", "write the run's summary and rendezvous timings as JSON", false},
@@ -613,6 +615,11 @@ absl::Status ResolveOutput(const Sources& src, CommandLine* cl) {
       return Bad(absl::StrCat(Sources::Label(v->origin, "local-ranks-filter"), ": ", f.status().message()));
     }
     for (int r : *f) s.add_local_ranks_filter(r);
+  }
+  if (auto v = src.Get("stdin")) {
+    auto t = ParseStdinTarget(v->value);
+    if (!t.ok()) return Bad(absl::StrCat(Sources::Label(v->origin, "stdin"), ": ", t.status().message()));
+    *s.mutable_stdin_target() = *t;
   }
   for (const char* name : {"summary", "quiet"}) {
     auto b = src.Flag(name);

@@ -1,7 +1,10 @@
 #include "agent/output.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <functional>
 
 namespace drun {
 namespace {
@@ -86,6 +89,183 @@ TEST(ConsoleTest, PrefixesEveryLineAndKeepsStreamsApart) {
   EXPECT_EQ(std::string(buf, n), "[rank1]: oops\n");
   close(out[0]);
   close(err[0]);
+}
+
+// Runs `body` on a Console whose stdout and stderr are pipes; returns what
+// each received.
+std::pair<std::string, std::string> Capture(const std::function<void(Console&)>& body) {
+  int out[2], err[2];
+  EXPECT_EQ(pipe(out), 0);
+  EXPECT_EQ(pipe(err), 0);
+  {
+    Console c(out[1], err[1]);
+    body(c);
+    c.Drain();
+  }
+  close(out[1]);
+  close(err[1]);
+  auto slurp = [](int fd) {
+    std::string s;
+    char buf[65536];
+    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) s.append(buf, n);
+    close(fd);
+    return s;
+  };
+  std::string o = slurp(out[0]);
+  return {o, slurp(err[0])};
+}
+
+const OutClock::time_point kLater = OutClock::now() + std::chrono::hours(1);
+
+TEST(ConsoleTest, PartialLineShownWithPrefixThenCompleted) {
+  auto [out, err] = Capture([](Console& c) {
+    int a = c.AddSource(1, "[rank0]: ", "[rank0]+ ", -1, false);
+    c.Write(a, "(Pdb) ");
+    EXPECT_TRUE(c.NextDeadline().has_value());
+    c.ShowPartials(OutClock::now());  // too early: nothing yet
+    c.Flush();
+    c.ShowPartials(kLater);
+    c.Write(a, "p x\n42\n");
+  });
+  EXPECT_EQ(out, "[rank0]: (Pdb) p x\n[rank0]: 42\n");
+}
+
+TEST(ConsoleTest, AnotherSourceEndsTheOpenLineAndTheOwnerContinuesMarked) {
+  auto [out, err] = Capture([](Console& c) {
+    int a = c.AddSource(1, "[rank0]: ", "[rank0]+ ", -1, false);
+    int b = c.AddSource(1, "[rank1]: ", "[rank1]+ ", -1, false);
+    c.Write(a, "half");
+    c.ShowPartials(kLater);
+    c.Write(b, "whole\n");
+    c.Flush();
+    // rank1 waits for rank0's line, which does not end in time: it is cut.
+    c.ShowPartials(kLater + Console::kHoldLimit);
+    c.Write(a, " rest\n");
+  });
+  EXPECT_EQ(out, "[rank0]: half\n[rank1]: whole\n[rank0]+  rest\n");
+}
+
+TEST(ConsoleTest, OthersWaitBrieflyForAnUnfinishedLine) {
+  auto [out, err] = Capture([](Console& c) {
+    int a = c.AddSource(1, "[rank0]: ", "[rank0]+ ", -1, false);
+    int b = c.AddSource(1, "[rank1]: ", "[rank1]+ ", -1, false);
+    c.Write(a, "half");
+    c.ShowPartials(kLater);  // shown: the writer stalled
+    c.Write(b, "whole\npart");
+    c.Write(a, " rest\n");  // back within kHoldLimit: its line stays whole
+    c.RemoveSource(b);
+  });
+  EXPECT_EQ(out, "[rank0]: half rest\n[rank1]: whole\n[rank1]: part\n");
+}
+
+TEST(ConsoleTest, CarriageReturnRedrawsKeepThePrefix) {
+  auto [out, err] = Capture([](Console& c) {
+    int a = c.AddSource(2, "[rank0]: ", "[rank0]+ ", -1, false);
+    c.Write(a, "\r 10%|#");
+    c.ShowPartials(kLater);
+    c.Write(a, "\r 50%|#####");
+    c.ShowPartials(kLater);
+    c.Write(a, "\r100%|##########\n");
+    c.Write(a, "windows\r\n");
+  });
+  EXPECT_EQ(err, "[rank0]:  10%|#\r[rank0]:  50%|#####\r[rank0]: 100%|##########\n[rank0]: windows\r\n");
+}
+
+TEST(ConsoleTest, OverlongLineInMarkedPieces) {
+  auto [out, err] = Capture([](Console& c) {
+    int a = c.AddSource(1, "[r]: ", "[r]+ ", -1, false, 4);
+    c.Write(a, "abcdefghij\nxy\n");
+  });
+  EXPECT_EQ(out, "[r]: abcd\n[r]+ efgh\n[r]+ ij\n[r]: xy\n");
+}
+
+TEST(ConsoleTest, LastLineWithoutNewlineShownWhenSourceEnds) {
+  auto [out, err] = Capture([](Console& c) {
+    int a = c.AddSource(1, "[rank0]: ", "[rank0]+ ", -1, false);
+    c.Write(a, "bye");
+    c.RemoveSource(a);
+  });
+  EXPECT_EQ(out, "[rank0]: bye\n");
+}
+
+TEST(ConsoleTest, DrunTextNeverLandsInsideAPartialLine) {
+  auto [out, err] = Capture([](Console& c) {
+    int a = c.AddSource(2, "[rank0]: ", "[rank0]+ ", -1, false);
+    c.Write(a, "Password: ");
+    c.ShowPartials(kLater);
+    c.Text("drun: hello\n");
+  });
+  EXPECT_EQ(err, "[rank0]: Password: \ndrun: hello\n");
+}
+
+TEST(ConsoleTest, SlowConsoleDropsWholeLinesThatHaveALogFileAndSaysSo) {
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  int err[2];
+  ASSERT_EQ(pipe(err), 0);
+  fcntl(err[0], F_SETFL, O_NONBLOCK);
+  const std::string line(1000, 'x');
+  {
+    Console c(p[1], err[1]);
+    int logged = c.AddSource(1, "[rank0]: ", "[rank0]+ ", -1, true);
+    int unlogged = c.AddSource(1, "[rank1]: ", "[rank1]+ ", -1, false);
+    // Nobody reads p[0]: past the limit lines with a log file are dropped,
+    // lines without one are kept (their reader is throttled instead).
+    for (size_t i = 0; i * 1001 < 2 * Console::kQueueLimit; ++i) {
+      c.Write(logged, line + "\n");
+      c.Flush();
+    }
+    EXPECT_TRUE(c.congested());
+    c.Write(unlogged, "kept\n");
+    // The reader catches up: the drop is reported on stderr.
+    std::string got;
+    char buf[1 << 16];
+    while (!c.BlockedFds().empty()) {
+      ssize_t n = read(p[0], buf, sizeof buf);
+      if (n > 0) got.append(buf, n);
+      c.Flush();
+    }
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    for (ssize_t n; (n = read(p[0], buf, sizeof buf)) > 0;) got.append(buf, n);
+    EXPECT_NE(got.find("[rank1]: kept\n"), std::string::npos);
+    // Whole lines only: every line starts with a prefix.
+    size_t bad = 0;
+    for (size_t pos = 0; pos < got.size();) {
+      if (got.compare(pos, 9, "[rank0]: ") != 0 && got.compare(pos, 9, "[rank1]: ") != 0) ++bad;
+      size_t nl = got.find('\n', pos);
+      if (nl == std::string::npos) break;
+      pos = nl + 1;
+    }
+    EXPECT_EQ(bad, 0u);
+    c.Flush();
+  }
+  char ebuf[4096];
+  ssize_t n = read(err[0], ebuf, sizeof ebuf);
+  ASSERT_GT(n, 0);
+  EXPECT_NE(std::string(ebuf, n).find("could not keep up"), std::string::npos);
+  close(p[0]);
+  close(err[0]);
+  close(p[1]);
+  close(err[1]);
+}
+
+TEST(StdinTargetTest, Parses) {
+  EXPECT_TRUE(StdinIncludes(*ParseStdinTarget(""), 0));
+  EXPECT_FALSE(StdinIncludes(*ParseStdinTarget(""), 1));
+  EXPECT_TRUE(StdinIncludes(*ParseStdinTarget("3"), 3));
+  EXPECT_TRUE(StdinIncludes(*ParseStdinTarget("all"), 7));
+  EXPECT_FALSE(StdinIncludes(*ParseStdinTarget("none"), 0));
+  EXPECT_FALSE(ParseStdinTarget("-1").ok());
+  EXPECT_FALSE(ParseStdinTarget("rank0").ok());
+}
+
+TEST(RawTailTest, KeepsLastLines) {
+  RawTail t(16);
+  t.Add("one\ntwo\nthr");
+  t.Add("ee\n");
+  EXPECT_EQ(t.lines(2), (std::vector<std::string>{"two", "three"}));
+  t.Add(std::string(40, 'z'));
+  EXPECT_EQ(t.lines(), (std::vector<std::string>{std::string(16, 'z')}));
 }
 
 }  // namespace
