@@ -77,7 +77,7 @@ Agent::~Agent() {
 void Agent::Log(const std::string& line) {
   // Through the console, so drun's lines never land inside a worker's
   // partial line nor overtake worker output queued before them.
-  console_.Text(absl::StrCat(status_shown_ ? "\r\033[K" : "", "drun: ", line, "\n"));
+  console_.Text(absl::StrCat(status_shown_ ? "\r\033[K" : "", DrunLine(line)));
   console_.Flush();
 }
 
@@ -130,7 +130,8 @@ void Agent::WriteReport(TimePoint now) {
   report_.message = exit_message_;
   report_.failure = exit_failure_;
   report_.wall_s = std::chrono::duration<double>(now - started_).count();
-  if (opt_.summary || (exit_code_ != 0 && !report_.ranks.empty() && exit_failure_)) {
+  const bool failed = exit_code_ != 0 && !report_.ranks.empty() && exit_failure_;
+  if (!opt_.launcher_reports_end && (opt_.summary || failed)) {
     console_.Text(FormatSummaryTable(report_));
   }
   if (!opt_.report_path.empty()) {
@@ -337,7 +338,7 @@ int Agent::Run() {
   // The table first, the root cause last: it is what the user reads when
   // drun returns, however many ranks the table has.
   WriteReport(Clock::now());
-  if (exit_code_ != 0) {
+  if (exit_code_ != 0 && !opt_.launcher_reports_end) {
     if (!exit_message_.empty()) Log(exit_message_);
     if (exit_failure_) console_.Text(FormatRootCause(*exit_failure_, opt_.quiet));
   }
@@ -687,7 +688,7 @@ std::string FormatRootCause(const v1::Failure& f, bool brief) {
       lines.push_back(absl::StrCat("  last stderr line: ", f.stderr_tail(f.stderr_tail_size() - 1)));
     }
     std::string out;
-    for (const auto& l : lines) absl::StrAppend(&out, "drun: ", l, "\n");
+    for (const auto& l : lines) absl::StrAppend(&out, DrunLine(l));
     return out;
   }
   lines.push_back("===== root cause: first failure =====");
@@ -715,7 +716,7 @@ std::string FormatRootCause(const v1::Failure& f, bool brief) {
   }
   for (const auto& hint : RootCauseHints(f)) lines.push_back(absl::StrCat("hint: ", hint));
   std::string out;
-  for (const auto& l : lines) absl::StrAppend(&out, "drun: ", l, "\n");
+  for (const auto& l : lines) absl::StrAppend(&out, DrunLine(l));
   return out;
 }
 

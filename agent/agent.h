@@ -38,6 +38,9 @@ struct AgentOptions {
   bool summary = false;     // --summary: print the table even on success
   std::string report_path;  // --report FILE
   bool quiet = false;       // --quiet: no progress lines of drun's own
+  // A launcher (ssh, --launcher slurm) prints the job's end for every host:
+  // no outcome line, table or root cause of this agent's own.
+  bool launcher_reports_end = false;
 };
 
 // The root-cause summary every node prints on a failed job, as lines each

@@ -32,6 +32,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "rendezvous/base/say.h"  // WriteAll
 #include "drun/v1/job.pb.h"
 
 namespace drun {
@@ -189,11 +190,6 @@ class Console {
   uint64_t dropped_lines_ = 0;
   uint64_t dropped_bytes_ = 0;
 };
-
-// Writes all of `data` to `fd`, retrying on EINTR and short writes (and
-// waiting for a non-blocking fd to drain). Returns 0 or the errno that
-// stopped it (EPIPE, ENOSPC, ...).
-int WriteAll(int fd, absl::string_view data);
 
 }  // namespace drun
 

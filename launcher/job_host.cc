@@ -34,12 +34,13 @@ std::string JobHost::LaunchMessage(const std::string& dial_host, const std::stri
                              : absl::StrCat("[", dial_host, "]:", port()));
   launch.set_hostname(hostname);
   launch.set_local_addr(local_addr);
+  launch.set_launcher_reports_end(true);
   return EncodeAgentLaunch(launch);
 }
 
 int JobHost::Report(const v1::Finish& finish) {
   if (finish.exit_code() != 0) {
-    WriteAll(2, absl::StrCat("drun: job failed: ", finish.message(), "\n"));
+    Say(absl::StrCat("job failed: ", finish.message()));
     if (finish.has_failure()) WriteAll(2, FormatRootCause(finish.failure()));
   }
   return finish.exit_code();

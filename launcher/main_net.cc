@@ -93,6 +93,7 @@ int AgentMain() {
   options.token = launch->token();
   options.host_in_prefix = true;
   options.lifeline_fd = 0;
+  options.launcher_reports_end = launch->launcher_reports_end();
   options.quiet = spec.quiet();
   options.advertise_addr = launch->local_addr();
   if (options.advertise_addr.empty()) {

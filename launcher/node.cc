@@ -20,7 +20,7 @@
 namespace drun {
 
 int Fail(int code, const std::string& message) {
-  WriteAll(2, absl::StrCat("drun: ", message, "\n"));
+  Say(message);
   return code;
 }
 
@@ -50,7 +50,7 @@ absl::StatusOr<std::string> ReadJobToken(const CommandLine& cl, const EnvMap& en
 }
 
 int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::JobSpec* spec) {
-  for (const std::string& n : cl.notices) WriteAll(2, absl::StrCat("drun: ", n, "\n"));
+  for (const std::string& n : cl.notices) Say(n);
   if (workers_here) {
     if (absl::Status st = CheckEntrypoint(*spec, env); !st.ok()) return Fail(kExitBadInput, std::string(st.message()));
   }
@@ -61,7 +61,7 @@ int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::
     auto dir = MakeTempDir("drun_logs_");
     if (!dir.ok()) return Fail(kExitLauncherFailed, absl::StrCat("cannot create a log directory: ", dir.status().message()));
     spec->set_log_dir(*dir);
-    WriteAll(2, absl::StrCat("drun: log directory set to ", *dir, "\n"));
+    Say(absl::StrCat("log directory set to ", *dir));
   }
   return 0;
 }

@@ -402,8 +402,8 @@ absl::Status ApplySlurmEnvironment(CommandLine* cl, Env* env) {
                            p.spec.nproc_per_node())
             : absl::StrCat(p.num_tasks, " tasks on ", p.num_nodes,
                            " node(s), one worker per task (RANK=SLURM_PROCID)");
-    WriteAll(2, absl::StrCat("drun: Slurm step ", p.step, ": ", shape, "; rendezvous on ", p.host, ":",
-                             p.port, " (port ", p.port_source, "), run id ", p.spec.run_id(), "\n"));
+    Say(absl::StrCat("Slurm step ", p.step, ": ", shape, "; rendezvous on ", p.host, ":",
+                             p.port, " (port ", p.port_source, "), run id ", p.spec.run_id()));
   }
   return absl::OkStatus();
 }

@@ -37,7 +37,6 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
-void Say(const std::string& line) { WriteAll(2, absl::StrCat("drun: ", line, "\n")); }
 
 std::string Get(const Env& env, const char* name) {
   auto it = env.find(name);

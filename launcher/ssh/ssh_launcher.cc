@@ -53,7 +53,8 @@ void ConsoleLine(int fd, absl::string_view line) {
   std::lock_guard<std::mutex> lock(g_console_mu);
   WriteAll(fd, out);
 }
-void Say(absl::string_view message) { ConsoleLine(2, absl::StrCat("drun: ", message)); }
+// The hosts' threads share the console: drun's own lines go through it too.
+void SayLocked(absl::string_view message) { ConsoleLine(2, absl::StripSuffix(DrunLine(message), "\n")); }
 
 std::string FirstLine(absl::string_view text) {
   std::string line(text.substr(0, text.find('\n')));
@@ -182,21 +183,17 @@ class HostOutput {
   }
 
  private:
+  // The agent's own lines get the host's name; the job's end is the
+  // launcher's to print (AgentLaunch.launcher_reports_end), not the agent's.
   void Line(int stream, absl::string_view line) {
     if (stream == 2 && absl::StartsWith(line, "drun: ")) {
-      absl::string_view body = line.substr(6);
-      if (absl::StartsWith(body, "job failed") || absl::StartsWith(body, "=====")) {
-        summary_ = true;
-      }
-      if (summary_) return;
-      ConsoleLine(2, absl::StrCat("drun: ", host_, ": ", body));
+      ConsoleLine(2, absl::StrCat("drun: ", host_, ": ", line.substr(6)));
       return;
     }
     ConsoleLine(stream, line);
   }
   std::string host_;
   LineSplitter out_, err_;
-  bool summary_ = false;
 };
 
 // A host's thread: connects if needed, starts `drun agent`, pumps its output
@@ -211,6 +208,7 @@ void RunAgent(LaunchInfo info, std::unique_ptr<SshConnection> conn,
   *launch.mutable_spec() = info.spec;
   launch.set_token(info.token);
   launch.set_hostname(info.entry.host);
+  launch.set_launcher_reports_end(true);
   if (info.rsh.empty()) {
     if (!conn || !conn->connected()) {
       conn.reset();
@@ -501,10 +499,10 @@ void SshLauncher::Fail(Host& h, const std::string& why) {
   h.last_failure = why;
   if (h.failures >= 2) {
     h.state = State::kExcluded;
-    Say(absl::StrCat(h.plan.entry.host, ": ", why, "; its agent failed twice, so this job does not "
+    SayLocked(absl::StrCat(h.plan.entry.host, ": ", why, "; its agent failed twice, so this job does not "
                      "use the host again"));
   } else {
-    Say(absl::StrCat(h.plan.entry.host, ": ", why, "; starting a new agent there"));
+    SayLocked(absl::StrCat(h.plan.entry.host, ": ", why, "; starting a new agent there"));
     Start(h);
   }
   CheckViable();
@@ -530,7 +528,7 @@ void SshLauncher::OnEnded(Event e) {
   if (h.state == State::kExcluded) return;
   if (finished_ || stop_level_ > 0) {
     h.state = State::kDone;
-    if (finished_ && !e.start_error.empty()) Say(absl::StrCat(h.plan.entry.host, ": ", DescribeEnd(e)));
+    if (finished_ && !e.start_error.empty()) SayLocked(absl::StrCat(h.plan.entry.host, ": ", DescribeEnd(e)));
     return;
   }
   const std::string why = DescribeEnd(e);
@@ -567,10 +565,10 @@ void SshLauncher::OnLost(const std::string& name) {
     h->last_failure = "the rendezvous lost its agent";
     if (h->failures >= 2) {
       h->state = State::kExcluded;
-      Say(absl::StrCat(name, ": the rendezvous lost its agent; its agent failed twice, so this "
+      SayLocked(absl::StrCat(name, ": the rendezvous lost its agent; its agent failed twice, so this "
                        "job does not use the host again"));
     } else {
-      Say(absl::StrCat(name, ": the rendezvous lost its agent; starting a new agent there"));
+      SayLocked(absl::StrCat(name, ": the rendezvous lost its agent; starting a new agent there"));
     }
     h->control->Request(2);
   }
@@ -589,7 +587,7 @@ void SshLauncher::CheckViable() {
     }
   }
   if (usable >= plan_.min_nodes) return;
-  Say(absl::StrCat("job failed: only ", usable, " usable host", usable == 1 ? "" : "s",
+  SayLocked(absl::StrCat("job failed: only ", usable, " usable host", usable == 1 ? "" : "s",
                    " left and the job needs at least ", plan_.min_nodes,
                    "; not usable: ", absl::StrJoin(gone, ", ")));
   exit_code_ = 1;
@@ -695,7 +693,7 @@ std::optional<int> SshLauncher::RunPreflight(int sig_fd) {
     if (fds[1].revents) {
       signalfd_siginfo si;
       if (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-        Say(absl::StrCat("got ", SignalName(static_cast<int>(si.ssi_signo)),
+        SayLocked(absl::StrCat("got ", SignalName(static_cast<int>(si.ssi_signo)),
                          " during the pre-flight checks: nothing was started"));
         // The checks still running are aborted; the destructor joins them.
         for (auto& c : *controls) c->Request(2);
@@ -713,7 +711,7 @@ std::optional<int> SshLauncher::RunPreflight(int sig_fd) {
       Preflight& p = *slot->results[i];
       if (!p.status.ok()) {
         failed++;
-        Say(absl::StrCat(HostLabel(hosts_[i].plan.entry), ": ", p.status.message()));
+        SayLocked(absl::StrCat(HostLabel(hosts_[i].plan.entry), ": ", p.status.message()));
         continue;
       }
       hosts_[i].conn = std::move(p.conn);
@@ -721,7 +719,7 @@ std::optional<int> SshLauncher::RunPreflight(int sig_fd) {
     }
   }
   if (failed == 0) return std::nullopt;
-  Say(absl::StrCat("pre-flight failed on ", failed, " of ", hosts_.size(), " host",
+  SayLocked(absl::StrCat("pre-flight failed on ", failed, " of ", hosts_.size(), " host",
                    hosts_.size() == 1 ? "" : "s", "; nothing was started"));
   return 1;
 }
@@ -730,7 +728,7 @@ void SshLauncher::AnnounceAndStart(const v1::JobSpec& spec_in, int port) {
   if (!spec_in.quiet()) {
     std::vector<std::string> names, spares;
     for (const Host& h : hosts_) (h.plan.spare ? spares : names).push_back(h.plan.entry.host);
-    Say(absl::StrCat("starting agents on ", names.size(), " host", names.size() == 1 ? "" : "s",
+    SayLocked(absl::StrCat("starting agents on ", names.size(), " host", names.size() == 1 ? "" : "s",
                      " (", absl::StrJoin(names, ", "), ")",
                      spares.empty() ? "" : absl::StrCat(" and ", spares.size(), " spare",
                                                         spares.size() == 1 ? "" : "s", " (",
@@ -762,12 +760,12 @@ std::optional<TimePoint> SshLauncher::SettleDue(TimePoint now) {
 void SshLauncher::OnStopSignal(int sig, Duration end_bound) {
   if (stop_signal_ == 0 && !finished_) {
     stop_signal_ = sig;
-    Say(absl::StrCat("got ", SignalName(sig), ": stopping the agents on every host (",
+    SayLocked(absl::StrCat("got ", SignalName(sig), ": stopping the agents on every host (",
                      "again to drop them at once)"));
     StopAll(1);
     end_deadline_ = Clock::now() + end_bound;
   } else {
-    Say(absl::StrCat("got ", SignalName(sig), " again: dropping every connection"));
+    SayLocked(absl::StrCat("got ", SignalName(sig), " again: dropping every connection"));
     if (stop_signal_ == 0) stop_signal_ = sig;
     StopAll(2);
     end_deadline_ = Clock::now() + std::chrono::seconds(5);
@@ -801,7 +799,7 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
     if (PollUntil(fds, 3, deadline) < 0) break;
     if (end_deadline_ && Clock::now() >= *end_deadline_) {
       if (stop_level_ >= 2) break;  // dropped everything and still waiting: give up
-      Say("agents did not end in time; dropping their connections");
+      SayLocked("agents did not end in time; dropping their connections");
       StopAll(2);
       end_deadline_ = Clock::now() + std::chrono::seconds(5);
     }
@@ -824,7 +822,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   std::vector<std::string> rsh;
   auto rdzv = PlanJob(spec_in, &rsh);
   if (!rdzv.ok()) {
-    Say(rdzv.status().message());
+    SayLocked(rdzv.status().message());
     return 2;
   }
   if (token.empty()) token = RandomHex(24);
@@ -852,7 +850,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   job_spec.set_max_nodes(plan_.max_nodes);
   auto job = JobHost::Start(job_spec, token, v6 ? "::" : "0.0.0.0", rdzv->port);
   if (!job.ok()) {
-    Say(absl::StrCat("cannot serve the rendezvous: ", job.status().message()));
+    SayLocked(absl::StrCat("cannot serve the rendezvous: ", job.status().message()));
     return 1;
   }
   RendezvousServer* server = (*job)->server();
