@@ -12,7 +12,8 @@
 //  - Stop() sends the signal to every live group and SIGKILL once the grace
 //    period has passed;
 //  - the first non-zero exit seen while not stopping is the group's failure;
-//  - log files get the workers' bytes exactly, one write per read; a log
+//  - log files get the workers' bytes exactly, one write per read (or a
+//    splice when only the file wants them); a log
 //    that cannot be written (ENOSPC, EIO) is closed with one warning line on
 //    the console and listed in incomplete_logs(); the worker goes on;
 //  - no worker ever reads drun's terminal: its stdin is a pipe fed by the
