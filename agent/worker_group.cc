@@ -143,9 +143,40 @@ void WorkerGroup::Deliver(Worker& w, Stream& st, absl::string_view data) {
   if (st.console_id >= 0) console_->Write(st.console_id, data);
 }
 
+bool WorkerGroup::SpliceToFile(Stream& st, ssize_t* n) {
+  // Only the log file wants these bytes (-r, or a /dev/null console, and no
+  // stderr tail): move them pipe -> file in the kernel, no copy through drun.
+  if (st.file < 0 || st.is_err || st.no_splice ||
+      (st.console_id >= 0 && !console_->discards(1))) {
+    return false;
+  }
+  *n = splice(st.fd, nullptr, st.file, nullptr, kReadSize, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+  if (*n >= 0 || errno == EAGAIN || errno == EINTR) return true;
+  if (errno == EINVAL) {  // this file system cannot splice: read and write
+    st.no_splice = true;
+    return false;
+  }
+  console_->Text(absl::StrCat("drun: warning: cannot write the log ", st.path, ": ", strerror(errno),
+                              "; it is incomplete from here, the console goes on\n"));
+  incomplete_logs_.push_back(st.path);
+  close(st.file);
+  st.file = -1;
+  return false;
+}
+
 bool WorkerGroup::ReadStream(Worker& w, Stream& st, int max_reads) {
   for (int i = 0; i < max_reads && st.fd >= 0; ++i) {
-    ssize_t n = read(st.fd, buf_.get(), kReadSize);
+    ssize_t n;
+    if (SpliceToFile(st, &n)) {
+      if (n > 0 || (n < 0 && errno == EINTR)) continue;
+      if (n < 0) return false;  // EAGAIN
+      close(st.fd);  // end-of-file
+      st.fd = -1;
+      console_->RemoveSource(st.console_id);
+      st.console_id = -1;
+      continue;
+    }
+    n = read(st.fd, buf_.get(), kReadSize);
     if (n > 0) {
       Deliver(w, st, absl::string_view(buf_.get(), static_cast<size_t>(n)));
       continue;

@@ -12,7 +12,8 @@
 //  - Stop() sends the signal to every live group and SIGKILL once the grace
 //    period has passed;
 //  - the first non-zero exit seen while not stopping is the group's failure;
-//  - log files get the workers' bytes exactly, one write per read; a log
+//  - log files get the workers' bytes exactly, one write per read (or a
+//    splice when only the file wants them); a log
 //    that cannot be written (ENOSPC, EIO) is closed with one warning line on
 //    the console and listed in incomplete_logs(); the worker goes on;
 //  - no worker ever reads drun's terminal: its stdin is a pipe fed by the
@@ -122,6 +123,7 @@ class WorkerGroup {
     int file = -1;     // the log file, or -1
     std::string path;  // of the log file
     int console_id = -1;  // -1: not shown on the console
+    bool no_splice = false;  // the log's file system refused splice(2)
   };
   struct Worker {
     WorkerLaunch launch;
@@ -141,6 +143,9 @@ class WorkerGroup {
   absl::Status OpenStreams(Worker& w, SpawnRequest* req);
   // Reads at most max_reads chunks; true if the stream may have more.
   bool ReadStream(Worker& w, Stream& st, int max_reads);
+  // Moves the pipe's bytes straight to the log file when nothing else needs
+  // them; false when that does not apply (then read and Deliver).
+  bool SpliceToFile(Stream& st, ssize_t* n);
   void Drain(Worker& w, Stream& st);
   void Deliver(Worker& w, Stream& st, absl::string_view data);
   void WriteStdin(Worker& w);
