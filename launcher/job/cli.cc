@@ -849,6 +849,8 @@ absl::Status ResolveEntrypoint(const Sources& src, CommandLine* cl) {
     return absl::OkStatus();
   }
   if (rest.empty()) return Bad("missing the training script; write drun [options] train.py [args...]");
+  // An empty argument is no entrypoint either (-m '' would start workers that fail).
+  if (rest[0].empty()) return Bad("the training script is an empty string; write drun [options] train.py [args...]");
   cl->spec.set_entrypoint(rest[0]);
   for (size_t k = 1; k < rest.size(); ++k) cl->spec.add_args(rest[k]);
   char cwd[4096];
