@@ -432,7 +432,7 @@ absl::Status ResolveNproc(const Sources& src, CommandLine* cl) {
       return Bad(absl::StrCat(t.mpi_spelling, " '", t.mpi_value, "' is not a number of processes"));
     }
     if (given) {
-      return Bad(absl::StrCat(t.mpi_spelling, " and ", cl->Describe("nproc-per-node"),
+      return Bad(absl::StrCat(t.mpi_spelling, " and ", given->origin.Describe("nproc-per-node"),
                               " both set the number of workers; give only --nproc-per-node"));
     }
     const int nodes = cl->spec.max_nodes();
