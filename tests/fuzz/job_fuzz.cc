@@ -16,7 +16,7 @@
 // with a status code; an accepted job is consistent with the mode it was given (the
 // contract in launcher/job/cli.h); --print-config's YAML loads back.
 //
-//   job_fuzz -dict=$S/tests/fuzz/job.dict -artifact_prefix=$S/build-fuzz/fuzz/ \
+//   job_fuzz -dict=$S/tests/fuzz/job.dict -artifact_prefix=$S/build-fuzz/fuzz/
 //       $S/build-fuzz/fuzz/job_corpus $S/tests/fuzz/job_corpus
 // with absolute paths ($S the source tree): the fuzzer works in its own directory
 // (docs/config.md, "Tests and fuzzing").
