@@ -127,13 +127,17 @@ TEST_F(JobResolutionTest, EveryValueOptionFromEachSourceWithPrecedenceAndOrigin)
     ASSERT_TRUE(file.ok()) << file.status();
     EXPECT_EQ(file->origins.at(c.name).kind, Origin::kJobFile);
     EXPECT_EQ(file->Describe(c.name), c.name + ": " + c.file + " (" + dir_ + "/job.yaml)");
-    if (c.resolved) EXPECT_EQ(c.resolved(*file), c.file);
+    if (c.resolved) {
+      EXPECT_EQ(c.resolved(*file), c.file);
+    }
 
     auto env = Parse(args, {{var, c.env}}, yaml);
     ASSERT_TRUE(env.ok()) << env.status();
     EXPECT_EQ(env->origins.at(c.name).kind, Origin::kEnvironment);
     EXPECT_EQ(env->Describe(c.name), var + "=" + c.env + " (environment)");
-    if (c.resolved) EXPECT_EQ(c.resolved(*env), c.env);
+    if (c.resolved) {
+      EXPECT_EQ(c.resolved(*env), c.env);
+    }
 
     Args with_cl = c.base;
     with_cl.insert(with_cl.end(), {"--" + c.name, c.cl, "t.py"});
@@ -141,7 +145,9 @@ TEST_F(JobResolutionTest, EveryValueOptionFromEachSourceWithPrecedenceAndOrigin)
     ASSERT_TRUE(cl.ok()) << cl.status();
     EXPECT_EQ(cl->origins.at(c.name).kind, Origin::kCommandLine);
     EXPECT_EQ(cl->Describe(c.name), "--" + c.name + " " + c.cl);
-    if (c.resolved) EXPECT_EQ(c.resolved(*cl), c.cl);
+    if (c.resolved) {
+      EXPECT_EQ(c.resolved(*cl), c.cl);
+    }
   }
 }
 
@@ -181,7 +187,9 @@ TEST_F(JobResolutionTest, EveryFlagFromEachSourceWithPrecedence) {
     EXPECT_EQ(file->origins.at(f.name).kind, Origin::kJobFile);
     auto env = Parse({"t.py"}, {{var, "0"}}, yaml);
     ASSERT_TRUE(env.ok()) << env.status();
-    if (f.name != "run-path") EXPECT_FALSE(f.get(*env));
+    if (f.name != "run-path") {
+      EXPECT_FALSE(f.get(*env));
+    }
     EXPECT_EQ(env->origins.at(f.name).kind, Origin::kEnvironment);
     auto cl = Parse({"--" + f.name, "t.py"}, {{var, "0"}}, yaml);
     ASSERT_TRUE(cl.ok()) << cl.status();
