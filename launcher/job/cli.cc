@@ -429,7 +429,7 @@ absl::Status ResolveNproc(const Sources& src, CommandLine* cl) {
       return Bad(absl::StrCat(t.mpi_spelling, " '", t.mpi_value, "' is not a number of processes"));
     }
     if (given) {
-      return Bad(absl::StrCat(t.mpi_spelling, " and ", cl->Describe("nproc-per-node"),
+      return Bad(absl::StrCat(t.mpi_spelling, " and ", given->origin.Describe("nproc-per-node"),
                               " both set the number of workers; give only --nproc-per-node"));
     }
     const int nodes = cl->spec.max_nodes();
@@ -881,6 +881,8 @@ absl::Status ResolveEntrypoint(const Sources& src, CommandLine* cl) {
     return absl::OkStatus();
   }
   if (rest.empty()) return Bad("missing the training script; write drun [options] train.py [args...]");
+  // An empty argument is no entrypoint either (-m '' would start workers that fail).
+  if (rest[0].empty()) return Bad("the training script is an empty string; write drun [options] train.py [args...]");
   cl->spec.set_entrypoint(rest[0]);
   for (size_t k = 1; k < rest.size(); ++k) cl->spec.add_args(rest[k]);
   char cwd[4096];

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -20,6 +21,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "launcher/job/cli.h"
+#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace drun {
@@ -617,17 +619,58 @@ bool SplitConf(const std::string& v, std::vector<std::pair<std::string, std::str
   return !out->empty();
 }
 
+// Where each document of a YAML stream starts (the mark of its first node).
+// yaml-cpp 0.7's LoadAll never returns on some malformed streams: a ',' where
+// a document should start yields empty documents forever without being
+// consumed. So the documents are counted, with a bound, before one is loaded.
+class DocumentMarks : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> marks;
+  void OnDocumentStart(const YAML::Mark&) override { first_ = true; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { Node(m); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { Node(m); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t, const std::string&) override { Node(m); }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Node(m);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Node(m);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Node(const YAML::Mark& m) {
+    if (first_) marks.push_back(m);
+    first_ = false;
+  }
+  bool first_ = false;
+};
+
 }  // namespace
 
 absl::StatusOr<JobFile> ParseJobFile(absl::string_view yaml_text, absl::string_view filename) {
   Parser parser(filename);
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml_text));
-    if (docs.size() > 1) {
-      return parser.Error(docs[1], "a job file holds one YAML document; remove the second '---'");
+    const std::string text(yaml_text);
+    std::istringstream in(text);
+    YAML::Parser stream(in);
+    DocumentMarks docs;
+    for (int n = 0; n < 2 && stream.HandleNextDocument(docs); ++n) {
     }
-    if (docs.empty()) return JobFile{};
-    return parser.Parse(docs[0]);
+    if (docs.marks.size() > 1) {
+      const YAML::Mark& m = docs.marks[1];
+      if (absl::StartsWith(text, "---") || absl::StrContains(text, "\n---")) {
+        return parser.ErrorAt(m.line + 1, "a job file holds one YAML document; remove the second '---'");
+      }
+      const size_t pos = m.pos >= 0 ? std::min(static_cast<size_t>(m.pos), text.size()) : 0;
+      return parser.ErrorAt(m.line + 1, absl::StrCat("not valid YAML: unexpected '",
+                                                     absl::CHexEscape(text.substr(pos, 1)), "' (column ",
+                                                     m.column + 1, ")"));
+    }
+    if (docs.marks.empty()) return JobFile{};
+    return parser.Parse(YAML::Load(text));
   } catch (const YAML::Exception& e) {
     const int line = e.mark.is_null() ? 0 : e.mark.line + 1;
     std::string msg = absl::StrCat("not valid YAML: ", e.msg);
