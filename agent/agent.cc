@@ -32,8 +32,8 @@ constexpr int kHandledSignals[] = {SIGCHLD, SIGINT,  SIGTERM, SIGHUP,
                                    SIGQUIT, SIGUSR1, SIGUSR2};
 
 int FreePort(const std::string& local_addr) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return 0;
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = 0;
@@ -42,11 +42,10 @@ int FreePort(const std::string& local_addr) {
   }
   int port = 0;
   socklen_t len = sizeof sa;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+      getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
     port = ntohs(sa.sin_port);
   }
-  close(fd);
   return port;
 }
 
@@ -70,9 +69,7 @@ void Agent::BlockHandledSignals() {
 Agent::Agent(AgentOptions options, std::unique_ptr<RendezvousClient> rdzv, Guardian* guardian)
     : opt_(std::move(options)), rdzv_(std::move(rdzv)), guardian_(guardian) {}
 
-Agent::~Agent() {
-  if (signal_fd_ >= 0) close(signal_fd_);
-}
+Agent::~Agent() = default;
 
 void Agent::Log(const std::string& line) {
   // Through the console, so drun's lines never land inside a worker's
@@ -186,13 +183,13 @@ bool Agent::PrepareOutputs() {
   if (!opt_.report_path.empty()) {
     // The report is written at exit as FILE.tmp renamed to FILE: prove both now.
     const std::string tmp = opt_.report_path + ".tmp";
-    int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
+    UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+    if (!fd.valid()) {
       Log(absl::StrCat("cannot write the report to ", opt_.report_path, ": ", strerror(errno),
                        "; give --report a path in a directory you can write"));
       return false;
     }
-    close(fd);
+    fd.reset();
     unlink(tmp.c_str());
   }
   return opt_.spec.log_dir().empty() || PrepareLogDir();
@@ -217,8 +214,8 @@ int Agent::Run() {
   sigset_t mask;
   sigemptyset(&mask);
   for (int s : kHandledSignals) sigaddset(&mask, s);
-  signal_fd_ = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (signal_fd_ < 0) {
+  signal_fd_.reset(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signal_fd_.valid()) {
     Log(absl::StrCat("cannot create signalfd: ", strerror(errno)));
     return 1;
   }
@@ -284,7 +281,7 @@ int Agent::Run() {
     }
     if (auto c = console_.NextDeadline(); c && (!deadline || *c < *deadline)) deadline = c;
     fds.clear();
-    fds.push_back({signal_fd_, POLLIN, 0});
+    fds.push_back({signal_fd_.get(), POLLIN, 0});
     if (rdzv_->wakeup_fd() >= 0) fds.push_back({rdzv_->wakeup_fd(), POLLIN, 0});
     if (opt_.lifeline_fd >= 0) fds.push_back({opt_.lifeline_fd, POLLIN, 0});
     const bool read_stdin = forward_stdin_ && !stdin_eof_ && group_ && group_->WantsStdin();
@@ -301,8 +298,8 @@ int Agent::Run() {
     }
     for (const pollfd& p : fds) {
       if (!p.revents) continue;
-      if (p.fd == signal_fd_) {
-        DrainSignalFd(signal_fd_, [&](int sig, const signalfd_siginfo& si) {
+      if (p.fd == signal_fd_.get()) {
+        DrainSignalFd(signal_fd_.get(), [&](int sig, const signalfd_siginfo& si) {
           if (sig == SIGCHLD) {
             ReapChildren(now);
           } else {

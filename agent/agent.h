@@ -20,6 +20,7 @@
 #include "agent/worker_env.h"
 #include "agent/worker_group.h"
 #include "drun/v1/rendezvous.pb.h"
+#include "rendezvous/base/unique_fd.h"
 
 namespace drun {
 
@@ -107,7 +108,7 @@ class Agent {
   bool terminal_ = false;
   int last_signal_ = 0;
   TimePoint last_signal_at_;  // a Finish or Reject was handled; later ones are ignored
-  int signal_fd_ = -1;
+  UniqueFd signal_fd_;
   std::string tmp_dir_;  // holds error files when there is no --log-dir
   std::string log_base_;  // this node's directory of this run under --log-dir
   bool forward_stdin_ = false;  // this agent owns drun's stdin (no launcher above it)
