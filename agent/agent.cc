@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rendezvous/base/event_loop.h"
+#include "rendezvous/base/exit_code.h"
 
 namespace drun {
 
@@ -655,7 +656,7 @@ void Agent::HandleSignal(int sig, TimePoint now, pid_t sender) {
     return;
   }
   shutting_down_ = true;
-  exit_code_ = 128 + sig;
+  exit_code_ = ExitCodeForSignal(sig);
   exit_message_.clear();
   exit_failure_.reset();
   if (!group_) {

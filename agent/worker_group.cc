@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "rendezvous/base/exit_code.h"
 
 namespace drun {
 
@@ -307,7 +308,7 @@ bool WorkerGroup::OnChildExit(pid_t pid, int status, long maxrss_kb, TimePoint n
       e.when = now;
       if (WIFSIGNALED(status)) {
         e.signal = WTERMSIG(status);
-        e.exit_code = 128 + e.signal;
+        e.exit_code = ExitCodeForSignal(e.signal);
       } else {
         e.exit_code = WEXITSTATUS(status);
       }
@@ -383,7 +384,7 @@ std::vector<WorkerRecord> WorkerGroup::records() const {
     if (w->exited) {
       if (WIFSIGNALED(w->status)) {
         r.signal = WTERMSIG(w->status);
-        r.exit_code = 128 + r.signal;
+        r.exit_code = ExitCodeForSignal(r.signal);
       } else {
         r.exit_code = WEXITSTATUS(w->status);
       }

@@ -28,6 +28,7 @@
 #include "rendezvous/base/random.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/exit_code.h"
 
 extern char** environ;
 
@@ -251,14 +252,13 @@ int StepSupervisor::Report() const {
     Say(absl::StrCat("job stopped by ", SignalName(stop_signal_),
                      " (scancel, the job's time limit, or a signal to drun); srun ",
                      srun_status_ ? DescribeStatus(*srun_status_) : "did not end", "; exit code ",
-                     128 + stop_signal_));
+                     ExitCodeForSignal(stop_signal_)));
     if (finish_ && finish_->has_failure()) WriteAll(2, FormatRootCause(finish_->failure()));
-    return 128 + stop_signal_;
+    return ExitCodeForSignal(stop_signal_);
   }
   if (finish_) return JobHost::Report(*finish_);
-  if (!srun_status_) return 1;
-  const int srun_code = WIFSIGNALED(*srun_status_) ? 128 + WTERMSIG(*srun_status_)
-                                                   : WEXITSTATUS(*srun_status_);
+  if (!srun_status_) return kExitLauncherFailed;
+  const int srun_code = ExitCodeOfStatus(*srun_status_);
   std::string msg = absl::StrCat("the agents' srun step ended (", DescribeStatus(*srun_status_),
                                  ") before the job finished");
   if (!lost_.empty()) {

@@ -35,6 +35,7 @@
 #include "rendezvous/base/random.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/exit_code.h"
 
 namespace drun {
 
@@ -697,7 +698,7 @@ std::optional<int> SshLauncher::RunPreflight(int sig_fd) {
                          " during the pre-flight checks: nothing was started"));
         // The checks still running are aborted; the destructor joins them.
         for (auto& c : *controls) c->Request(2);
-        return 128 + static_cast<int>(si.ssi_signo);
+        return ExitCodeForSignal(static_cast<int>(si.ssi_signo));
       }
     }
     uint64_t v;
@@ -812,7 +813,7 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
 }
 
 int SshLauncher::ExitCode() const {
-  if (stop_signal_ != 0) return 128 + stop_signal_;
+  if (stop_signal_ != 0) return ExitCodeForSignal(stop_signal_);
   if (exit_code_ != 0) return exit_code_;
   if (finish_) return JobHost::Report(*finish_);
   return 1;
