@@ -154,7 +154,19 @@ const OptionDef* FindShort(char c) {
   return nullptr;
 }
 
+// Options that only the command line (or a job file) sets: a stray DRUN_VERSION or
+// DRUN_HELP in a CI job's environment must not change what every drun does, and -x is
+// repeatable (its environment is the variables themselves).
+bool CommandLineOnly(const OptionDef& o) {
+  for (const char* n : {"help", "version", "print-config", "x"}) {
+    if (std::string(o.name) == n) return true;
+  }
+  return false;
+}
+
+// The option's environment twin; "" for a command-line-only option.
 std::string EnvName(const OptionDef& o) {
+  if (CommandLineOnly(o)) return "";
   std::string n = absl::AsciiStrToUpper(o.name);
   std::replace(n.begin(), n.end(), '-', '_');
   return absl::StrCat(o.torchrun ? "PET_" : "DRUN_", n);
@@ -296,6 +308,7 @@ class Sources {
     std::vector<std::string> vars = {EnvName(*o)};
     for (auto& alias : EnvAliases(*o)) vars.push_back(alias);
     for (const std::string& var : vars) {
+      if (var.empty()) continue;
       if (auto e = env_.find(var); e != env_.end()) {
         return Valued{e->second, {Origin::kEnvironment, var, e->second}};
       }
@@ -1013,7 +1026,8 @@ std::string HelpText() {
       "MASTER_PORT, TORCHELASTIC_*), supervises them, restarts the whole job on failure\n"
       "(--max-restarts) and prints each worker's output with a [rank<N>] prefix.\n"
       "Every option may also be written with underscores (--nproc_per_node) or set in\n"
-      "the environment as PET_<NAME> (torchrun's options) or DRUN_<NAME> (drun's own);\n"
+      "the environment as PET_<NAME> (torchrun's options) or DRUN_<NAME> (drun's own;\n"
+      "not --help, --version, --print-config and -x);\n"
       "the command line wins. The interpreter is $PYTHON_EXEC, else python3 on PATH.\n";
   for (const char* group : {kJob, kRdzv, kOut, kSsh, kSlurm, ""}) {
     absl::StrAppend(&out, "\n", *group ? group : "other", " options:\n");

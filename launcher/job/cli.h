@@ -96,7 +96,7 @@ struct OptionInfo {
   std::string group;
   std::string metavar;
   std::string help;
-  std::string env;  // PET_<NAME> or DRUN_<NAME>
+  std::string env;  // PET_<NAME> or DRUN_<NAME>; "" for --help, --version, --print-config, -x
 };
 std::vector<OptionInfo> KnownOptions();
 

@@ -208,3 +208,28 @@ TEST_F(JobFileTest, ErrorsNameFileAndLineAndPrintConfigRoundTrips) {
 
 }  // namespace
 }  // namespace drun
+
+namespace drun {
+namespace {
+
+// A CI job's stray DRUN_VERSION (or DRUN_HELP, DRUN_PRINT_CONFIG, DRUN_X) is not an
+// option: only the command line asks drun to print its version or help instead of running.
+TEST(CliTest, CommandLineOnlyOptionsIgnoreTheEnvironment) {
+  auto cl = ParseCommandLine({"t.py"}, {{"DRUN_VERSION", "1.2"}, {"DRUN_HELP", "yes"},
+                                        {"DRUN_PRINT_CONFIG", "1"}, {"DRUN_X", "A=1"}});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_FALSE(cl->version);
+  EXPECT_FALSE(cl->help);
+  EXPECT_FALSE(cl->print_config);
+  EXPECT_TRUE(cl->spec.env().empty());
+  for (const OptionInfo& o : KnownOptions()) {
+    if (o.name == "help" || o.name == "version" || o.name == "print-config" || o.name == "x") {
+      EXPECT_EQ(o.env, "") << o.name;
+    } else {
+      EXPECT_FALSE(o.env.empty()) << o.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace drun

@@ -77,7 +77,7 @@ TEST(ManPage, ListsEveryOptionAndVariable) {
     if (o.short_name) {
       EXPECT_THAT(m, HasSubstr(absl::StrCat("\\fB\\-", std::string(1, o.short_name), "\\fR")));
     }
-    if (o.name != "help" && o.name != "version") {
+    if (!o.env.empty()) {
       EXPECT_THAT(m, HasSubstr(absl::StrCat("\n.TP\n\\fB", o.env, "\\fR\n"))) << o.env;
       EXPECT_THAT(m, HasSubstr(absl::StrCat("Environment: \\fB", o.env, "\\fR."))) << o.env;
     }
