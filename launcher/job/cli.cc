@@ -645,6 +645,14 @@ absl::Status ResolveOutput(const Sources& src, CommandLine* cl) {
 
 absl::Status ResolveHosts(const Sources& src, CommandLine* cl) {
   const JobFile& job = src.job();
+  // A path or host list that is given but empty names nothing: say so rather than fall
+  // back to a job file's hosts: (--print-config would then write both).
+  for (const char* name : {"rdzv-token-file", "hostfile", "host", "env-file"}) {
+    if (auto v = src.Get(name); v && v->value.empty()) {
+      return Bad(absl::StrCat(Sources::Label(v->origin, name), " is empty; give a ",
+                              std::string(name) == "host" ? "host list" : "file name", " or drop it"));
+    }
+  }
   cl->token_file = src.Value("rdzv-token-file").value_or("");
   cl->hostfile = src.Value("hostfile").value_or("");
   cl->hosts = src.Value("host").value_or("");

@@ -233,3 +233,19 @@ TEST(CliTest, CommandLineOnlyOptionsIgnoreTheEnvironment) {
 
 }  // namespace
 }  // namespace drun
+
+namespace drun {
+namespace {
+
+// Found by job_fuzz: `--hostfile ''` with a job file's hosts: was accepted and
+// --print-config then wrote both, which no job file may say.
+TEST(CliTest, EmptyPathsAreRefused) {
+  for (const char* opt : {"--hostfile", "--host", "--rdzv-token-file", "--env-file"}) {
+    auto cl = ParseCommandLine({opt, "", "t.py"}, {});
+    ASSERT_FALSE(cl.ok()) << opt;
+    EXPECT_NE(cl.status().message().find("is empty"), std::string::npos) << cl.status();
+  }
+}
+
+}  // namespace
+}  // namespace drun
