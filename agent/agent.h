@@ -8,9 +8,12 @@
 #ifndef DRUN_AGENT_AGENT_H_
 #define DRUN_AGENT_AGENT_H_
 
+#include <poll.h>
+
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/nproc.h"
 #include "agent/output.h"
@@ -62,6 +65,22 @@ class Agent {
  private:
   enum class Phase { kRendezvous, kSetup, kRunning, kStopping, kDone };
   enum class AfterStop { kNothing, kRejoin, kExit };
+
+  // Which of a turn's poll descriptors are stdin and blocked console outputs.
+  struct PollSet {
+    bool read_stdin = false;
+    std::vector<int> console_fds;
+  };
+  // The steps of Run(), in order.
+  int Start();
+  void SendHello(TimePoint now);
+  void Converse(TimePoint now);
+  std::optional<TimePoint> NextDeadline() const;
+  PollSet BuildPollSet(std::vector<pollfd>* fds);
+  void Dispatch(const pollfd& p, const PollSet& set, TimePoint now);
+  void OnLifeline(TimePoint now);
+  void OnWake(TimePoint now);
+  int Finish();
 
   void HandleServer(const v1::ServerMessage& msg, TimePoint now);
   void OnAssignment(const v1::Assignment& a, TimePoint now);

@@ -42,9 +42,10 @@ constexpr int kReadsPerEvent = 4;
 std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Creates a listening socket on one address. Returns the fd or an error.
-absl::StatusOr<int> ListenOn(const sockaddr* addr, socklen_t len, bool dual_stack) {
-  int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", ErrnoText(errno)));
+absl::StatusOr<UniqueFd> ListenOn(const sockaddr* addr, socklen_t len, bool dual_stack) {
+  UniqueFd owned(socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!owned) return absl::UnavailableError(absl::StrCat("socket: ", ErrnoText(errno)));
+  const int fd = owned.get();
   int one = 1;
   // A fresh store per rendezvous round may reuse the port of the previous round.
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -53,8 +54,7 @@ absl::StatusOr<int> ListenOn(const sockaddr* addr, socklen_t len, bool dual_stac
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
   }
   if (bind(fd, addr, len) != 0) {
-    int err = errno;
-    close(fd);
+    const int err = errno;
     return absl::Status(err == EADDRINUSE ? absl::StatusCode::kAlreadyExists
                                           : absl::StatusCode::kUnavailable,
                         ErrnoText(err));
@@ -62,11 +62,9 @@ absl::StatusOr<int> ListenOn(const sockaddr* addr, socklen_t len, bool dual_stac
   // The kernel caps the backlog at net.core.somaxconn; ask for plenty so a burst of
   // thousands of workers connecting at once is not refused.
   if (listen(fd, 16384) != 0) {
-    int err = errno;
-    close(fd);
-    return absl::UnavailableError(absl::StrCat("listen: ", ErrnoText(err)));
+    return absl::UnavailableError(absl::StrCat("listen: ", ErrnoText(errno)));
   }
-  return fd;
+  return owned;
 }
 
 std::string AddrText(const std::string& host, int port) {
@@ -74,7 +72,7 @@ std::string AddrText(const std::string& host, int port) {
   return absl::StrCat(host.empty() ? "*" : host, ":", port);
 }
 
-absl::StatusOr<int> BindListener(const std::string& bind_addr, int port) {
+absl::StatusOr<UniqueFd> BindListener(const std::string& bind_addr, int port) {
   if (port < 0 || port > 65535)
     return absl::InvalidArgumentError(absl::StrCat("c10d store: invalid port ", port));
   if (bind_addr.empty()) {
@@ -395,19 +393,19 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Start(
 
 absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Start(
     const std::string& bind_addr, int port, Options options) {
-  absl::StatusOr<int> listen_fd = BindListener(bind_addr, port);
+  absl::StatusOr<UniqueFd> listen_fd = BindListener(bind_addr, port);
   if (!listen_fd.ok()) return listen_fd.status();
 
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   int bound_port = port;
-  if (getsockname(*listen_fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+  if (getsockname(listen_fd->get(), reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
     if (ss.ss_family == AF_INET)
       bound_port = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
     else if (ss.ss_family == AF_INET6)
       bound_port = ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
   }
-  return Launch(*listen_fd, bound_port, std::move(options));
+  return Launch(*std::move(listen_fd), bound_port, std::move(options));
 }
 
 absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::StartWithoutListener() {
@@ -416,13 +414,12 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::StartWithoutLi
 
 absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::StartWithoutListener(
     Options options) {
-  return Launch(-1, 0, std::move(options));
+  return Launch(UniqueFd(), 0, std::move(options));
 }
 
-absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Launch(int listen_fd,
+absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Launch(UniqueFd listener,
                                                                           int port,
                                                                           Options options) {
-  UniqueFd listener(listen_fd);
   UniqueFd epoll_fd(epoll_create1(EPOLL_CLOEXEC));
   UniqueFd wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_fd.valid() || !wake_fd.valid()) {

@@ -87,7 +87,7 @@ class C10dStoreServer {
   class Loop;
   C10dStoreServer() = default;
   // Starts the loop thread on `listen_fd` (-1: none), owning it.
-  static absl::StatusOr<std::unique_ptr<C10dStoreServer>> Launch(int listen_fd, int port,
+  static absl::StatusOr<std::unique_ptr<C10dStoreServer>> Launch(UniqueFd listener, int port,
                                                                  Options options);
 
   int port_ = 0;
