@@ -200,29 +200,26 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
     uint64_t count;
     ssize_t ignored = read(wake_fd_, &count, sizeof(count));
     (void)ignored;
-    std::vector<int> fds;
+    std::vector<UniqueFd> fds;
     bool stop;
     {
       std::lock_guard<std::mutex> lock(owner_->adopt_mu_);
       fds.swap(owner_->adopted_);
       stop = owner_->stopped_;
     }
-    for (int fd : fds) {
+    for (UniqueFd& fd : fds) {
       // The acceptor may have made it blocking or not; the loop needs non-blocking.
-      const int flags = fcntl(fd, F_GETFL);
-      if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
-        close(fd);
-        continue;
-      }
-      AddConn(fd);
+      const int flags = fcntl(fd.get(), F_GETFL);
+      if (flags < 0 || fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) != 0) continue;  // closes it
+      AddConn(std::move(fd));
     }
     if (stop) stopping_ = true;
   }
 
   void AcceptAll() {
     for (;;) {
-      int fd = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
+      UniqueFd fd(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!fd) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if ((errno == EMFILE || errno == ENFILE) && spare_fd_.valid()) {
           Log("c10d store: out of file descriptors; dropping a new connection (raise "
@@ -234,17 +231,18 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
         }
         return;  // EAGAIN, or an error we can only wait out
       }
-      AddConn(fd);
+      AddConn(std::move(fd));
     }
   }
 
   // Serves a connected, non-blocking socket (owned from here on). Level-triggered EPOLLIN
   // reports bytes that arrived before it was added, so an adopted connection loses nothing.
-  void AddConn(int fd) {
+  void AddConn(UniqueFd owned) {
+    const int fd = owned.get();
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto conn = std::make_unique<Conn>(options_.limits);
-    conn->fd.reset(fd);
+    conn->fd = std::move(owned);
     conn->id = next_id_++;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -449,19 +447,18 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Launch(UniqueF
   return server;
 }
 
-absl::Status C10dStoreServer::Adopt(int fd) {
+absl::Status C10dStoreServer::Adopt(UniqueFd fd) {
   {
     std::lock_guard<std::mutex> lock(adopt_mu_);
     if (!stopped_) {
-      adopted_.push_back(fd);
+      adopted_.push_back(std::move(fd));
       uint64_t one = 1;
       ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
       (void)ignored;
       return absl::OkStatus();
     }
   }
-  close(fd);
-  return absl::FailedPreconditionError("c10d store: stopped");
+  return absl::FailedPreconditionError("c10d store: stopped");  // fd closes itself
 }
 
 void C10dStoreServer::Stop() {
@@ -480,8 +477,7 @@ void C10dStoreServer::Stop() {
   {
     // Only if the loop ended on an error before taking them.
     std::lock_guard<std::mutex> adopt_lock(adopt_mu_);
-    for (int fd : adopted_) close(fd);
-    adopted_.clear();
+    adopted_.clear();  // each closes itself
   }
   wake_fd_.reset();
   connections_.store(0, std::memory_order_relaxed);
