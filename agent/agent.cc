@@ -274,6 +274,7 @@ int Agent::Start() {
     }
   }
   status_tty_ = isatty(2) && !opt_.spec.quiet() && opt_.spec.max_nodes() > 1;
+  OpenControl();
   return 0;
 }
 
@@ -316,6 +317,7 @@ std::optional<TimePoint> Agent::NextDeadline() const {
   };
   consider(status_refresh_);
   if (group_) consider(group_->NextDeadline());
+  if (hang_) consider(hang_->NextSample());
   consider(console_.NextDeadline());
   return deadline;
 }
@@ -330,6 +332,8 @@ Agent::PollSet Agent::BuildPollSet(std::vector<pollfd>* fds) {
   if (opt_.lifeline_fd >= 0) fds->push_back({opt_.lifeline_fd, POLLIN, 0});
   set.read_stdin = forward_stdin_ && !stdin_eof_ && group_ && group_->WantsStdin();
   if (set.read_stdin) fds->push_back({0, POLLIN, 0});
+  if (control_) fds->push_back({control_->fd(), POLLIN, 0});
+  if (dump_) fds->push_back({dump_->done_fd(), POLLIN, 0});
   set.console_fds = console_.BlockedFds();
   for (int fd : set.console_fds) fds->push_back({fd, POLLOUT, 0});
   if (group_) group_->AppendPollFds(fds);
@@ -347,6 +351,10 @@ void Agent::Dispatch(const pollfd& p, const PollSet& set, TimePoint now) {
     });
   } else if (p.fd == opt_.lifeline_fd) {
     OnLifeline(now);
+  } else if (control_ && p.fd == control_->fd()) {
+    OnControl(now);
+  } else if (dump_ && p.fd == dump_->done_fd()) {
+    OnDumpDone(now);
   } else if (set.read_stdin && p.fd == 0) {
     PumpStdin();
   } else if (std::find(set.console_fds.begin(), set.console_fds.end(), p.fd) !=
@@ -375,6 +383,7 @@ void Agent::OnWake(TimePoint now) {
   // wake-up costs one syscall and never misses an exit.
   ReapChildren(now);
   if (group_) group_->OnTick(now);
+  WatchHang(now);
   rdzv_->OnTick(now);
   if (status_refresh_ && now >= *status_refresh_) ShowStatus(now);
 }
@@ -605,17 +614,20 @@ void Agent::StartWorkers(TimePoint now) {
     ReportFailure(e, now);
     reported_ = true;
     StopGroup(SIGKILL, AfterStop::kNothing, now);
+    return;
   }
+  StartHangWatch(now);
 }
 
 void Agent::StopGroup(int sig, AfterStop after, TimePoint now) {
   if (static_cast<int>(after) > static_cast<int>(after_stop_)) after_stop_ = after;
+  hang_.reset();  // a stopping round makes no progress to watch
   if (!group_) return;
   group_->Stop(sig, now, Seconds(opt_.spec.shutdown_timeout_s()));
   phase_ = Phase::kStopping;
 }
 
-void Agent::ReportFailure(const WorkerExit& e, TimePoint now) {
+void Agent::ReportFailure(const WorkerExit& e, TimePoint now, bool hung) {
   v1::AgentMessage m;
   auto* f = m.mutable_failed();
   f->set_round(assignment_ ? assignment_->round() : 0);
@@ -630,6 +642,7 @@ void Agent::ReportFailure(const WorkerExit& e, TimePoint now) {
   fl->set_attempt(assignment_ ? assignment_->round() : 0);
   for (const auto& line : e.stderr_tail) fl->add_stderr_tail(line);
   fl->set_error_message(e.error_message);
+  fl->set_hung(hung);
   if (e.rank >= 0) fl->set_program(WorkerProgram(opt_.spec, opt_.base_env));
   fl->set_time_unix_s(
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -727,8 +740,9 @@ std::string FormatRootCause(const v1::Failure& f, bool brief) {
   if (brief) {
     std::string who = f.rank() < 0 ? "the --node-setup command"
                                    : absl::StrCat("rank ", f.rank(), " (local rank ", f.local_rank(), ")");
-    std::string how = f.signal() > 0 ? absl::StrCat("killed by ", SignalName(f.signal()))
-                                     : absl::StrCat("exit code ", f.exit_code());
+    std::string how = f.hung()           ? std::string("hung (--hang-timeout)")
+                       : f.signal() > 0 ? absl::StrCat("killed by ", SignalName(f.signal()))
+                                        : absl::StrCat("exit code ", f.exit_code());
     lines.push_back(absl::StrCat("root cause: ", who, " on ", f.host(), ", ", how, ", attempt ",
                                  f.attempt()));
     if (!f.error_message().empty()) {
@@ -749,7 +763,9 @@ std::string FormatRootCause(const v1::Failure& f, bool brief) {
                                  ", group rank ", f.group_rank(), ")"));
   }
   lines.push_back(absl::StrCat("  pid:        ", f.pid()));
-  if (f.signal() > 0) {
+  if (f.hung()) {
+    lines.push_back(absl::StrCat("  exit:       hung (--hang-timeout), exit ", f.exit_code()));
+  } else if (f.signal() > 0) {
     lines.push_back(absl::StrCat("  exit:       signal ", SignalName(f.signal()), " (exit ",
                                  f.exit_code(), ")"));
   } else {

@@ -141,6 +141,7 @@ void WorkerGroup::Deliver(Worker& w, Stream& st, absl::string_view data) {
     }
   }
   if (st.is_err) w.tail.Add(data);
+  w.last_line.Add(data);
   if (st.console_id >= 0) console_->Write(st.console_id, data);
 }
 
@@ -169,6 +170,7 @@ bool WorkerGroup::ReadStream(Worker& w, Stream& st, int max_reads) {
   for (int i = 0; i < max_reads && st.fd >= 0; ++i) {
     ssize_t n;
     if (SpliceToFile(st, &n)) {
+      if (n > 0) w.output_bytes += static_cast<std::uint64_t>(n);
       if (n > 0 || (n < 0 && errno == EINTR)) continue;
       if (n < 0) return false;  // EAGAIN
       close(st.fd);  // end-of-file
@@ -179,6 +181,7 @@ bool WorkerGroup::ReadStream(Worker& w, Stream& st, int max_reads) {
     }
     n = read(st.fd, buf_.get(), kReadSize);
     if (n > 0) {
+      w.output_bytes += static_cast<std::uint64_t>(n);
       Deliver(w, st, absl::string_view(buf_.get(), static_cast<size_t>(n)));
       continue;
     }
@@ -391,6 +394,15 @@ std::vector<WorkerRecord> WorkerGroup::records() const {
     }
     r.peak_rss_kb = w->maxrss_kb;
     out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<WorkerGroup::Activity> WorkerGroup::activity() const {
+  std::vector<Activity> out;
+  for (const auto& w : workers_) {
+    if (w->launch.local_rank < 0 || w->exited) continue;  // the node-setup command, or gone
+    out.push_back({w->launch.local_rank, w->launch.rank, w->pid, w->output_bytes, w->last_line.Get()});
   }
   return out;
 }

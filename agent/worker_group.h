@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "agent/output.h"
 #include "agent/process.h"
+#include "agent/stack_dump.h"
 #include "rendezvous/rendezvous_state.h"
 #include "rendezvous/base/signal_name.h"
 
@@ -114,6 +115,15 @@ class WorkerGroup {
   bool all_succeeded() const;
   const std::optional<WorkerExit>& first_failure() const { return first_failure_; }
   std::vector<pid_t> pids() const;
+  // What each live worker printed so far, for --hang-timeout and stack dumps.
+  struct Activity {
+    int local_rank = -1;
+    int rank = -1;
+    pid_t pid = 0;
+    std::uint64_t output_bytes = 0;
+    std::string last_line;
+  };
+  std::vector<Activity> activity() const;
   std::vector<WorkerRecord> records() const;
 
  private:
@@ -133,6 +143,8 @@ class WorkerGroup {
     std::string stdin_pending;
     bool stdin_end = false;  // close stdin_fd once stdin_pending is written
     RawTail tail;
+    std::uint64_t output_bytes = 0;  // both streams, so far
+    LastLine last_line;
     bool exited = false;
     bool group_gone = false;
     int status = 0;
