@@ -1,0 +1,107 @@
+// Times drun::stacks::Capture against N sleeping /usr/bin/python3 processes
+// (N = 4, 16, 64 unless given): sequentially (median ms per process, total)
+// and with 4 capture threads (total). Usage: drun_stacks_bench [N...]
+// Each process signals readiness over a pipe before it is captured; every
+// process started is killed by its pid at the end.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "agent/process.h"
+#include "agent/stacks/stacks.h"
+
+namespace {
+
+constexpr char kScript[] =
+    "import os, time\n"
+    "def wait_forever():\n"
+    "    os.write(1, b'r')\n"
+    "    time.sleep(10**6)\n"
+    "wait_forever()\n";
+
+std::vector<pid_t> StartPythons(int n) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; ++i) {
+    drun::UniqueFd r, w;
+    if (!drun::MakePipe(&r, &w)) exit(1);
+    drun::SpawnRequest req;
+    req.argv = {"/usr/bin/python3", "-c", kScript};
+    req.env = {"PATH=/usr/bin:/bin"};
+    req.stdout_fd = w.get();
+    absl::StatusOr<pid_t> pid = drun::SpawnProcessGroup(req);
+    if (!pid.ok()) exit(1);
+    w.reset();
+    char c;
+    if (read(r.get(), &c, 1) != 1) exit(1);  // ready: inside wait_forever
+    pids.push_back(*pid);
+  }
+  return pids;
+}
+
+double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+void Run(int n) {
+  std::vector<pid_t> pids = StartPythons(n);
+  drun::stacks::CaptureOptions opts;
+  std::vector<double> each;
+  int frames_ok = 0;
+  const absl::Time t0 = absl::Now();
+  for (pid_t p : pids) {
+    const absl::Time s = absl::Now();
+    absl::StatusOr<drun::stacks::ProcessStacks> st = drun::stacks::Capture(p, opts);
+    each.push_back(Ms(absl::Now() - s));
+    if (st.ok() && !st->threads.empty() && !st->threads[0].python.empty()) ++frames_ok;
+  }
+  const double seq_total = Ms(absl::Now() - t0);
+  std::sort(each.begin(), each.end());
+  std::atomic<size_t> next{0};
+  const absl::Time t1 = absl::Now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < 4; ++w) {
+    workers.emplace_back([&] {
+      for (size_t i; (i = next.fetch_add(1)) < pids.size();) {
+        (void)drun::stacks::Capture(pids[i], opts);
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  const double par_total = Ms(absl::Now() - t1);
+  printf("%3d processes: sequential median %.2f ms/process (max %.2f), total %.1f ms; "
+         "4 threads total %.1f ms; %d/%d with Python frames\n",
+         n, each[each.size() / 2], each.back(), seq_total, par_total, frames_ok, n);
+  for (pid_t p : pids) kill(p, SIGKILL);
+  for (pid_t p : pids) waitpid(p, nullptr, 0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "--dump") {
+    drun::stacks::CaptureOptions opts;
+    opts.native = argc > 3 && std::string(argv[3]) == "--native";
+    absl::StatusOr<drun::stacks::ProcessStacks> st = drun::stacks::Capture(atoi(argv[2]), opts);
+    if (!st.ok()) {
+      fprintf(stderr, "drun_stacks_bench: %s\n", st.status().ToString().c_str());
+      return 1;
+    }
+    fputs(drun::stacks::FormatText(*st).c_str(), stdout);
+    return 0;
+  }
+  std::vector<int> counts = {4, 16, 64};
+  if (argc > 1) {
+    counts.clear();
+    for (int i = 1; i < argc; ++i) counts.push_back(atoi(argv[i]));
+  }
+  for (int n : counts) Run(n);
+  return 0;
+}
