@@ -155,7 +155,8 @@ std::string CaptureNative(pid_t pid, const CaptureOptions& o, ProcessStacks* s) 
   };
   const std::string p = std::to_string(pid);
   const Tool tools[] = {
-      {"eu-stack", Method::kEuStack, {"-m", "-s", "-p", p}, ParseEuStack},
+      // Not -s: source lookups read the DWARF of every library (10 s with torch loaded).
+      {"eu-stack", Method::kEuStack, {"-m", "-p", p}, ParseEuStack},
       {"gdb", Method::kGdb, {"-p", p, "-batch", "-nx", "-ex", "thread apply all bt"}, ParseGdb}};
   std::vector<std::string> failures;
   for (const Tool& tool : tools) {
@@ -193,6 +194,10 @@ absl::StatusOr<ProcessStacks> Capture(pid_t pid, const CaptureOptions& options) 
   }
   ProcessStacks s;
   ReadProcInfo(pid, *st, &s);
+  if (s.state == 'Z') {  // its memory is gone already; only the parent's wait() is missing
+    s.unavailable = "the process has exited (zombie, not yet reaped by its parent): no stack";
+    return s;
+  }
   absl::StatusOr<std::vector<Mapping>> maps = ReadMaps(pid);
   if (absl::IsNotFound(maps.status())) return absl::NotFoundError(absl::StrCat("no process ", pid));
   if (!maps.ok()) {

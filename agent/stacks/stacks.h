@@ -9,7 +9,7 @@
 //    from the installed headers); else `py-spy dump --nonblocking` when
 //    py-spy is on PATH.
 //  - Native (a process with no Python interpreter, or CaptureOptions::native):
-//    `eu-stack -p PID` (elfutils), else `gdb -batch`. Both attach with ptrace
+//    `eu-stack -m -p PID` (elfutils), else `gdb -batch`. Both attach with ptrace
 //    for the duration of the unwind (milliseconds), the only stop involved.
 // External tools run without a shell, stdin from /dev/null, and are killed
 // (their process group, by pid) when they overrun CaptureOptions::tool_timeout.

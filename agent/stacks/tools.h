@@ -31,7 +31,7 @@ struct ToolThread {
   std::vector<Frame> frames;  // innermost first
 };
 
-// `eu-stack -m -s -p PID`: "TID n:" headers, "#i 0xADDR function - module"
+// `eu-stack -m [-s] -p PID`: "TID n:" headers, "#i 0xADDR function - module"
 // frames, each optionally followed by an indented "file:line[:col]" line.
 std::vector<ToolThread> ParseEuStack(absl::string_view out);
 

@@ -343,6 +343,20 @@ TEST_F(StacksTest, MissingProcessIsAnError) {
   EXPECT_TRUE(absl::IsInvalidArgument(Capture(0, CaptureOptions{}).status()));
 }
 
+TEST_F(StacksTest, ZombieGivesProcessInfoAndAReason) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  Child zombie(pid);
+  // Not reaped: the child stays a zombie once it has exited; wait for that
+  // without reaping (WNOWAIT).
+  siginfo_t info;
+  ASSERT_EQ(waitid(P_PID, pid, &info, WEXITED | WNOWAIT), 0);
+  absl::StatusOr<ProcessStacks> s = Capture(pid, CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->state, 'Z');
+  EXPECT_NE(s->unavailable.find("zombie"), std::string::npos) << s->unavailable;
+}
+
 TEST_F(StacksTest, OtherUsersProcessGivesOneLineUnavailable) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to make a process of another user";
   const std::string script = "import os, time\nos.write(1, b'ready\\n') and time.sleep(10**6)\n";
