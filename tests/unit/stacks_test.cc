@@ -7,8 +7,11 @@
 // killed by its pid.
 #include "agent/stacks/stacks.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -307,6 +310,79 @@ TEST_F(StacksTest, NativeProgramShowsItsBlockedFunction) {
   const ThreadStack* t = FindThread(*s, child.pid());
   ASSERT_NE(t, nullptr);
   EXPECT_FALSE(t->native.empty());
+}
+
+// A port on 127.0.0.1 nobody listens on right now.
+int FreeLoopbackPort() {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    return 0;
+  }
+  return ntohs(a.sin_port);
+}
+
+bool HasFunctionPrefix(const ProcessStacks& s, const std::string& prefix) {
+  for (const ThreadStack& t : s.threads) {
+    for (const Frame& f : t.native) {
+      if (absl::StartsWith(f.function, prefix)) return true;
+    }
+  }
+  return false;
+}
+
+// The LibTorch trainer (examples/libtorch) as rank 0 of 2, rank 1 a Python
+// process that joins the gloo group and never takes part in a collective:
+// rank 0 blocks in its first broadcast. Native frames name the C++ functions.
+TEST_F(StacksTest, LibTorchTrainerStuckInACollectiveShowsNativeFrames) {
+  const std::string trainer = DRUN_LIBTORCH_TRAIN;
+  if (access(trainer.c_str(), X_OK) != 0) GTEST_SKIP() << trainer << " is not built";
+  const int port = FreeLoopbackPort();
+  ASSERT_GT(port, 0);
+  std::vector<std::string> env = {"PATH=/usr/bin:/bin", "MASTER_ADDR=127.0.0.1",
+                                  absl::StrCat("MASTER_PORT=", port), "WORLD_SIZE=2",
+                                  "GLOO_SOCKET_IFNAME=lo"};
+  std::string script = dir_ + "/rank1.py";
+  std::ofstream(script) << "import time, torch.distributed as dist\n"
+                           "dist.init_process_group('gloo')\n"
+                           "time.sleep(10**6)\n";
+  UniqueFd null_out(open("/dev/null", O_WRONLY | O_CLOEXEC));
+  UniqueFd r, w;
+  ASSERT_TRUE(MakePipe(&r, &w));
+  SpawnRequest rank0{{trainer}, env, "", -1, w.get(), null_out.get()};
+  rank0.env.push_back("RANK=0");
+  SpawnRequest rank1{{kPython, script}, env, "", -1, null_out.get(), null_out.get()};
+  rank1.env.push_back("RANK=1");
+  absl::StatusOr<pid_t> p0 = SpawnProcessGroup(rank0);
+  ASSERT_TRUE(p0.ok()) << p0.status();
+  Child trainer_child(*p0);
+  absl::StatusOr<pid_t> p1 = SpawnProcessGroup(rank1);
+  ASSERT_TRUE(p1.ok()) << p1.status();
+  Child python_child(*p1);
+  w.reset();
+  // Rank 0 prints "process group ready" and goes on into the broadcast.
+  std::string out;
+  char buf[512];
+  for (ssize_t n; out.find('\n') == std::string::npos && (n = read(r.get(), buf, sizeof buf)) > 0;) {
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ASSERT_NE(out.find("process group ready"), std::string::npos) << out;
+  // From there to blocking in the collective there is no event: poll its
+  // stack (bounded) until the main thread waits on the collective's Work.
+  absl::StatusOr<ProcessStacks> s;
+  for (int i = 0; i < 200; ++i) {
+    s = Capture(*p0, CaptureOptions{});
+    ASSERT_TRUE(s.ok()) << s.status();
+    if (HasFunctionPrefix(*s, "c10d::Work::wait")) break;
+  }
+  EXPECT_TRUE(HasFunctionPrefix(*s, "c10d::Work::wait")) << FormatText(*s);
+  EXPECT_TRUE(HasFunctionPrefix(*s, "(anonymous namespace)::Train")) << FormatText(*s);
+  EXPECT_TRUE(HasFunctionPrefix(*s, "gloo::broadcast")) << FormatText(*s);
+  EXPECT_EQ(s->python_method, Method::kNone);
 }
 
 TEST_F(StacksTest, GdbOutputParsesToTheBlockedFunction) {
