@@ -69,8 +69,6 @@ int main(int argc, char** argv) {
   P(kUnicodeLength, offsetof(PyASCIIObject, length));
   P(kAsciiSize, sizeof(PyASCIIObject));
   P(kCompactSize, sizeof(PyCompactUnicodeObject));
-  P(kCompactUtf8, offsetof(PyCompactUnicodeObject, utf8));
-  P(kCompactUtf8Length, offsetof(PyCompactUnicodeObject, utf8_length));
   state_bits();
   printf("}  // namespace drun::stacks::py311\n");
   return fflush(stdout) == 0 ? 0 : 1;

@@ -403,6 +403,36 @@ TEST_F(StacksTest, GdbOutputParsesToTheBlockedFunction) {
   EXPECT_TRUE(found) << *out;
 }
 
+// py-spy is not packaged by Debian, so its output cannot come from a real run
+// here: the text below has the shape py-spy's dump.rs (write_trace) prints on
+// Linux, with an os thread id, a status and a name, and a locals section.
+TEST(PySpyParseTest, ThreadsAndFrames) {
+  const std::string out =
+      "Process 4242: python3 train.py\n"
+      "Python v3.12.1 (/usr/bin/python3.12)\n"
+      "\n"
+      "Thread 4242 (idle): \"MainThread\"\n"
+      "    step (train.py:57)\n"
+      "        Arguments:\n"
+      "            x: 3\n"
+      "    <module> (train.py:84)\n"
+      "Thread 0x7F5A1C2B7740 (active): \"loader\"\n"
+      "    run (/usr/lib/python3.12/threading.py:1010)\n";
+  std::vector<ToolThread> t = ParsePySpy(out);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].tid, 4242);
+  EXPECT_EQ(t[0].name, "MainThread");
+  ASSERT_EQ(t[0].frames.size(), 2u);
+  EXPECT_EQ(t[0].frames[0].function, "step");
+  EXPECT_EQ(t[0].frames[0].file, "train.py");
+  EXPECT_EQ(t[0].frames[0].line, 57);
+  EXPECT_EQ(t[0].frames[1].function, "<module>");
+  EXPECT_EQ(t[1].tid, 0);  // a pthread id is no OS thread id
+  ASSERT_EQ(t[1].frames.size(), 1u);
+  EXPECT_EQ(t[1].frames[0].file, "/usr/lib/python3.12/threading.py");
+  EXPECT_EQ(t[1].frames[0].line, 1010);
+}
+
 TEST_F(StacksTest, ToolThatOverrunsIsKilled) {
   const absl::Time start = absl::Now();
   absl::StatusOr<std::string> out = RunTool({"/bin/sleep", "1000"}, absl::Milliseconds(200));
