@@ -76,7 +76,8 @@ int Py311AddressToLine(absl::string_view t, int first_line, int addr) {
 
 absl::StatusOr<PythonTarget> FindPython(const std::vector<Mapping>& maps) {
   static const std::vector<std::string> kWanted = {"_PyRuntime", "Py_Version", "PyCode_Type",
-                                                   "PyUnicode_Type", "PyBytes_Type"};
+                                                   "PyUnicode_Type", "PyBytes_Type",
+                                                   "_Py_RefTotal"};
   for (const Mapping& m : maps) {
     if (m.offset != 0 || m.path.empty() || m.path[0] != '/') continue;
     absl::string_view base = m.path;
@@ -99,6 +100,7 @@ absl::StatusOr<PythonTarget> FindPython(const std::vector<Mapping>& maps) {
     t.code_type = at("PyCode_Type");
     t.unicode_type = at("PyUnicode_Type");
     t.bytes_type = at("PyBytes_Type");
+    t.debug_build = at("_Py_RefTotal") != 0;
     // "python3.10" / "libpython3.10.so.1.0" -> "3.10", only for messages.
     size_t digits = base.find_first_of("0123456789");
     if (digits != absl::string_view::npos) {
@@ -301,6 +303,10 @@ absl::StatusOr<std::string> CheckVersion(Remote& mem, const PythonTarget& t) {
   }
   uint32_t hex = 0;
   if (!mem.Get(t.version, &hex)) return ReadError(mem, "reading Py_Version");
+  if (t.debug_build) {  // the generated offsets are a release build's
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CPython ", PythonVersionString(hex), " debug build not readable by drun"));
+  }
   if ((hex >> 16) != (built >> 16)) {
     return absl::FailedPreconditionError(
         absl::StrCat("CPython ", PythonVersionString(hex), " not readable by drun (built for ",

@@ -37,6 +37,7 @@ struct PythonTarget {
   uint64_t unicode_type = 0;  // &PyUnicode_Type, 0 when unknown
   uint64_t bytes_type = 0;    // &PyBytes_Type, 0 when unknown
   std::string name_version;   // "3.10" from a name like libpython3.10.so, for messages
+  bool debug_build = false;   // exports _Py_RefTotal: Py_DEBUG, whose object layout differs
 };
 
 // NotFound when no mapping exports _PyRuntime (not a CPython process).
