@@ -114,9 +114,9 @@ absl::StatusOr<PythonStacks> ReadBuiltin(pid_t pid, const PythonTarget& target) 
 }
 
 // Python frames: the built-in reader, else py-spy. Returns a reason when
-// neither gave frames ("" on success).
+// neither gave frames ("" on success); *denied when the kernel refused access.
 std::string CapturePython(pid_t pid, const PythonTarget& target, const CaptureOptions& o,
-                          ProcessStacks* s) {
+                          ProcessStacks* s, bool* denied) {
   absl::StatusOr<PythonStacks> read = ReadBuiltin(pid, target);
   if (read.ok()) {
     s->python_method = Method::kBuiltinPython;
@@ -128,7 +128,8 @@ std::string CapturePython(pid_t pid, const PythonTarget& target, const CaptureOp
     }
     return "";
   }
-  if (absl::IsPermissionDenied(read.status())) return PermissionReason(pid);
+  *denied = absl::IsPermissionDenied(read.status());
+  if (*denied) return PermissionReason(pid);
   const std::string py_spy = FindTool("py-spy");
   if (py_spy.empty()) {
     return absl::StrCat(read.status().message(), "; install py-spy for Python frames");
@@ -207,11 +208,17 @@ absl::StatusOr<ProcessStacks> Capture(pid_t pid, const CaptureOptions& options) 
   }
   std::vector<std::string> missing;
   absl::StatusOr<PythonTarget> python = FindPython(*maps);
+  bool want_native = options.native || !python.ok();
   if (python.ok() && options.python) {
-    std::string why = CapturePython(pid, *python, options, &s);
+    bool denied = false;
+    std::string why = CapturePython(pid, *python, options, &s, &denied);
+    // No Python frames (an interpreter drun cannot read, no py-spy): native
+    // frames at least show which C function it waits in (a collective, a lock).
+    // A refusal by the kernel would refuse the native tools too.
+    want_native = (want_native || s.python_method == Method::kNone) && !denied;
     if (!why.empty()) missing.push_back(std::move(why));
   }
-  if (options.native || !python.ok()) {
+  if (want_native) {
     std::string why = CaptureNative(pid, options, &s);
     if (!why.empty()) missing.push_back(std::move(why));
   }

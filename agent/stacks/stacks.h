@@ -8,7 +8,8 @@
 //    memory; CPython 3.11, whose struct offsets are generated at build time
 //    from the installed headers); else `py-spy dump --nonblocking` when
 //    py-spy is on PATH.
-//  - Native (a process with no Python interpreter, or CaptureOptions::native):
+//  - Native (a process with no Python interpreter, a Python process whose
+//    Python frames could not be read, or CaptureOptions::native):
 //    `eu-stack -m -p PID` (elfutils), else `gdb -batch`. Both attach with ptrace
 //    for the duration of the unwind (milliseconds), the only stop involved.
 // External tools run without a shell, stdin from /dev/null, and are killed

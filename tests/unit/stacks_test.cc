@@ -155,6 +155,55 @@ TEST_F(StacksTest, SleepingFunctionShowsFileLineAndCallers) {
       << text;
 }
 
+// Some CPython other than 3.11 installed on this machine (pyenv's, or a
+// distribution's), or "" when there is none.
+std::string OtherCPython() {
+  std::vector<std::string> roots = {"/usr/bin"};
+  if (const char* home = getenv("HOME")) {
+    std::error_code ec;
+    const std::string versions = std::string(home) + "/.pyenv/versions";
+    for (const auto& v : std::filesystem::directory_iterator(versions, ec)) {
+      roots.push_back(v.path().string() + "/bin");
+    }
+  }
+  for (const std::string& dir : roots) {
+    for (const char* name : {"python3.12", "python3.13", "python3.10"}) {
+      std::string path = dir + "/" + name;
+      if (access(path.c_str(), X_OK) == 0) return path;
+    }
+  }
+  return "";
+}
+
+// An interpreter the built-in reader was not built for: one line says so and
+// what would help, and native frames (eu-stack, gdb) stand in.
+TEST_F(StacksTest, OtherCPythonVersionSaysSoAndGivesNativeFrames) {
+  const std::string python = OtherCPython();
+  if (python.empty()) GTEST_SKIP() << "no CPython other than 3.11 on this machine";
+  if (!FindTool("py-spy").empty()) GTEST_SKIP() << "py-spy would read it";
+  std::string path = dir_ + "/other.py";
+  std::ofstream(path) << "import os, time\nos.write(1, b'ready\\n') and time.sleep(10**6)\n";
+  UniqueFd r, w;
+  ASSERT_TRUE(MakePipe(&r, &w));
+  SpawnRequest req{{python, path}, {"PATH=/usr/bin:/bin"}, "", -1, w.get(), -1};
+  absl::StatusOr<pid_t> pid = SpawnProcessGroup(req);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  Child child(*pid);
+  w.reset();
+  char c;
+  ASSERT_EQ(read(r.get(), &c, 1), 1);
+  absl::StatusOr<ProcessStacks> s = Capture(*pid, CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->python_method, Method::kNone);
+  EXPECT_NE(s->unavailable.find("not readable by drun"), std::string::npos) << s->unavailable;
+  EXPECT_NE(s->unavailable.find("install py-spy"), std::string::npos) << s->unavailable;
+  EXPECT_EQ(s->unavailable.find('\n'), std::string::npos);
+  EXPECT_NE(s->native_method, Method::kNone) << s->unavailable;
+  const ThreadStack* main = FindThread(*s, *pid);
+  ASSERT_NE(main, nullptr);
+  EXPECT_FALSE(main->native.empty()) << FormatText(*s);
+}
+
 TEST_F(StacksTest, ProcessInfoStateWchanAndCpu) {
   const std::string script =
       "import os, time\n"
