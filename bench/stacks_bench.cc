@@ -77,9 +77,10 @@ void Run(int n) {
   }
   for (auto& w : workers) w.join();
   const double par_total = Ms(absl::Now() - t1);
-  printf("%3d processes, Python frames (builtin): sequential median %.2f ms/process (max %.2f), "
-         "total %.1f ms; 4 threads total %.1f ms; %d/%d with Python frames\n",
-         n, each[each.size() / 2], each.back(), seq_total, par_total, frames_ok, n);
+  printf(
+      "%3d processes, Python frames (builtin): sequential median %.2f ms/process (max %.2f), "
+      "total %.1f ms; 4 threads total %.1f ms; %d/%d with Python frames\n",
+      n, each[each.size() / 2], each.back(), seq_total, par_total, frames_ok, n);
   // Python and native frames (eu-stack attaches with ptrace), 4 captures at a time.
   drun::stacks::CaptureOptions native = opts;
   native.native = true;
@@ -96,10 +97,11 @@ void Run(int n) {
     });
   }
   for (auto& w : workers) w.join();
-  printf("%3d processes, Python + native frames (%s), 4 threads: total %.1f ms, %d/%d with "
-         "native frames\n",
-         n, drun::stacks::FindTool("eu-stack").empty() ? "gdb" : "eu-stack",
-         Ms(absl::Now() - t2), native_ok.load(), n);
+  printf(
+      "%3d processes, Python + native frames (%s), 4 threads: total %.1f ms, %d/%d with "
+      "native frames\n",
+      n, drun::stacks::FindTool("eu-stack").empty() ? "gdb" : "eu-stack", Ms(absl::Now() - t2),
+      native_ok.load(), n);
   for (pid_t p : pids) kill(p, SIGKILL);
   for (pid_t p : pids) waitpid(p, nullptr, 0);
 }

@@ -37,9 +37,7 @@ class MappedFile {
 };
 
 // True when [off, off + len) lies inside a file of `size` bytes.
-bool Within(uint64_t off, uint64_t len, size_t size) {
-  return off <= size && len <= size - off;
-}
+bool Within(uint64_t off, uint64_t len, size_t size) { return off <= size && len <= size - off; }
 
 absl::StatusOr<ElfSymbols> Parse(const MappedFile& f, const std::set<std::string>& wanted) {
   const char* d = f.data();
@@ -95,8 +93,8 @@ absl::StatusOr<std::shared_ptr<const ElfSymbols>> LoadDynamicSymbols(
   struct stat st;
   if (fstat(fd.get(), &st) != 0) return absl::ErrnoToStatus(errno, path);
   using Key = std::tuple<dev_t, ino_t, off_t, int64_t, int64_t, std::string>;
-  Key key{st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec,
-          absl::StrJoin(wanted, ",")};
+  Key key{st.st_dev,         st.st_ino,          st.st_size,
+          st.st_mtim.tv_sec, st.st_mtim.tv_nsec, absl::StrJoin(wanted, ",")};
   static std::mutex mu;
   static auto* cache = new std::map<Key, std::shared_ptr<const ElfSymbols>>();
   {

@@ -17,7 +17,7 @@
 namespace drun::stacks {
 
 struct ElfSymbols {
-  uint64_t first_load_vaddr = 0;  // p_vaddr of the PT_LOAD at file offset 0, page-aligned
+  uint64_t first_load_vaddr = 0;            // p_vaddr of the PT_LOAD at file offset 0, page-aligned
   std::map<std::string, uint64_t> symbols;  // name -> st_value, only the names asked for
 };
 

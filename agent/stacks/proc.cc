@@ -50,7 +50,8 @@ absl::StatusOr<ProcStat> ParseStat(const std::string& text) {
     return absl::DataLossError("bad cpu times in stat line");
   }
   static const long ticks = sysconf(_SC_CLK_TCK);
-  st.cpu_seconds = static_cast<double>(utime + stime) / static_cast<double>(ticks > 0 ? ticks : 100);
+  st.cpu_seconds =
+      static_cast<double>(utime + stime) / static_cast<double>(ticks > 0 ? ticks : 100);
   return st;
 }
 
@@ -92,7 +93,8 @@ absl::StatusOr<std::vector<Mapping>> ReadMaps(pid_t pid) {
   absl::StatusOr<std::string> text = ReadSmallFile(absl::StrCat("/proc/", pid, "/maps"), 64 << 20);
   if (!text.ok()) return text.status();
   // An unreadable maps file reads as empty rather than failing on some kernels.
-  if (text->empty()) return absl::PermissionDeniedError(absl::StrCat("/proc/", pid, "/maps is empty"));
+  if (text->empty())
+    return absl::PermissionDeniedError(absl::StrCat("/proc/", pid, "/maps is empty"));
   std::vector<Mapping> maps;
   for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
     // start-end perms offset dev inode [path]

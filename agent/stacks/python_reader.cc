@@ -75,9 +75,8 @@ int Py311AddressToLine(absl::string_view t, int first_line, int addr) {
 }
 
 absl::StatusOr<PythonTarget> FindPython(const std::vector<Mapping>& maps) {
-  static const std::vector<std::string> kWanted = {"_PyRuntime", "Py_Version", "PyCode_Type",
-                                                   "PyUnicode_Type", "PyBytes_Type",
-                                                   "_Py_RefTotal"};
+  static const std::vector<std::string> kWanted = {
+      "_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type", "_Py_RefTotal"};
   for (const Mapping& m : maps) {
     if (m.offset != 0 || m.path.empty() || m.path[0] != '/') continue;
     absl::string_view base = m.path;
@@ -297,20 +296,20 @@ absl::Status ReadError(const Remote& mem, const char* what) {
 absl::StatusOr<std::string> CheckVersion(Remote& mem, const PythonTarget& t) {
   const uint32_t built = static_cast<uint32_t>(off::kHeadersVersionHex);
   if (t.version == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "CPython ", t.name_version.empty() ? "< 3.11" : t.name_version,
-        " not readable by drun (built for ", PythonVersionString(built), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("CPython ", t.name_version.empty() ? "< 3.11" : t.name_version,
+                     " not readable by drun (built for ", PythonVersionString(built), ")"));
   }
   uint32_t hex = 0;
   if (!mem.Get(t.version, &hex)) return ReadError(mem, "reading Py_Version");
   if (t.debug_build) {  // the generated offsets are a release build's
-    return absl::FailedPreconditionError(absl::StrCat(
-        "CPython ", PythonVersionString(hex), " debug build not readable by drun"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("CPython ", PythonVersionString(hex), " debug build not readable by drun"));
   }
   if ((hex >> 16) != (built >> 16)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("CPython ", PythonVersionString(hex), " not readable by drun (built for ",
-                     PythonVersionString(built), ")"));
+    return absl::FailedPreconditionError(absl::StrCat("CPython ", PythonVersionString(hex),
+                                                      " not readable by drun (built for ",
+                                                      PythonVersionString(built), ")"));
   }
   return PythonVersionString(hex);
 }

@@ -21,11 +21,16 @@ namespace drun::stacks {
 
 const char* MethodName(Method method) {
   switch (method) {
-    case Method::kBuiltinPython: return "builtin";
-    case Method::kPySpy: return "py-spy";
-    case Method::kEuStack: return "eu-stack";
-    case Method::kGdb: return "gdb";
-    case Method::kNone: break;
+    case Method::kBuiltinPython:
+      return "builtin";
+    case Method::kPySpy:
+      return "py-spy";
+    case Method::kEuStack:
+      return "eu-stack";
+    case Method::kGdb:
+      return "gdb";
+    case Method::kNone:
+      break;
   }
   return "none";
 }
@@ -64,8 +69,10 @@ std::string PermissionReason(pid_t pid) {
     return "ptrace not permitted: kernel.yama.ptrace_scope=2 (needs CAP_SYS_PTRACE)";
   }
   if (scope == 1 && !cap) {
-    return absl::StrCat("ptrace not permitted: kernel.yama.ptrace_scope=1 and this process is not"
-                        " an ancestor of ", pid, " (ask the drun agent that started it)");
+    return absl::StrCat(
+        "ptrace not permitted: kernel.yama.ptrace_scope=1 and this process is not"
+        " an ancestor of ",
+        pid, " (ask the drun agent that started it)");
   }
   return "ptrace not permitted (a container without CAP_SYS_PTRACE, or seccomp forbidding"
          " process_vm_readv/ptrace)";
@@ -203,7 +210,7 @@ absl::StatusOr<ProcessStacks> Capture(pid_t pid, const CaptureOptions& options) 
   if (absl::IsNotFound(maps.status())) return absl::NotFoundError(absl::StrCat("no process ", pid));
   if (!maps.ok()) {
     s.unavailable = absl::IsPermissionDenied(maps.status()) ? PermissionReason(pid)
-                                                           : std::string(maps.status().message());
+                                                            : std::string(maps.status().message());
     return s;
   }
   std::vector<std::string> missing;
@@ -240,7 +247,8 @@ void FormatFrames(const ThreadStack& t, std::string* out) {
   for (size_t i = 0; i < t.native.size(); ++i) {
     const Frame& f = t.native[i];
     absl::StrAppend(out, "  #", i, " ", f.function);
-    if (!f.file.empty()) absl::StrAppend(out, " at ", f.file, f.line > 0 ? absl::StrCat(":", f.line) : "");
+    if (!f.file.empty())
+      absl::StrAppend(out, " at ", f.file, f.line > 0 ? absl::StrCat(":", f.line) : "");
     if (!f.module.empty()) absl::StrAppend(out, " (", f.module, ")");
     out->push_back('\n');
   }
@@ -256,7 +264,8 @@ std::string FormatText(const ProcessStacks& s) {
     absl::StrAppend(&out, " python: ", MethodName(s.python_method));
     if (!s.python_version.empty()) absl::StrAppend(&out, " (CPython ", s.python_version, ")");
   }
-  if (s.native_method != Method::kNone) absl::StrAppend(&out, " native: ", MethodName(s.native_method));
+  if (s.native_method != Method::kNone)
+    absl::StrAppend(&out, " native: ", MethodName(s.native_method));
   out.push_back('\n');
   if (!s.unavailable.empty()) absl::StrAppend(&out, "  frames unavailable: ", s.unavailable, "\n");
   for (const ThreadStack& t : s.threads) {

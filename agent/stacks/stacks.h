@@ -43,10 +43,10 @@ struct Frame {
 
 struct ThreadStack {
   int tid = 0;
-  std::string name;  // /proc/PID/task/TID/comm
-  char state = '?';  // /proc/PID/task/TID/stat: R, S, D, T, Z, ...
-  std::vector<Frame> python;  // innermost first
-  std::vector<Frame> native;  // innermost first
+  std::string name;               // /proc/PID/task/TID/comm
+  char state = '?';               // /proc/PID/task/TID/stat: R, S, D, T, Z, ...
+  std::vector<Frame> python;      // innermost first
+  std::vector<Frame> native;      // innermost first
   bool python_truncated = false;  // the frame chain changed while being read, or was too deep
 };
 
@@ -55,9 +55,9 @@ enum class Method { kNone, kBuiltinPython, kPySpy, kEuStack, kGdb };
 struct ProcessStacks {
   int pid = 0;
   char state = '?';
-  std::string wchan;         // /proc/PID/wchan; empty when running or not known
-  double cpu_seconds = 0;    // utime + stime of the whole process
-  std::string command;       // /proc/PID/comm
+  std::string wchan;                 // /proc/PID/wchan; empty when running or not known
+  double cpu_seconds = 0;            // utime + stime of the whole process
+  std::string command;               // /proc/PID/comm
   std::vector<ThreadStack> threads;  // every thread, /proc/PID/task order
   Method python_method = Method::kNone;
   Method native_method = Method::kNone;

@@ -130,7 +130,8 @@ std::vector<ToolThread> ParseEuStack(absl::string_view out) {
     }
     if (!absl::StartsWith(raw, "#")) continue;
     // "#3  0x000055d4e93 name - /module" (name and " - module" are optional).
-    std::vector<absl::string_view> f = absl::StrSplit(raw, absl::MaxSplits(' ', 1), absl::SkipEmpty());
+    std::vector<absl::string_view> f =
+        absl::StrSplit(raw, absl::MaxSplits(' ', 1), absl::SkipEmpty());
     if (f.size() < 2) continue;
     absl::string_view rest = absl::StripLeadingAsciiWhitespace(f[1]);
     rest = absl::StripLeadingAsciiWhitespace(rest.substr(std::min(rest.find(' '), rest.size())));
@@ -155,12 +156,12 @@ std::vector<ToolThread> ParseGdb(absl::string_view out) {
     if (absl::StartsWith(line, "Thread ")) {
       ToolThread t;
       size_t lwp = line.find("(LWP ");
-      if (lwp == absl::string_view::npos ||
-          !ParseThreadNumber(line.substr(lwp), "(LWP ", &t.tid)) {
+      if (lwp == absl::string_view::npos || !ParseThreadNumber(line.substr(lwp), "(LWP ", &t.tid)) {
         continue;
       }
       size_t q1 = line.find('"', lwp), q2 = line.rfind('"');
-      if (q1 != absl::string_view::npos && q2 > q1) t.name = std::string(line.substr(q1 + 1, q2 - q1 - 1));
+      if (q1 != absl::string_view::npos && q2 > q1)
+        t.name = std::string(line.substr(q1 + 1, q2 - q1 - 1));
       threads.push_back(std::move(t));
       continue;
     }
@@ -192,7 +193,8 @@ std::vector<ToolThread> ParsePySpy(absl::string_view out) {
       ParseThreadNumber(line, "Thread ", &t.tid);  // a hex pthread id leaves tid 0
       if (absl::StartsWith(line, "Thread 0x")) t.tid = 0;
       size_t q1 = line.find('"'), q2 = line.rfind('"');
-      if (q1 != absl::string_view::npos && q2 > q1) t.name = std::string(line.substr(q1 + 1, q2 - q1 - 1));
+      if (q1 != absl::string_view::npos && q2 > q1)
+        t.name = std::string(line.substr(q1 + 1, q2 - q1 - 1));
       threads.push_back(std::move(t));
       continue;
     }

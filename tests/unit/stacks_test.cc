@@ -10,9 +10,10 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,8 +23,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -122,13 +121,13 @@ TEST_F(StacksTest, SleepingFunctionShowsFileLineAndCallers) {
   // Line 4 both says "ready" and sleeps: from the moment the test reads the
   // line, the innermost Python frame is inner_wait at line 4.
   const std::string script =
-      "import os, time\n"                                           // 1
-      "class Box:\n"                                                // 2
-      "    def inner_wait(self):\n"                                 // 3
-      "        os.write(1, b'ready\\n') and time.sleep(10**6)\n"    // 4
-      "def outer():\n"                                              // 5
-      "    Box().inner_wait()\n"                                    // 6
-      "outer()\n";                                                  // 7
+      "import os, time\n"                                         // 1
+      "class Box:\n"                                              // 2
+      "    def inner_wait(self):\n"                               // 3
+      "        os.write(1, b'ready\\n') and time.sleep(10**6)\n"  // 4
+      "def outer():\n"                                            // 5
+      "    Box().inner_wait()\n"                                  // 6
+      "outer()\n";                                                // 7
   std::string path;
   Child py = StartPython(script, 1, &path);
   absl::StatusOr<ProcessStacks> s = Capture(py.pid(), CaptureOptions{});
@@ -155,9 +154,8 @@ TEST_F(StacksTest, SleepingFunctionShowsFileLineAndCallers) {
       << text;
 }
 
-// Some CPython other than 3.11 installed on this machine (pyenv's, or a
-// distribution's), or "" when there is none.
-std::string OtherCPython() {
+// The first of `names` found in /usr/bin or one of pyenv's versions, or "".
+std::string FindCPython(const std::vector<const char*>& names) {
   std::vector<std::string> roots = {"/usr/bin"};
   if (const char* home = getenv("HOME")) {
     std::error_code ec;
@@ -167,7 +165,7 @@ std::string OtherCPython() {
     }
   }
   for (const std::string& dir : roots) {
-    for (const char* name : {"python3.12", "python3.13", "python3.10"}) {
+    for (const char* name : names) {
       std::string path = dir + "/" + name;
       if (access(path.c_str(), X_OK) == 0) return path;
     }
@@ -178,7 +176,7 @@ std::string OtherCPython() {
 // An interpreter the built-in reader was not built for: one line says so and
 // what would help, and native frames (eu-stack, gdb) stand in.
 TEST_F(StacksTest, OtherCPythonVersionSaysSoAndGivesNativeFrames) {
-  const std::string python = OtherCPython();
+  const std::string python = FindCPython({"python3.12", "python3.13", "python3.10"});
   if (python.empty()) GTEST_SKIP() << "no CPython other than 3.11 on this machine";
   if (!FindTool("py-spy").empty()) GTEST_SKIP() << "py-spy would read it";
   std::string path = dir_ + "/other.py";
@@ -202,6 +200,43 @@ TEST_F(StacksTest, OtherCPythonVersionSaysSoAndGivesNativeFrames) {
   const ThreadStack* main = FindThread(*s, *pid);
   ASSERT_NE(main, nullptr);
   EXPECT_FALSE(main->native.empty()) << FormatText(*s);
+}
+
+// A CPython 3.11 built as a PIE with libpython3.11.so (pyenv's build): the
+// symbols are found in the shared library and relocated by its load address.
+TEST_F(StacksTest, SharedLibpythonPieInterpreterIsRead) {
+  std::string python;
+  const char* home = getenv("HOME");
+  std::error_code ec;
+  if (home != nullptr) {
+    for (const auto& v :
+         std::filesystem::directory_iterator(std::string(home) + "/.pyenv/versions", ec)) {
+      const std::string lib = v.path().string() + "/lib/libpython3.11.so.1.0";
+      if (access(lib.c_str(), R_OK) == 0) python = v.path().string() + "/bin/python3.11";
+    }
+  }
+  if (python.empty()) GTEST_SKIP() << "no CPython 3.11 with a shared libpython on this machine";
+  std::string path = dir_ + "/pie.py";
+  std::ofstream(path)
+      << "import os, time\ndef nap():\n    os.write(1, b'r') and time.sleep(10**6)\nnap()\n";
+  UniqueFd r, w;
+  ASSERT_TRUE(MakePipe(&r, &w));
+  SpawnRequest req{{python, path}, {"PATH=/usr/bin:/bin"}, "", -1, w.get(), -1};
+  absl::StatusOr<pid_t> pid = SpawnProcessGroup(req);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  Child child(*pid);
+  w.reset();
+  char c;
+  ASSERT_EQ(read(r.get(), &c, 1), 1);
+  absl::StatusOr<ProcessStacks> s = Capture(*pid, CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->python_method, Method::kBuiltinPython) << s->unavailable;
+  const ThreadStack* main = FindThread(*s, *pid);
+  ASSERT_NE(main, nullptr);
+  ASSERT_EQ(main->python.size(), 2u) << FormatText(*s);
+  EXPECT_EQ(main->python[0].function, "nap");
+  EXPECT_EQ(main->python[0].line, 3);
+  EXPECT_EQ(main->python[1].function, "<module>");
 }
 
 TEST_F(StacksTest, ProcessInfoStateWchanAndCpu) {
@@ -235,22 +270,22 @@ TEST_F(StacksTest, ProcessInfoStateWchanAndCpu) {
 TEST_F(StacksTest, DeadlockedThreadsBothShownOnTheirTids) {
   // Each thread tells its OS thread id on the statement that blocks it.
   const std::string script =
-      "import os, threading\n"                                                      // 1
-      "a, b = threading.Lock(), threading.Lock()\n"                                 // 2
-      "both = threading.Barrier(2)\n"                                               // 3
-      "def say(who):\n"                                                             // 4
-      "    return f'{who} {threading.get_native_id()}\\n'.encode()\n"               // 5
-      "def take_a_then_b():\n"                                                      // 6
-      "    with a:\n"                                                               // 7
-      "        both.wait()\n"                                                       // 8
-      "        os.write(1, say('first')) and b.acquire()\n"                         // 9
-      "def take_b_then_a():\n"                                                      // 10
-      "    with b:\n"                                                               // 11
-      "        both.wait()\n"                                                       // 12
-      "        os.write(1, say('second')) and a.acquire()\n"                        // 13
-      "ts = [threading.Thread(target=f) for f in (take_a_then_b, take_b_then_a)]\n" // 14
-      "for t in ts: t.start()\n"                                                    // 15
-      "for t in ts: t.join()\n";                                                    // 16
+      "import os, threading\n"                                                       // 1
+      "a, b = threading.Lock(), threading.Lock()\n"                                  // 2
+      "both = threading.Barrier(2)\n"                                                // 3
+      "def say(who):\n"                                                              // 4
+      "    return f'{who} {threading.get_native_id()}\\n'.encode()\n"                // 5
+      "def take_a_then_b():\n"                                                       // 6
+      "    with a:\n"                                                                // 7
+      "        both.wait()\n"                                                        // 8
+      "        os.write(1, say('first')) and b.acquire()\n"                          // 9
+      "def take_b_then_a():\n"                                                       // 10
+      "    with b:\n"                                                                // 11
+      "        both.wait()\n"                                                        // 12
+      "        os.write(1, say('second')) and a.acquire()\n"                         // 13
+      "ts = [threading.Thread(target=f) for f in (take_a_then_b, take_b_then_a)]\n"  // 14
+      "for t in ts: t.start()\n"                                                     // 15
+      "for t in ts: t.join()\n";                                                     // 16
   std::string path;
   std::vector<std::string> said;
   Child py = StartPython(script, 2, &path, &said);
@@ -286,17 +321,17 @@ TEST_F(StacksTest, DeadlockedThreadsBothShownOnTheirTids) {
 
 TEST_F(StacksTest, BusyLoopReadTwoHundredTimesGivesPlausibleStacks) {
   const std::string script =
-      "import os\n"                        // 1
-      "def helper(i):\n"                   // 2
-      "    return i * 2\n"                 // 3
-      "def spin(n):\n"                     // 4
-      "    total = 0\n"                    // 5
-      "    for i in range(n):\n"           // 6
-      "        total += helper(i)\n"       // 7
-      "    return total\n"                 // 8
-      "os.write(1, b'ready\\n')\n"         // 9
-      "while True:\n"                      // 10
-      "    spin(1000)\n";                  // 11
+      "import os\n"                   // 1
+      "def helper(i):\n"              // 2
+      "    return i * 2\n"            // 3
+      "def spin(n):\n"                // 4
+      "    total = 0\n"               // 5
+      "    for i in range(n):\n"      // 6
+      "        total += helper(i)\n"  // 7
+      "    return total\n"            // 8
+      "os.write(1, b'ready\\n')\n"    // 9
+      "while True:\n"                 // 10
+      "    spin(1000)\n";             // 11
   std::string path;
   Child py = StartPython(script, 1, &path);
   const std::set<std::string> functions = {"<module>", "spin", "helper"};
@@ -416,7 +451,8 @@ TEST_F(StacksTest, LibTorchTrainerStuckInACollectiveShowsNativeFrames) {
   // Rank 0 prints "process group ready" and goes on into the broadcast.
   std::string out;
   char buf[512];
-  for (ssize_t n; out.find('\n') == std::string::npos && (n = read(r.get(), buf, sizeof buf)) > 0;) {
+  for (ssize_t n;
+       out.find('\n') == std::string::npos && (n = read(r.get(), buf, sizeof buf)) > 0;) {
     out.append(buf, static_cast<size_t>(n));
   }
   ASSERT_NE(out.find("process group ready"), std::string::npos) << out;
@@ -439,16 +475,16 @@ TEST_F(StacksTest, GdbOutputParsesToTheBlockedFunction) {
   if (gdb.empty()) GTEST_SKIP() << "gdb is not installed";
   UniqueFd release;
   Child child = StartBlockedNative(&release);
-  absl::StatusOr<std::string> out =
-      RunTool({gdb, "-p", std::to_string(child.pid()), "-batch", "-nx", "-ex",
-               "thread apply all bt"},
-              absl::Seconds(30));
+  absl::StatusOr<std::string> out = RunTool(
+      {gdb, "-p", std::to_string(child.pid()), "-batch", "-nx", "-ex", "thread apply all bt"},
+      absl::Seconds(30));
   ASSERT_TRUE(out.ok()) << out.status();
   std::vector<ToolThread> threads = ParseGdb(*out);
   ASSERT_EQ(threads.size(), 1u) << *out;
   EXPECT_EQ(threads[0].tid, child.pid());
   bool found = false;
-  for (const Frame& f : threads[0].frames) found = found || f.function == "DrunStacksTestBlockedInHere";
+  for (const Frame& f : threads[0].frames)
+    found = found || f.function == "DrunStacksTestBlockedInHere";
   EXPECT_TRUE(found) << *out;
 }
 
@@ -525,10 +561,10 @@ TEST_F(StacksTest, OtherUsersProcessGivesOneLineUnavailable) {
     r.reset();
     if (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
     absl::StatusOr<ProcessStacks> s = Capture(py.pid(), CaptureOptions{});
-    std::string report = s.ok() ? absl::StrCat("ok ", s->threads.size(), " ",
-                                               s->python_method == Method::kNone, "\n",
-                                               s->unavailable)
-                                : absl::StrCat("error ", s.status().ToString());
+    std::string report = s.ok()
+                             ? absl::StrCat("ok ", s->threads.size(), " ",
+                                            s->python_method == Method::kNone, "\n", s->unavailable)
+                             : absl::StrCat("error ", s.status().ToString());
     (void)!write(w.get(), report.data(), report.size());
     _exit(0);
   }
@@ -536,7 +572,8 @@ TEST_F(StacksTest, OtherUsersProcessGivesOneLineUnavailable) {
   w.reset();
   std::string got;
   char buf[4096];
-  for (ssize_t n; (n = read(r.get(), buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = read(r.get(), buf, sizeof buf)) > 0;)
+    got.append(buf, static_cast<size_t>(n));
   std::vector<std::string> lines = absl::StrSplit(got, '\n');
   ASSERT_EQ(lines.size(), 2u) << got;  // the header, then exactly one line of reason
   EXPECT_EQ(lines[0], "ok 1 1") << got;
@@ -556,8 +593,8 @@ TEST_F(StacksTest, LocationTableMatchesCPython) {
       "        if k > 5:\n"
       "            break\n"
       "    else:\n"
-      "        pass\n"
-      + std::string(300, '\n') +
+      "        pass\n" +
+      std::string(300, '\n') +
       "    return (x +\n"
       "            y[0])\n"
       "c = f.__code__\n"
