@@ -78,6 +78,13 @@ std::string PermissionReason(pid_t pid) {
          " process_vm_readv/ptrace)";
 }
 
+bool HasThread(const ProcessStacks& s, int tid) {
+  for (const ThreadStack& t : s.threads) {
+    if (t.tid == tid) return true;
+  }
+  return false;
+}
+
 ThreadStack* ThreadFor(ProcessStacks* s, int tid, const std::string& name) {
   for (ThreadStack& t : s->threads) {
     if (tid != 0 && t.tid == tid) return &t;
@@ -129,7 +136,14 @@ std::string CapturePython(pid_t pid, const PythonTarget& target, const CaptureOp
     s->python_method = Method::kBuiltinPython;
     s->python_version = read->version;
     for (PythonThread& pt : read->threads) {
-      ThreadStack* t = ThreadFor(s, static_cast<int>(pt.native_thread_id), "");
+      // A thread state read while its thread was ending can hold a stale id:
+      // keep only threads the process still has (or had when it was listed).
+      const int tid = static_cast<int>(pt.native_thread_id);
+      if (!HasThread(*s, tid) &&
+          access(absl::StrCat("/proc/", pid, "/task/", tid).c_str(), F_OK) != 0) {
+        continue;
+      }
+      ThreadStack* t = ThreadFor(s, tid, "");
       t->python = std::move(pt.frames);
       t->python_truncated = pt.truncated;
     }

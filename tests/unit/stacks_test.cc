@@ -380,6 +380,42 @@ bool HasFunction(const ProcessStacks& s, const std::string& name) {
   return false;
 }
 
+// Threads start and end all the time while the process is read: every
+// capture succeeds, and Python frames land only on threads of the process.
+TEST_F(StacksTest, ThreadsComingAndGoingNeverGiveStrayThreads) {
+  const std::string script =
+      "import os, threading\n"
+      "def work(n):\n"
+      "    return sum(range(n))\n"
+      "def churn():\n"
+      "    while True:\n"
+      "        ts = [threading.Thread(target=work, args=(1000,)) for _ in range(4)]\n"
+      "        for t in ts: t.start()\n"
+      "        for t in ts: t.join()\n"
+      "threading.Thread(target=churn, daemon=True).start()\n"
+      "os.write(1, b'ready\\n')\n"
+      "churn()\n";
+  std::string path;
+  Child py = StartPython(script, 1, &path);
+  for (int i = 0; i < 200; ++i) {
+    absl::StatusOr<ProcessStacks> s = Capture(py.pid(), CaptureOptions{});
+    ASSERT_TRUE(s.ok()) << s.status();
+    for (const ThreadStack& t : s->threads) {
+      EXPECT_GT(t.tid, 0) << FormatText(*s);
+      for (const Frame& f : t.python) {
+        EXPECT_TRUE(f.file == path || absl::StartsWith(f.file, "/usr/lib/python3.11/"))
+            << FormatText(*s);
+      }
+    }
+    const ThreadStack* main = FindThread(*s, py.pid());
+    ASSERT_NE(main, nullptr);
+    ASSERT_FALSE(main->python.empty()) << FormatText(*s);
+    if (!main->python_truncated) {
+      EXPECT_EQ(main->python.back().function, "<module>");
+    }
+  }
+}
+
 TEST_F(StacksTest, NativeProgramShowsItsBlockedFunction) {
   UniqueFd release;
   Child child = StartBlockedNative(&release);
