@@ -1,6 +1,8 @@
 // Times drun::stacks::Capture against N sleeping /usr/bin/python3 processes
 // (N = 4, 16, 64 unless given): sequentially (median ms per process, total)
-// and with 4 capture threads (total). Usage: drun_stacks_bench [N...]
+// and with 4 capture threads (total), Python frames only and Python + native.
+// Usage: drun_stacks_bench [--torch] [N...]  (--torch: each process imports
+// torch first, like a real worker, which makes native unwinding costlier)
 // Each process signals readiness over a pipe before it is captured; every
 // process started is killed by its pid at the end.
 #include <signal.h>
@@ -26,33 +28,38 @@ namespace {
 constexpr char kScript[] =
     "import os, time\n"
     "def wait_forever():\n"
-    "    os.write(1, b'r')\n"
-    "    time.sleep(10**6)\n"
+    "    os.write(1, b'r') and time.sleep(10**6)\n"
     "wait_forever()\n";
 
-std::vector<pid_t> StartPythons(int n) {
+// Starts all n at once (importing torch takes seconds), then waits for each
+// one's readiness byte: it is then inside wait_forever.
+std::vector<pid_t> StartPythons(int n, bool torch) {
   std::vector<pid_t> pids;
+  std::vector<drun::UniqueFd> ready;
+  const std::string script = std::string(torch ? "import torch\n" : "") + kScript;
   for (int i = 0; i < n; ++i) {
     drun::UniqueFd r, w;
     if (!drun::MakePipe(&r, &w)) exit(1);
     drun::SpawnRequest req;
-    req.argv = {"/usr/bin/python3", "-c", kScript};
+    req.argv = {"/usr/bin/python3", "-c", script};
     req.env = {"PATH=/usr/bin:/bin"};
     req.stdout_fd = w.get();
     absl::StatusOr<pid_t> pid = drun::SpawnProcessGroup(req);
     if (!pid.ok()) exit(1);
-    w.reset();
-    char c;
-    if (read(r.get(), &c, 1) != 1) exit(1);  // ready: inside wait_forever
     pids.push_back(*pid);
+    ready.push_back(std::move(r));
+  }
+  for (drun::UniqueFd& r : ready) {
+    char c;
+    if (read(r.get(), &c, 1) != 1) exit(1);
   }
   return pids;
 }
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
-void Run(int n) {
-  std::vector<pid_t> pids = StartPythons(n);
+void Run(int n, bool torch) {
+  std::vector<pid_t> pids = StartPythons(n, torch);
   drun::stacks::CaptureOptions opts;
   std::vector<double> each;
   int frames_ok = 0;
@@ -120,11 +127,17 @@ int main(int argc, char** argv) {
     fputs(drun::stacks::FormatText(*st).c_str(), stdout);
     return 0;
   }
-  std::vector<int> counts = {4, 16, 64};
-  if (argc > 1) {
-    counts.clear();
-    for (int i = 1; i < argc; ++i) counts.push_back(atoi(argv[i]));
+  std::vector<int> counts;
+  bool torch = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--torch") {
+      torch = true;
+    } else {
+      counts.push_back(atoi(argv[i]));
+    }
   }
-  for (int n : counts) Run(n);
+  if (counts.empty()) counts = {4, 16, 64};
+  if (torch) printf("(each process has imported torch)\n");
+  for (int n : counts) Run(n, torch);
   return 0;
 }
