@@ -74,7 +74,7 @@ int Py311AddressToLine(absl::string_view t, int first_line, int addr) {
   return -1;
 }
 
-absl::StatusOr<PythonTarget> FindPython(const std::vector<Mapping>& maps) {
+absl::StatusOr<PythonTarget> FindPython(pid_t pid, const std::vector<Mapping>& maps) {
   static const std::vector<std::string> kWanted = {
       "_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type", "_Py_RefTotal"};
   for (const Mapping& m : maps) {
@@ -82,7 +82,11 @@ absl::StatusOr<PythonTarget> FindPython(const std::vector<Mapping>& maps) {
     absl::string_view base = m.path;
     base = base.substr(base.rfind('/') + 1);
     if (!absl::StartsWith(base, "python") && !absl::StartsWith(base, "libpython")) continue;
-    absl::StatusOr<std::shared_ptr<const ElfSymbols>> elf = LoadDynamicSymbols(m.path, kWanted);
+    // Through /proc/PID/root: the path is the process's own, which differs from
+    // ours when it runs in another mount namespace (a container).
+    absl::StatusOr<std::shared_ptr<const ElfSymbols>> elf =
+        LoadDynamicSymbols(absl::StrCat("/proc/", pid, "/root", m.path), kWanted);
+    if (!elf.ok()) elf = LoadDynamicSymbols(m.path, kWanted);
     if (!elf.ok()) continue;
     const auto& sym = (*elf)->symbols;
     auto runtime = sym.find("_PyRuntime");

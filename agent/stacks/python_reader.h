@@ -40,8 +40,9 @@ struct PythonTarget {
   bool debug_build = false;   // exports _Py_RefTotal: Py_DEBUG, whose object layout differs
 };
 
-// NotFound when no mapping exports _PyRuntime (not a CPython process).
-absl::StatusOr<PythonTarget> FindPython(const std::vector<Mapping>& maps);
+// Finds the interpreter in `pid`'s mappings (`maps`, from ReadMaps). NotFound
+// when no mapping exports _PyRuntime (not a CPython process).
+absl::StatusOr<PythonTarget> FindPython(pid_t pid, const std::vector<Mapping>& maps);
 
 struct PythonThread {
   uint64_t native_thread_id = 0;  // the OS thread id (PyThreadState.native_thread_id)

@@ -228,7 +228,7 @@ absl::StatusOr<ProcessStacks> Capture(pid_t pid, const CaptureOptions& options) 
     return s;
   }
   std::vector<std::string> missing;
-  absl::StatusOr<PythonTarget> python = FindPython(*maps);
+  absl::StatusOr<PythonTarget> python = FindPython(pid, *maps);
   bool want_native = options.native || !python.ok();
   if (python.ok() && options.python) {
     bool denied = false;
