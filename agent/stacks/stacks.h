@@ -15,6 +15,12 @@
 // External tools run without a shell, stdin from /dev/null, and are killed
 // (their process group, by pid) when they overrun CaptureOptions::tool_timeout.
 //
+// Cost: the built-in reader takes well under a millisecond per process;
+// each external tool run is bounded by CaptureOptions::tool_timeout (at most
+// three runs: py-spy, eu-stack, gdb). Reading /proc/PID/maps or memory can
+// wait while the target holds its memory-map lock in the kernel (docs/stacks.md),
+// so call Capture off any thread that must stay responsive.
+//
 // Capture fails only when the process does not exist (NotFound) or the pid is
 // invalid. Anything that keeps frames from being read (another user's
 // process, ptrace forbidden, an unreadable interpreter version, no tool) is
