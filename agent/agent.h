@@ -109,8 +109,8 @@ class Agent {
   std::vector<HangMonitor::Sample> SampleWorkers() const;
   void StartHangWatch(TimePoint now);
   void WatchHang(TimePoint now);
-  std::string WriteHangDump(const std::string& text);
-  void OnHang(const StackDump& dump, const std::string& text, TimePoint now);
+  std::string WriteDumpFile(const std::string& text, bool hang);
+  void OnHang(const StackDump& dump, const RunReport::Dump& record, TimePoint now);
   void Exit(int code, const std::string& message, const v1::Failure* failure);
   std::string AttemptDir(int local_rank) const;
   // Before anything joins: makes this run's log directory and proves the

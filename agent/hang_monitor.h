@@ -56,7 +56,8 @@ class HangMonitor {
   std::optional<TimePoint> NextSample() const { return next_sample_; }
 
   const std::map<int, RankState>& ranks() const { return ranks_; }
-  // The rank that printed last the longest ago (-1 when none is watched).
+  // The rank that printed last the longest ago; -1 when none is watched or
+  // several went quiet in the same sample interval (no one was first).
   int QuietestRank() const;
 
  private:

@@ -95,6 +95,7 @@ int AgentMain() {
   options.lifeline_fd = 0;
   options.launcher_reports_end = launch->launcher_reports_end();
   options.quiet = spec.quiet();
+  EnableStacks(options.base_env, &options);
   options.advertise_addr = launch->local_addr();
   if (options.advertise_addr.empty()) {
     auto ep = ParseEndpoint(copt.target, 0);
@@ -188,6 +189,7 @@ HostDecision DecideHost(const v1::JobSpec& spec, const Endpoint& ep, const std::
   options.summary = cl.summary;
   options.report_path = cl.report_path;
   options.quiet = spec.quiet();
+  EnableStacks(options.base_env, &options);
   auto agent = std::make_unique<Agent>(std::move(options), std::move(client.value()), &guardian);
   const int code = agent->Run();
   if (server) {

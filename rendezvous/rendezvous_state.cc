@@ -21,6 +21,7 @@ v1::ServerMessage RejectMessage(const std::string& text) {
 std::string DescribeFailure(const v1::Failure& f) {
   std::string who = f.rank() < 0 ? absl::StrCat("the --node-setup command on host ", f.host())
                                  : absl::StrCat("rank ", f.rank(), " on host ", f.host());
+  if (f.hung()) return absl::StrCat(who, " hung (--hang-timeout, exit code ", f.exit_code(), ")");
   std::string how;
   if (f.signal() > 0) {
     how = absl::StrCat("killed by ", SignalName(f.signal()));

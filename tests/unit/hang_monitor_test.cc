@@ -94,5 +94,15 @@ TEST(HangMonitorTest, QuietestRankIsTheOneThatStoppedPrintingFirst) {
   EXPECT_EQ(m.QuietestRank(), 1);
 }
 
+// Ranks that went quiet in the same interval: none of them was first.
+TEST(HangMonitorTest, NoQuietestRankOnATie) {
+  HangMonitor m(seconds(10));
+  const TimePoint t0{};
+  m.Start({{0, 0, 0}, {1, 0, 0}}, t0);
+  m.Observe({{0, 5, 0}, {1, 5, 0}}, t0 + seconds(1));
+  m.Observe({{0, 5, 0}, {1, 5, 0}}, t0 + seconds(2));
+  EXPECT_EQ(m.QuietestRank(), -1);
+}
+
 }  // namespace
 }  // namespace drun
