@@ -239,6 +239,40 @@ TEST_F(StacksTest, SharedLibpythonPieInterpreterIsRead) {
   EXPECT_EQ(main->python[1].function, "<module>");
 }
 
+// Names in each compact str kind: ASCII, Latin-1 (1 byte), UCS-2 and UCS-4,
+// and a file name that is not ASCII, all come out as UTF-8.
+TEST_F(StacksTest, NonAsciiNamesAreUtf8) {
+  const std::string path = dir_ + "/st\u00e4ck.py";
+  std::ofstream(path) << "import os, time\n"
+                         "def \U00020000():\n"
+                         "    os.write(1, b'ready\\n') and time.sleep(10**6)\n"
+                         "def \u7720\u308b():\n"
+                         "    \U00020000()\n"
+                         "def schl\u00e4ft():\n"
+                         "    \u7720\u308b()\n"
+                         "schl\u00e4ft()\n";
+  UniqueFd r, w;
+  ASSERT_TRUE(MakePipe(&r, &w));
+  SpawnRequest req{{kPython, path}, {"PATH=/usr/bin:/bin"}, "", -1, w.get(), -1};
+  absl::StatusOr<pid_t> pid = SpawnProcessGroup(req);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  Child child(*pid);
+  w.reset();
+  char c;
+  ASSERT_EQ(read(r.get(), &c, 1), 1);
+  absl::StatusOr<ProcessStacks> s = Capture(*pid, CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const ThreadStack* main = FindThread(*s, *pid);
+  ASSERT_NE(main, nullptr);
+  ASSERT_EQ(main->python.size(), 4u) << FormatText(*s);
+  EXPECT_EQ(main->python[0].function, "\U00020000");
+  EXPECT_EQ(main->python[0].file, path);
+  EXPECT_EQ(main->python[0].line, 3);
+  EXPECT_EQ(main->python[1].function, "\u7720\u308b");
+  EXPECT_EQ(main->python[2].function, "schl\u00e4ft");
+  EXPECT_EQ(main->python[3].function, "<module>");
+}
+
 TEST_F(StacksTest, ProcessInfoStateWchanAndCpu) {
   const std::string script =
       "import os, time\n"
