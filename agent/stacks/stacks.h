@@ -54,6 +54,10 @@ struct ThreadStack {
   std::vector<Frame> python;      // innermost first
   std::vector<Frame> native;      // innermost first
   bool python_truncated = false;  // the frame chain changed while being read, or was too deep
+  // For a thread in state D (uninterruptible: I/O, a driver), its kernel stack
+  // from /proc/PID/task/TID/stack, innermost first ("kernel_clone+0x1af/0x3e0");
+  // empty for other states or when not readable (needs root).
+  std::vector<std::string> kernel;
 };
 
 enum class Method { kNone, kBuiltinPython, kPySpy, kEuStack, kGdb };

@@ -540,6 +540,45 @@ TEST_F(StacksTest, LibTorchTrainerStuckInACollectiveShowsNativeFrames) {
   EXPECT_EQ(s->python_method, Method::kNone);
 }
 
+// A process in state D: the parent of a vfork() waits uninterruptibly (but
+// killably) until its child execs or exits. Its kernel stack says where.
+TEST_F(StacksTest, ThreadInStateDShowsItsKernelStack) {
+  if (geteuid() != 0) GTEST_SKIP() << "/proc/PID/stack is readable by root only";
+  UniqueFd ready_r, ready_w, block_r, block_w;
+  ASSERT_TRUE(MakePipe(&ready_r, &ready_w));
+  ASSERT_TRUE(MakePipe(&block_r, &block_w));
+  pid_t parent = fork();
+  if (parent == 0) {
+    if (vfork() == 0) {
+      // The vfork child: system calls only. It tells its pid, then blocks.
+      pid_t me = getpid();
+      (void)!write(ready_w.get(), &me, sizeof me);
+      char c;
+      (void)!read(block_r.get(), &c, 1);
+      _exit(0);
+    }
+    _exit(0);
+  }
+  Child parent_child(parent);
+  pid_t grandchild = 0;
+  ASSERT_EQ(read(ready_r.get(), &grandchild, sizeof grandchild),
+            static_cast<ssize_t>(sizeof grandchild));
+  Child vfork_child(grandchild);
+  absl::StatusOr<ProcessStacks> s = Capture(parent, CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->state, 'D');
+  ASSERT_EQ(s->threads.size(), 1u);
+  EXPECT_EQ(s->threads[0].state, 'D');
+  bool vfork_seen = false;
+  for (const std::string& k : s->threads[0].kernel)
+    vfork_seen = vfork_seen || absl::StrContains(k, "vfork");
+  EXPECT_TRUE(vfork_seen) << FormatText(*s);
+  EXPECT_NE(FormatText(*s).find("  kernel: "), std::string::npos);
+  // No ptrace tool was left to wait for a thread that cannot stop.
+  EXPECT_EQ(s->native_method, Method::kNone);
+  EXPECT_NE(s->unavailable.find("state D"), std::string::npos) << s->unavailable;
+}
+
 TEST_F(StacksTest, GdbOutputParsesToTheBlockedFunction) {
   const std::string gdb = FindTool("gdb");
   if (gdb.empty()) GTEST_SKIP() << "gdb is not installed";
