@@ -11,13 +11,16 @@
 //  - Native (a process with no Python interpreter, a Python process whose
 //    Python frames could not be read, or CaptureOptions::native):
 //    `eu-stack -m -p PID` (elfutils), else `gdb -batch`. Both attach with ptrace
-//    for the duration of the unwind (milliseconds), the only stop involved.
+//    for the duration of the unwind (milliseconds), the only stop involved;
+//    neither runs on a process with a thread in state D (the attach would wait
+//    for it), gdb not after eu-stack overran.
+//  - Kernel: a thread in state D gets its /proc/PID/task/TID/stack (root only).
 // External tools run without a shell, stdin from /dev/null, and are killed
 // (their process group, by pid) when they overrun CaptureOptions::tool_timeout.
 //
 // Cost: the built-in reader takes well under a millisecond per process;
 // each external tool run is bounded by CaptureOptions::tool_timeout (at most
-// three runs: py-spy, eu-stack, gdb). Reading /proc/PID/maps or memory can
+// two runs: py-spy and one native tool). Reading /proc/PID/maps or memory can
 // wait while the target holds its memory-map lock in the kernel (docs/stacks.md),
 // so call Capture off any thread that must stay responsive.
 //
