@@ -20,7 +20,7 @@
 //
 // Cost: the built-in reader takes well under a millisecond per process;
 // each external tool run is bounded by CaptureOptions::tool_timeout (at most
-// two runs: py-spy and one native tool). Reading /proc/PID/maps or memory can
+// three runs: py-spy, eu-stack, gdb). Reading /proc/PID/maps or memory can
 // wait while the target holds its memory-map lock in the kernel (docs/stacks.md),
 // so call Capture off any thread that must stay responsive.
 //
