@@ -164,7 +164,10 @@ void Agent::OnHang(const StackDump& dump, const RunReport::Dump& record, TimePoi
   if (phase_ != Phase::kRunning || reported_ || !group_) return;  // it ended meanwhile
   const int quietest = hang_ ? hang_->QuietestRank() : -1;
   const std::vector<int> odd = OddRanks(dump);
-  const int culprit = !odd.empty() ? odd.front() : quietest;
+  // The odd rank; else the one that went quiet first; else (all alike) the first.
+  const int culprit = !odd.empty()  ? odd.front()
+                      : quietest >= 0 ? quietest
+                      : dump.ranks.empty() ? -1 : dump.ranks.front().target.rank;
   Log(absl::StrFormat("no rank made progress (output or CPU) for %gs (--hang-timeout); where each one is:",
                       opt_.spec.hang_timeout_s()));
   console_.Text(FormatHangTable(dump, quietest));
