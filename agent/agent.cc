@@ -1,6 +1,7 @@
 #include "agent/agent.h"
 
 #include "agent/entrypoint.h"
+#include "agent/agent_launch.h"
 #include "agent/std_streams.h"
 
 #include <arpa/inet.h>
@@ -83,8 +84,8 @@ void Agent::ShowStatus(TimePoint now) {
   status_refresh_.reset();
   if (!status_tty_ || !waiting_ || phase_ != Phase::kRendezvous) return;
   const auto& w = *waiting_;
-  std::string line = absl::StrCat("drun: waiting for nodes: ", w.joined(), " of ", w.min_nodes(),
-                                  "..", w.max_nodes(), " joined");
+  std::string line = absl::StrCat("drun: waiting for ", MembersWord(), ": ", w.joined(), " of ",
+                                  w.min_nodes(), "..", w.max_nodes(), " joined");
   if (w.last_call_ms() > 0) {
     auto left = std::chrono::milliseconds(w.last_call_ms()) - (now - waiting_at_);
     auto secs = std::chrono::ceil<std::chrono::seconds>(left).count();
@@ -100,6 +101,8 @@ void Agent::ShowStatus(TimePoint now) {
   status_shown_ = true;
   status_refresh_ = now + std::chrono::seconds(1);
 }
+
+const char* Agent::MembersWord() const { return opt_.members_are_tasks ? "tasks" : "nodes"; }
 
 void Agent::ClearStatus() {
   if (status_shown_) WriteAll(2, "\r\033[K");
@@ -308,13 +311,7 @@ int Agent::Run() {
           }
         });
       } else if (p.fd == opt_.lifeline_fd) {
-        char buf[256];
-        ssize_t r = read(p.fd, buf, sizeof buf);
-        if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
-          opt_.lifeline_fd = -1;
-          Log("the launcher's channel closed: stopping");
-          HandleSignal(SIGHUP, now);
-        }
+        ReadLifeline(now);
       } else if (read_stdin && p.fd == 0) {
         PumpStdin();
       } else if (std::find(console_fds.begin(), console_fds.end(), p.fd) != console_fds.end()) {
@@ -380,6 +377,9 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
       OnAssignment(msg.assignment(), now);
       return;
     case v1::ServerMessage::kStop:
+      // Stopping on a signal already: the workers have it and their grace;
+      // other nodes leaving meanwhile is that same stop, not news.
+      if (shutting_down_) return;
       if (opt_.spec.max_nodes() > 1 || opt_.spec.max_restarts() > 0) {
         Info(absl::StrCat("stopping round ", msg.stop().round(), ": ", msg.stop().reason()));
       }
@@ -399,7 +399,8 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
         if (f.has_failure()) exit_failure_ = f.failure();
       }
       if (group_) {
-        StopGroup(SIGTERM, AfterStop::kExit, now);
+        // Stopping on a signal: the workers got that one, not a SIGTERM too.
+        StopGroup(shutting_down_ ? 0 : SIGTERM, AfterStop::kExit, now);
       } else {
         phase_ = Phase::kDone;
       }
@@ -426,8 +427,12 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
         waiting_at_ = now;
         ShowStatus(now);
       } else if (opt_.spec.max_nodes() > 1) {
-        std::string text = absl::StrCat("waiting: ", w.joined(), " of ", w.min_nodes(), "..",
-                                        w.max_nodes(), " nodes joined (", w.reason(), ")");
+        // The server's words are about nodes; in Slurm's task mode its members are tasks.
+        const bool for_members = w.kind() == v1::Waiting::WAITING_FOR_NODES;
+        std::string text = absl::StrCat(
+            "waiting: ", w.joined(), " of ", w.min_nodes(), "..", w.max_nodes(), " ",
+            MembersWord(), " joined (",
+            for_members ? absl::StrCat("waiting for ", MembersWord()) : w.reason(), ")");
         if (w.last_call_ms() > 0) {
           absl::StrAppend(&text, "; the round closes in ", w.last_call_ms() / 1000.0, " s");
         }
@@ -477,8 +482,10 @@ void Agent::StartSetup(TimePoint now) {
   EnvMap env = opt_.base_env;
   for (const auto& [k, v] : opt_.spec.env()) env[k] = v;
   WorkerLaunch l;
-  l.prefix = "[setup]: ";
-  l.cont_prefix = "[setup]+ ";
+  // Like the workers': on several nodes the host says whose setup it is.
+  const std::string tag = opt_.host_in_prefix ? absl::StrCat("[", opt_.hostname, ":setup]") : "[setup]";
+  l.prefix = tag + ": ";
+  l.cont_prefix = tag + "+ ";
   l.request.argv = {"/bin/sh", "-c", opt_.spec.node_setup()};
   l.request.env = EnvToList(env);
   l.request.cwd = opt_.spec.working_dir();
@@ -635,6 +642,40 @@ void Agent::Step(TimePoint now) {
   }
 }
 
+void Agent::ReadLifeline(TimePoint now) {
+  char buf[256];
+  ssize_t r = read(opt_.lifeline_fd, buf, sizeof buf);
+  if (r > 0) {
+    std::vector<int> signals;
+    lifeline_.Feed(buf, static_cast<size_t>(r), &signals);
+    for (int sig : signals) OnLauncherSignal(sig, now);
+    return;
+  }
+  if (r < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  opt_.lifeline_fd = -1;
+  if (shutting_down_) {
+    // The launcher closes the channel after the signal it forwarded: that
+    // stop goes on, with its grace.
+    Log(absl::StrCat("the launcher's channel closed; already stopping on ",
+                     SignalName(stop_signal_)));
+    return;
+  }
+  // No signal came first: the launcher died or its connection was lost.
+  Log("the launcher's channel closed: stopping");
+  HandleSignal(SIGHUP, now);
+}
+
+void Agent::OnLauncherSignal(int sig, TimePoint now) {
+  if (launcher_signals_++ == 0) {
+    // Under scancel Slurm may have signalled this agent (and its workers)
+    // already: then this is the same stop, not a second one.
+    if (!shutting_down_) HandleSignal(sig, now);
+    return;
+  }
+  Log(absl::StrCat("the launcher got ", SignalName(sig), " again: killing the workers now"));
+  if (group_) group_->KillNow();
+}
+
 void Agent::HandleSignal(int sig, TimePoint now, pid_t sender) {
   // Inside a Slurm step, slurmstepd (our parent) signals every process of the
   // step, the workers included, and scancel may deliver the same signal twice
@@ -656,6 +697,7 @@ void Agent::HandleSignal(int sig, TimePoint now, pid_t sender) {
     return;
   }
   shutting_down_ = true;
+  stop_signal_ = sig;
   exit_code_ = ExitCodeForSignal(sig);
   exit_message_.clear();
   exit_failure_.reset();

@@ -121,6 +121,17 @@ struct Control {
   std::mutex mu;
   std::shared_ptr<RemoteProcess> proc ABSL_GUARDED_BY(mu);
   int level ABSL_GUARDED_BY(mu) = 0;  // 1: stop (close stdin), 2: abort
+  // Forwards a stop signal to the agent (its lifeline's notice), which stops
+  // its workers with it. An agent not started yet is not started at all.
+  void Forward(int sig) {
+    std::shared_ptr<RemoteProcess> p;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      p = proc;
+      if (!p) level = std::max(level, 1);
+    }
+    if (p) p->Signal(sig);
+  }
   void Request(int l) {
     std::shared_ptr<RemoteProcess> p;
     {
@@ -451,6 +462,8 @@ class SshLauncher {
   void OnEnded(Event e);
   void OnLost(const std::string& host);
   void CheckViable();
+  // A stop signal to every agent (they stop their workers with it).
+  void ForwardAll(int sig);
   void StopAll(int level);
   bool AllEnded() const;
   Host* FindHost(const std::string& name);
@@ -593,6 +606,13 @@ void SshLauncher::CheckViable() {
                    "; not usable: ", absl::StrJoin(gone, ", ")));
   exit_code_ = 1;
   StopAll(1);
+}
+
+void SshLauncher::ForwardAll(int sig) {
+  stop_level_ = std::max(stop_level_, 1);
+  for (Host& h : hosts_) {
+    if (h.control) h.control->Forward(sig);
+  }
 }
 
 void SshLauncher::StopAll(int level) {
@@ -763,11 +783,14 @@ void SshLauncher::OnStopSignal(int sig, Duration end_bound) {
     stop_signal_ = sig;
     SayLocked(absl::StrCat("got ", SignalName(sig), ": stopping the agents on every host (",
                      "again to drop them at once)"));
-    StopAll(1);
+    // Every agent stops its workers with this very signal and the grace.
+    ForwardAll(sig);
     end_deadline_ = Clock::now() + end_bound;
   } else {
     SayLocked(absl::StrCat("got ", SignalName(sig), " again: dropping every connection"));
     if (stop_signal_ == 0) stop_signal_ = sig;
+    // The second notice has the agents kill their workers; the drop follows it.
+    ForwardAll(sig);
     StopAll(2);
     end_deadline_ = Clock::now() + std::chrono::seconds(5);
   }
