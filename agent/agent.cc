@@ -692,13 +692,21 @@ void Agent::HandleSignal(int sig, TimePoint now, pid_t sender) {
     return;
   }
   if (shutting_down_) {
+    // Slurm ending the step (scancel, or srun --kill-on-bad-exit after another
+    // agent ended) signals every process of it once more, and sends SIGKILL
+    // itself after KillWait: the grace under way stands.
+    if (from_stepd) return;
     Log(absl::StrCat("got ", SignalName(sig), " again: killing the workers now"));
     if (group_) group_->KillNow();
     return;
   }
   shutting_down_ = true;
   stop_signal_ = sig;
-  exit_code_ = ExitCodeForSignal(sig);
+  // Under a launcher (ssh, --launcher slurm), which reports the job's end and
+  // exits 128+signal itself, this agent's status only tells srun whether to
+  // end the other agents' step (--kill-on-bad-exit): a failure's status would
+  // cut their workers' grace short.
+  exit_code_ = opt_.launcher_reports_end ? 0 : ExitCodeForSignal(sig);
   exit_message_.clear();
   exit_failure_.reset();
   if (!group_) {

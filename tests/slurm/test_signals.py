@@ -64,6 +64,13 @@ class CheckpointOnSignal(SlurmTestCase):
         job.cancel()
         self.expect_all_checkpointed(job, "SIGTERM", "CANCELLED")
 
+    def test_scancel_srun_node_mode_kill_on_bad_exit(self):
+        # The first agent to end (143) has srun end the step, which signals the others again.
+        job = self.start("srun --kill-on-bad-exit=1 {drun} --nproc-per-node 2 "
+                         "--shutdown-timeout 8 {prog}", "sig-srun-kob")
+        job.cancel()
+        self.expect_all_checkpointed(job, "SIGTERM", "CANCELLED")
+
     def test_scancel_srun_task_mode(self):
         job = self.start("srun -n 6 {drun} --shutdown-timeout 8 {prog}", "sig-tasks",
                          sbatch="--nodes=3 --ntasks-per-node=2")
