@@ -57,6 +57,10 @@ class SignalsTest(t.SshTestCase):
     def test_sighup_reaches_every_worker_as_sighup(self):
         self.stop_with(signal.SIGHUP, "HUP")
 
+    def test_sigterm_through_rsh_openssh(self):
+        # --rsh: the notice goes down OpenSSH's client's standard input instead.
+        self.stop_with(signal.SIGTERM, "TERM", extra=["--rsh", "ssh -o BatchMode=yes"])
+
     def test_second_signal_kills_at_once(self):
         p, ckpt = self.start("TERM")
         p[0].send_signal(signal.SIGTERM)
