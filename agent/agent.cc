@@ -666,6 +666,10 @@ void Agent::ReadLifeline(TimePoint now) {
 }
 
 void Agent::OnLauncherSignal(int sig, TimePoint now) {
+  if (sig == SIGUSR1 || sig == SIGUSR2) {
+    if (group_) group_->Forward(sig);
+    return;
+  }
   if (launcher_signals_++ == 0) {
     // Under scancel Slurm may have signalled this agent (and its workers)
     // already: then this is the same stop, not a second one.

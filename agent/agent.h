@@ -80,7 +80,8 @@ class Agent {
   // The lifeline is readable: a signal the launcher forwards, or its end.
   void ReadLifeline(TimePoint now);
   // The launcher's first stop signal stops the workers with that signal (as
-  // if this agent had got it), the next kills them.
+  // if this agent had got it), the next kills them; SIGUSR1/SIGUSR2 go to the
+  // workers.
   void OnLauncherSignal(int sig, TimePoint now);
   void ReapChildren(TimePoint now);
   void SendJoin(TimePoint now);

@@ -41,7 +41,10 @@ namespace drun {
 
 namespace {
 
-constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+// Taken through a signalfd: the stop signals, and SIGUSR1/SIGUSR2, which the
+// workers get too (a checkpoint request) without stopping anything.
+constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+bool IsUserSignal(int sig) { return sig == SIGUSR1 || sig == SIGUSR2; }
 constexpr int kCheckTimeoutMs = 30000;
 
 // Whole lines from several threads to this process's stdout/stderr, one
@@ -121,14 +124,15 @@ struct Control {
   std::mutex mu;
   std::shared_ptr<RemoteProcess> proc ABSL_GUARDED_BY(mu);
   int level ABSL_GUARDED_BY(mu) = 0;  // 1: stop (close stdin), 2: abort
-  // Forwards a stop signal to the agent (its lifeline's notice), which stops
-  // its workers with it. An agent not started yet is not started at all.
+  // Forwards a signal to the agent (its lifeline's notice). A stop signal
+  // stops its workers with it, and an agent not started yet is not started
+  // at all; SIGUSR1/SIGUSR2 reach its workers.
   void Forward(int sig) {
     std::shared_ptr<RemoteProcess> p;
     {
       std::lock_guard<std::mutex> lock(mu);
       p = proc;
-      if (!p) level = std::max(level, 1);
+      if (!p && !IsUserSignal(sig)) level = std::max(level, 1);
     }
     if (p) p->Signal(sig);
   }
@@ -713,7 +717,8 @@ std::optional<int> SshLauncher::RunPreflight(int sig_fd) {
     if (PollUntil(fds, 2, std::nullopt) < 0) break;
     if (fds[1].revents) {
       signalfd_siginfo si;
-      if (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      if (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si) &&
+          !IsUserSignal(static_cast<int>(si.ssi_signo))) {  // no worker to tell yet
         SayLocked(absl::StrCat("got ", SignalName(static_cast<int>(si.ssi_signo)),
                          " during the pre-flight checks: nothing was started"));
         // The checks still running are aborted; the destructor joins them.
@@ -828,7 +833,15 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
       end_deadline_ = Clock::now() + std::chrono::seconds(5);
     }
     if (fds[0].revents) {
-      DrainSignalFd(sig_fd, [&](int sig, const signalfd_siginfo&) { OnStopSignal(sig, end_bound); });
+      DrainSignalFd(sig_fd, [&](int sig, const signalfd_siginfo&) {
+        if (IsUserSignal(sig)) {
+          for (Host& h : hosts_) {
+            if (h.control) h.control->Forward(sig);
+          }
+        } else {
+          OnStopSignal(sig, end_bound);
+        }
+      });
     }
     DrainServer(server, end_bound);
     while (auto ev = queue_->Pop()) OnEnded(std::move(*ev));
@@ -856,7 +869,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   // The stop signals come through a signalfd; blocked before any thread.
   sigset_t stop_set;
   sigemptyset(&stop_set);
-  for (int s : kStopSignals) sigaddset(&stop_set, s);
+  for (int s : kHandledSignals) sigaddset(&stop_set, s);
   pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   const UniqueFd sig_fd(signalfd(-1, &stop_set, SFD_CLOEXEC | SFD_NONBLOCK));

@@ -22,6 +22,7 @@
 //    one has them kill their workers, and drops the connections. If this
 //    process dies or a connection is lost, the agent's standard input ends
 //    with no notice: it stops its workers with SIGHUP (and the grace).
+//    SIGUSR1/SIGUSR2 go the same way to every worker, stopping nothing.
 #ifndef DRUN_LAUNCHER_SSH_SSH_LAUNCHER_H_
 #define DRUN_LAUNCHER_SSH_SSH_LAUNCHER_H_
 

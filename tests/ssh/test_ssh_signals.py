@@ -61,6 +61,16 @@ class SignalsTest(t.SshTestCase):
         # --rsh: the notice goes down OpenSSH's client's standard input instead.
         self.stop_with(signal.SIGTERM, "TERM", extra=["--rsh", "ssh -o BatchMode=yes"])
 
+    def test_sigusr1_reaches_every_worker_and_stops_nothing(self):
+        p, ckpt = self.start("USR1")
+        p[0].send_signal(signal.SIGUSR1)
+        # Each worker checkpoints and exits 0 on its own: the job succeeds.
+        self.assertEqual(self.finish(p), 0, p[1].describe())
+        self.assertEqual(self.checkpoints(ckpt), {r: "SIGUSR1" for r in range(WORKERS)},
+                         p[1].describe())
+        self.assertEqual([e for e in p[1].lines("stderr") if "stopping" in e], [])
+        self.assertHostsClean()
+
     def test_second_signal_kills_at_once(self):
         p, ckpt = self.start("TERM")
         p[0].send_signal(signal.SIGTERM)
