@@ -706,6 +706,10 @@ void Agent::HandleSignal(int sig, TimePoint now, pid_t sender) {
   }
   shutting_down_ = true;
   stop_signal_ = sig;
+  // The other nodes hear of this stop as such, not as a lost node.
+  v1::AgentMessage leaving;
+  leaving.mutable_leaving()->set_signal(sig);
+  rdzv_->Send(leaving, now);
   // Under a launcher (ssh, --launcher slurm), which reports the job's end and
   // exits 128+signal itself, this agent's status only tells srun whether to
   // end the other agents' step (--kill-on-bad-exit): a failure's status would

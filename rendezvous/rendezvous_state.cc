@@ -246,13 +246,24 @@ RendezvousState::Outbox RendezvousState::OnHeartbeat(NodeId node, TimePoint now)
   return {};
 }
 
+RendezvousState::Outbox RendezvousState::OnLeaving(NodeId node, int signal, TimePoint now) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return {};
+  Touch(node, it->second, now);
+  it->second.leaving_signal = signal;
+  return {};
+}
+
 RendezvousState::Outbox RendezvousState::OnLost(NodeId node, TimePoint now) {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return {};
   const NodeState state = it->second.state;
   const std::string host = HostOf(it->second.hello);
-  const std::string lost =
-      NodeEvent(it->second.hello, it->second.group_rank, it->second.addr, "was lost");
+  const Node& gone = it->second;
+  const std::string lost = NodeEvent(
+      gone.hello, gone.group_rank, gone.addr,
+      gone.leaving_signal > 0 ? absl::StrCat("stopped on ", SignalName(gone.leaving_signal))
+                              : std::string("was lost"));
   lost_hosts_.push_back(host);
   SetState(it->second, NodeState::kHello);  // keeps the counts right
   by_seen_.erase(it->second.seen_pos);
