@@ -483,7 +483,8 @@ void Agent::StartSetup(TimePoint now) {
   for (const auto& [k, v] : opt_.spec.env()) env[k] = v;
   WorkerLaunch l;
   // Like the workers': on several nodes the host says whose setup it is.
-  const std::string tag = opt_.host_in_prefix ? absl::StrCat("[", opt_.hostname, ":setup]") : "[setup]";
+  const std::string tag =
+      opt_.host_in_prefix ? absl::StrCat("[", opt_.hostname, ":setup]") : std::string("[setup]");
   l.prefix = tag + ": ";
   l.cont_prefix = tag + "+ ";
   l.request.argv = {"/bin/sh", "-c", opt_.spec.node_setup()};
