@@ -18,8 +18,9 @@
 // and the --shutdown-timeout grace (under scancel Slurm signals the agents'
 // step as well; the agents take both for one stop), waits for srun, and
 // prints the summary; a second signal has srun kill the step at once.
-// SIGUSR1/SIGUSR2 reach the workers through srun. If srun ends before the job does (an agent died, so
-// --kill-on-bad-exit ended the step), drun names the lost node(s).
+// SIGUSR1/SIGUSR2 reach the workers through srun. If srun ends before the
+// job does (an agent died, so --kill-on-bad-exit ended the step), drun names
+// the lost node(s).
 #ifndef DRUN_LAUNCHER_SLURM_SLURM_LAUNCHER_H_
 #define DRUN_LAUNCHER_SLURM_SLURM_LAUNCHER_H_
 
