@@ -377,12 +377,12 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
       OnAssignment(msg.assignment(), now);
       return;
     case v1::ServerMessage::kStop:
-      // Stopping on a signal already: the workers have it and their grace;
-      // other nodes leaving meanwhile is that same stop, not news.
-      if (shutting_down_) return;
       if (opt_.spec.max_nodes() > 1 || opt_.spec.max_restarts() > 0) {
         Info(absl::StrCat("stopping round ", msg.stop().round(), ": ", msg.stop().reason()));
       }
+      // Stopping on a signal already: the workers have it and their grace,
+      // and no second signal (a SIGTERM to workers that got SIGINT).
+      if (shutting_down_) return;
       if (group_) {
         StopGroup(SIGTERM, AfterStop::kRejoin, now);
       } else if (!shutting_down_) {
