@@ -20,26 +20,37 @@
 
 namespace drun {
 
+absl::StatusOr<ProcStat> ParseProcStat(absl::string_view text) {
+  const size_t open = text.find('(');
+  const size_t close = text.rfind(')');
+  if (open == absl::string_view::npos || close == absl::string_view::npos || close < open) {
+    return absl::DataLossError("malformed stat line");
+  }
+  ProcStat st;
+  st.comm = std::string(text.substr(open + 1, close - open - 1));
+  const std::vector<absl::string_view> f = absl::StrSplit(text.substr(close + 1), ' ', absl::SkipEmpty());
+  // f[0] is field 3 (state); utime and stime are fields 14 and 15 (proc(5)).
+  if (f.size() < 13 || f[0].empty()) return absl::DataLossError("short stat line");
+  st.state = f[0][0];
+  uint64_t utime = 0, stime = 0;
+  if (!absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
+    return absl::DataLossError("bad cpu times in stat line");
+  }
+  static const long ticks = sysconf(_SC_CLK_TCK);
+  st.cpu_seconds = static_cast<double>(utime + stime) / static_cast<double>(ticks > 0 ? ticks : 100);
+  return st;
+}
+
 std::optional<ProcStat> ReadProcStat(pid_t pid) {
   const std::string path = absl::StrCat("/proc/", pid, "/stat");
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return std::nullopt;
   char buf[1024];
-  const ssize_t n = read(fd.get(), buf, sizeof buf - 1);
+  const ssize_t n = read(fd.get(), buf, sizeof buf);
   if (n <= 0) return std::nullopt;
-  const std::string text(buf, static_cast<size_t>(n));
-  // "pid (comm) S ppid ...": comm may hold spaces and ')', so count from the last ')'.
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  const std::vector<std::string> f = absl::StrSplit(text.substr(close + 2), ' ');
-  // After comm: state is field 0, utime 11, stime 12 (proc(5) fields 3, 14, 15).
-  unsigned long long utime = 0, stime = 0;
-  if (f.size() < 13 || f[0].empty() || !absl::SimpleAtoi(f[11], &utime) ||
-      !absl::SimpleAtoi(f[12], &stime)) {
-    return std::nullopt;
-  }
-  static const double kTicks = static_cast<double>(sysconf(_SC_CLK_TCK));
-  return ProcStat{f[0][0], static_cast<double>(utime + stime) / kTicks};
+  absl::StatusOr<ProcStat> st = ParseProcStat(absl::string_view(buf, static_cast<size_t>(n)));
+  if (!st.ok()) return std::nullopt;
+  return *std::move(st);
 }
 
 std::string FindOnPath(const std::string& file, const std::string& path) {

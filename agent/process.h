@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "rendezvous/base/unique_fd.h"
 
 namespace drun {
@@ -39,8 +40,12 @@ std::string FindOnPath(const std::string& file, const std::string& path);
 // the CPU time it used (user + system). Nothing when it is gone.
 struct ProcStat {
   char state = '?';
+  std::string comm;
   double cpu_seconds = 0;
 };
+// Parses /proc/PID/stat or /proc/PID/task/TID/stat text (comm may hold
+// spaces and parentheses: the fields after the last ')' are counted).
+absl::StatusOr<ProcStat> ParseProcStat(absl::string_view text);
 std::optional<ProcStat> ReadProcStat(pid_t pid);
 
 // The guardian is a tiny child process forked at start-up (before any thread

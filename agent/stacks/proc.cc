@@ -17,7 +17,7 @@
 
 namespace drun::stacks {
 
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t limit) {
+absl::StatusOr<std::string> ReadProcFile(const std::string& path, size_t limit) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return absl::ErrnoToStatus(errno, path);
   std::string out;
@@ -32,33 +32,10 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t limit)
   return out;
 }
 
-absl::StatusOr<ProcStat> ParseStat(const std::string& text) {
-  size_t open = text.find('(');
-  size_t close = text.rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close < open) {
-    return absl::DataLossError("malformed stat line");
-  }
-  ProcStat st;
-  st.comm = text.substr(open + 1, close - open - 1);
-  std::vector<absl::string_view> f =
-      absl::StrSplit(absl::string_view(text).substr(close + 1), ' ', absl::SkipEmpty());
-  // f[0] is field 3 (state); utime and stime are fields 14 and 15.
-  if (f.size() < 13 || f[0].empty()) return absl::DataLossError("short stat line");
-  st.state = f[0][0];
-  uint64_t utime = 0, stime = 0;
-  if (!absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
-    return absl::DataLossError("bad cpu times in stat line");
-  }
-  static const long ticks = sysconf(_SC_CLK_TCK);
-  st.cpu_seconds =
-      static_cast<double>(utime + stime) / static_cast<double>(ticks > 0 ? ticks : 100);
-  return st;
-}
-
 absl::StatusOr<ProcStat> ReadStat(const std::string& stat_path) {
-  absl::StatusOr<std::string> text = ReadSmallFile(stat_path);
+  absl::StatusOr<std::string> text = ReadProcFile(stat_path);
   if (!text.ok()) return text.status();
-  return ParseStat(*text);
+  return ParseProcStat(*text);
 }
 
 std::vector<int> ListTasks(pid_t pid) {
@@ -77,7 +54,7 @@ std::vector<int> ListTasks(pid_t pid) {
 }
 
 std::string ReadWchan(pid_t pid) {
-  absl::StatusOr<std::string> w = ReadSmallFile(absl::StrCat("/proc/", pid, "/wchan"), 256);
+  absl::StatusOr<std::string> w = ReadProcFile(absl::StrCat("/proc/", pid, "/wchan"), 256);
   if (!w.ok()) return "";
   std::string s(absl::StripAsciiWhitespace(*w));
   return s == "0" ? "" : s;
@@ -90,7 +67,7 @@ long ProcessUid(pid_t pid) {
 }
 
 absl::StatusOr<std::vector<Mapping>> ReadMaps(pid_t pid) {
-  absl::StatusOr<std::string> text = ReadSmallFile(absl::StrCat("/proc/", pid, "/maps"), 64 << 20);
+  absl::StatusOr<std::string> text = ReadProcFile(absl::StrCat("/proc/", pid, "/maps"), 64 << 20);
   if (!text.ok()) return text.status();
   // An unreadable maps file reads as empty rather than failing on some kernels.
   if (text->empty())
@@ -114,7 +91,7 @@ absl::StatusOr<std::vector<Mapping>> ReadMaps(pid_t pid) {
 }
 
 int YamaPtraceScope() {
-  absl::StatusOr<std::string> s = ReadSmallFile("/proc/sys/kernel/yama/ptrace_scope", 64);
+  absl::StatusOr<std::string> s = ReadProcFile("/proc/sys/kernel/yama/ptrace_scope", 64);
   int scope = -1;
   if (!s.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*s), &scope)) return -1;
   return scope;

@@ -13,20 +13,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/process.h"
 
 namespace drun::stacks {
 
-// Reads a whole (small) file; errors carry errno.
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path, size_t limit = 1 << 22);
+// Reads a /proc file, its first `limit` bytes at most; errors carry errno.
+absl::StatusOr<std::string> ReadProcFile(const std::string& path, size_t limit = 1 << 22);
 
-struct ProcStat {
-  char state = '?';
-  std::string comm;
-  double cpu_seconds = 0;  // utime + stime
-};
-// Parses /proc/PID/stat or /proc/PID/task/TID/stat text (comm may hold
-// spaces and parentheses: the fields after the last ')' are counted).
-absl::StatusOr<ProcStat> ParseStat(const std::string& text);
+// /proc/PID/stat or /proc/PID/task/TID/stat, parsed by ParseProcStat (agent/process.h).
 absl::StatusOr<ProcStat> ReadStat(const std::string& stat_path);
 
 // Thread ids from /proc/PID/task, in directory order.

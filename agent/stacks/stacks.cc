@@ -41,7 +41,7 @@ namespace {
 constexpr int kPythonTries = 3;
 
 bool HaveCapSysPtrace() {
-  absl::StatusOr<std::string> status = ReadSmallFile("/proc/self/status", 1 << 16);
+  absl::StatusOr<std::string> status = ReadProcFile("/proc/self/status", 1 << 16);
   if (!status.ok()) return false;
   for (absl::string_view line : absl::StrSplit(*status, '\n')) {
     uint64_t caps = 0;
@@ -101,7 +101,7 @@ ThreadStack* ThreadFor(ProcessStacks* s, int tid, const std::string& name) {
 std::vector<std::string> ReadKernelStack(pid_t pid, int tid) {
   std::vector<std::string> frames;
   absl::StatusOr<std::string> text =
-      ReadSmallFile(absl::StrCat("/proc/", pid, "/task/", tid, "/stack"), 1 << 16);
+      ReadProcFile(absl::StrCat("/proc/", pid, "/task/", tid, "/stack"), 1 << 16);
   if (!text.ok()) return frames;
   for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
     size_t bracket = line.find("] ");
