@@ -5,6 +5,8 @@
 #define DRUN_AGENT_LOCAL_RENDEZVOUS_H_
 
 #include <deque>
+#include <string>
+#include <utility>
 
 #include "agent/rendezvous_client.h"
 #include "rendezvous/round_store.h"
@@ -13,8 +15,10 @@ namespace drun {
 
 class LocalRendezvous : public RendezvousClient {
  public:
-  explicit LocalRendezvous(RendezvousState::Config config)
-      : state_(config), store_(config.fixed_master_port) {}
+  // The store listens only on `store_addr` (every worker is on this machine:
+  // 127.0.0.1, or the --master-addr given, an address of this machine).
+  LocalRendezvous(RendezvousState::Config config, std::string store_addr)
+      : state_(config), store_(config.fixed_master_port, std::move(store_addr)) {}
   void Send(const v1::AgentMessage& msg, TimePoint now) override;
   std::optional<v1::ServerMessage> Receive() override;
   int wakeup_fd() const override { return -1; }

@@ -92,7 +92,9 @@ void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const st
   options.report_path = cl.report_path;
   options.quiet = spec.quiet();
   EnableStacks(options.base_env, &options);
-  auto rdzv = std::make_unique<LocalRendezvous>(std::move(config));
+  // One machine: the store needs no other interface than the one workers dial.
+  auto rdzv = std::make_unique<LocalRendezvous>(
+      std::move(config), spec.master_addr().empty() ? "127.0.0.1" : spec.master_addr());
   // Not destroyed: see QuickExit.
   Agent* agent = new Agent(std::move(options), std::move(rdzv), &guardian);
   const int code = agent->Run();

@@ -25,7 +25,7 @@ absl::Status RoundStore::Apply(RendezvousState::Outbox* out) {
     if (a->round() != round_) {
       store_.reset();  // the old round's keys die with it
       auto started = shared_ ? C10dStoreServer::StartWithoutListener()
-                             : C10dStoreServer::Start("", port_);
+                             : C10dStoreServer::Start(bind_addr_, port_);
       if (!started.ok()) return started.status();
       store_ = std::move(*started);
       round_ = a->round();

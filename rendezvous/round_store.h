@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -37,7 +38,10 @@ namespace drun {
 class RoundStore {
  public:
   // `port`: the port to serve on (0: any free one).
-  explicit RoundStore(int port = 0) : port_(port) {}
+  // `bind_addr`: the address each round's own store listens on ("" every
+  // interface, as a multi-node job's store must; a single node's: loopback).
+  explicit RoundStore(int port = 0, std::string bind_addr = "")
+      : port_(port), bind_addr_(std::move(bind_addr)) {}
   ~RoundStore() { Stop(); }
   RoundStore(const RoundStore&) = delete;
   RoundStore& operator=(const RoundStore&) = delete;
@@ -66,6 +70,7 @@ class RoundStore {
 
   std::mutex mu_;
   int port_ ABSL_GUARDED_BY(mu_) = 0;
+  const std::string bind_addr_;
   bool shared_ ABSL_GUARDED_BY(mu_) = false;  // served through the rendezvous listener
   int64_t round_ ABSL_GUARDED_BY(mu_) = -1;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
