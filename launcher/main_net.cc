@@ -142,6 +142,16 @@ HostDecision DecideHost(const v1::JobSpec& spec, const Endpoint& ep, const std::
   return {named || IsLocalAddress(ip), false};
 }
 
+// Where the hosting node's rendezvous (and the store on its port) listens: an
+// endpoint written as a loopback address keeps every node on this machine, so
+// there alone; else every interface, since other machines dial it by some
+// address of this one (binding the job's own interface is issue #14's rest).
+std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
+  const bool literal = NumericSockAddr(ep).ok();
+  if (literal && IsLoopbackAddress(ip)) return Endpoint{ip, ep.port}.ToString();
+  return Endpoint{ip.find(':') == std::string::npos ? "0.0.0.0" : "::", ep.port}.ToString();
+}
+
 // A node of a multi-node job typed on every node (JobMode::kStatic, kC10d, or
 // a task of an srun step): hosts the rendezvous server when it is the host,
 // and runs its agent against it.
@@ -164,9 +174,7 @@ HostDecision DecideHost(const v1::JobSpec& spec, const Endpoint& ep, const std::
   std::unique_ptr<RendezvousServer> server;
   const HostDecision host = DecideHost(spec, *ep, *ip);
   if (host.is_host) {
-    auto started = RendezvousServer::Start(
-        absl::StrCat(ip->find(':') == std::string::npos ? "0.0.0.0" : "[::]", ":", ep->port),
-        RendezvousConfigFor(spec, token));
+    auto started = RendezvousServer::Start(RendezvousBindAddress(*ep, *ip), RendezvousConfigFor(spec, token));
     if (started.ok()) {
       server = std::move(*started);
     } else if (host.explicit_host) {

@@ -124,6 +124,13 @@ bool IsLocalAddress(const std::string& ip) {
   return fd.valid() && bind(fd.get(), addr->get(), addr->len) == 0;
 }
 
+bool IsLoopbackAddress(const std::string& ip) {
+  in_addr v4;
+  if (inet_pton(AF_INET, ip.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  return inet_pton(AF_INET6, ip.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
 std::string RouteSourceAddress(const std::string& ip, int port) {
   auto addr = NumericSockAddr(Endpoint{ip, port});
   if (!addr.ok()) return "";

@@ -51,6 +51,9 @@ absl::StatusOr<std::string> ResolveHost(const std::string& host);
 // True when `ip` can be bound on this host (an interface or loopback address).
 bool IsLocalAddress(const std::string& ip);
 
+// True for an IPv4 or IPv6 literal in the loopback range (127.0.0.0/8, ::1).
+bool IsLoopbackAddress(const std::string& ip);
+
 // The source address the kernel picks to reach ip:port ("" if none).
 std::string RouteSourceAddress(const std::string& ip, int port);
 

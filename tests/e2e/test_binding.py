@@ -60,6 +60,21 @@ class BindingTest(DrunTestCase):
         self.assertEqual(addr, "127.0.0.2")
         self.assertEqual(found, ["127.0.0.2"])
 
+    def test_a_loopback_rendezvous_endpoint_is_the_one_address(self):
+        # --rdzv-endpoint 127.0.0.1:P: every node is on this machine; the hosting
+        # node's rendezvous (and the store on the same port) listens there alone.
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        run = self.start("--nnodes", 1, "--nproc-per-node", 1, "--rdzv-endpoint", f"127.0.0.1:{port}",
+                         program("print_master.py"))
+        run.wait_for_line(r"master \S+:\d+$")
+        found = listening(port)
+        run.send_signal(signal.SIGTERM)
+        self.assertEqual(run.wait(), 128 + signal.SIGTERM, run.describe())
+        self.assertEqual(found, ["127.0.0.1"])
+
 
 if __name__ == "__main__":
     main()

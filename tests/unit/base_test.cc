@@ -95,6 +95,15 @@ TEST(EndpointTest, NumericSockAddrTakesOnlyAddresses) {
   EXPECT_FALSE(NumericSockAddr({"localhost", 80}).ok());
 }
 
+TEST(EndpointTest, LoopbackAddressesAreTheLoopbackRanges) {
+  for (const char* ip : {"127.0.0.1", "127.0.0.2", "127.255.255.254", "::1"}) {
+    EXPECT_TRUE(IsLoopbackAddress(ip)) << ip;
+  }
+  for (const char* ip : {"10.0.0.1", "128.0.0.1", "::", "::ffff:10.0.0.1", "localhost", ""}) {
+    EXPECT_FALSE(IsLoopbackAddress(ip)) << ip;
+  }
+}
+
 TEST(EndpointTest, LoopbackIsLocalAndRoutesFromItself) {
   EXPECT_TRUE(IsLocalAddress("127.0.0.1"));
   EXPECT_FALSE(IsLocalAddress("not-an-ip"));
