@@ -1,5 +1,6 @@
 #include "launcher/job/cli.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "agent/nproc.h"
@@ -90,7 +92,7 @@ const OptionDef kOptions[] = {
      "MASTER_PORT given to the workers, in every mode (default: a free port)", true},
     {"local-addr", 0, Kind::kValue, kRdzv, "ADDR", "address of this node as others should reach it", true},
     {"rdzv-token-file", 0, Kind::kValue, kRdzv, "FILE",
-     "file holding the job token (else $DRUN_RDZV_TOKEN); nodes without it are rejected", false},
+     "file holding the job token (else $DRUN_RDZV_TOKEN), mode 0600; nodes without it are rejected", false},
     {"log-dir", 0, Kind::kValue, kOut, "DIR",
      "keep workers' output in <DIR>/<run_id>[_<unique>]/[<host>/]attempt_<n>/<local_rank>/{stdout,stderr}.log (both streams unless -r/-t say otherwise)", true},
     {"redirects", 'r', Kind::kValue, kOut, "0-3|R:0-3,...",
@@ -734,6 +736,13 @@ absl::StatusOr<std::string> ReadJobToken(const CommandLine& cl,
   }
   absl::StatusOr<std::string> text = ReadSmallFile(cl.token_file, kMaxEnvFileBytes, "--rdzv-token-file");
   if (!text.ok()) return Bad(std::string(text.status().message()));
+  // A secret others may read is no secret (ssh refuses such keys the same way).
+  struct stat st;
+  if (stat(cl.token_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    return Bad(absl::StrCat("--rdzv-token-file ", QuotePath(cl.token_file), " may be read by others (mode ",
+                            absl::StrFormat("%04o", st.st_mode & 07777), "); run chmod 600 ",
+                            ShellQuote(cl.token_file)));
+  }
   const std::string token = text->substr(0, text->find('\n'));
   if (token.empty()) {
     return Bad(absl::StrCat("--rdzv-token-file ", QuotePath(cl.token_file),

@@ -72,7 +72,7 @@ class ErrorsTest(MultiNodeTestCase):
         missing = self.agent("127.0.0.2", cmd, name="no-token")
         self.assertRejected(missing, r"wrong job token")
         token_file = os.path.join(self.tmp, "token")
-        with open(token_file, "w") as f:
+        with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
             f.write("s3cret-job-token\n")
         right = self.agent("127.0.0.3", cmd, extra=["--rdzv-token-file", token_file],
                            name="token-file")

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace drun {
@@ -262,6 +263,11 @@ TEST(CliTest, JobTokenIsTheFilesFirstLine) {
   auto token = ReadJobToken(*cl, {{"DRUN_RDZV_TOKEN", "from-env"}});
   ASSERT_TRUE(token.ok()) << token.status();
   EXPECT_EQ(*token, "s3cret");
+  ASSERT_EQ(chmod(path, 0644), 0);  // a secret others may read is refused
+  token = ReadJobToken(*cl, {});
+  EXPECT_EQ(token.status().message(), "--rdzv-token-file '" + std::string(path) +
+                                          "' may be read by others (mode 0644); run chmod 600 '" + path + "'");
+  ASSERT_EQ(chmod(path, 0600), 0);
   ASSERT_EQ(truncate(path, 0), 0);
   token = ReadJobToken(*cl, {});
   EXPECT_EQ(token.status().message(),
