@@ -76,7 +76,9 @@ int RunStacksCommand(const std::vector<std::string>& args,
   if (!dir.ok() && !absl::IsNotFound(dir.status())) return Say1(kExitLauncherFailed, std::string(dir.status().message()));
   if (all.empty()) {
     return Say1(kExitLauncherFailed,
-                absl::StrCat("no drun job of yours (uid ", geteuid(), ") is running on this machine"));
+                absl::StrCat("no drun job of yours (uid ", geteuid(),
+                             ") is running on this machine (the ranks of a job started with --hostfile "
+                             "or --launcher slurm run on its hosts: run drun stacks there)"));
   }
   std::map<std::string, std::vector<RunningJob>> by_run;
   for (const RunningJob& j : all) by_run[j.info.run_id()].push_back(j);
