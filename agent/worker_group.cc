@@ -40,10 +40,21 @@ std::string ReadErrorFileMessage(const std::string& path) {
 
 namespace {
 
-// Bigger pipes mean fewer wake-ups per megabyte; the kernel may refuse
-// (pipe-user-pages-soft), which only costs speed.
-constexpr int kPipeSize = 256 * 1024;
-constexpr size_t kReadSize = 256 * 1024;
+// Bigger pipes mean fewer wake-ups and system calls per megabyte: a worker's
+// 1 MB write fits at once and drun moves it in one call. Pipe pages count
+// against the user's pipe-user-pages-soft (64 MiB by default, shared with
+// everything the user runs, the workers' own pipes included; past it new
+// pipes get 8 KiB), so drun's pipes share a budget of kPipeBudget.
+constexpr size_t kMaxPipeSize = 1 << 20;
+constexpr size_t kMinPipeSize = 64 * 1024;
+constexpr size_t kPipeBudget = 16 << 20;
+constexpr size_t kReadSize = kMaxPipeSize;
+
+size_t PipeSizeFor(size_t streams) {
+  size_t size = kMaxPipeSize;
+  while (size > kMinPipeSize && size * streams > kPipeBudget) size /= 2;
+  return size;
+}
 
 }  // namespace
 
@@ -57,18 +68,17 @@ WorkerGroup::~WorkerGroup() {
   }
 }
 
-absl::Status WorkerGroup::OpenStreams(Worker& w, SpawnRequest* req) {
+absl::Status WorkerGroup::OpenStreams(Worker& w, size_t pipe_size, ChildEnds* ends) {
   for (Stream* st : {&w.out, &w.err}) {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe");
-    fcntl(p[0], F_SETFL, O_NONBLOCK);
-    fcntl(p[0], F_SETPIPE_SZ, kPipeSize);
-    st->fd = p[0];
-    (st->is_err ? req->stderr_fd : req->stdout_fd) = p[1];
+    UniqueFd* child_end = st->is_err ? &ends->err : &ends->out;
+    if (!MakePipe(&st->fd, child_end)) return absl::ErrnoToStatus(errno, "pipe");
+    fcntl(st->fd.get(), F_SETFL, O_NONBLOCK);
+    // The kernel may refuse (the user is past the soft limit): it only costs speed.
+    fcntl(st->fd.get(), F_SETPIPE_SZ, static_cast<int>(pipe_size));
     st->path = st->is_err ? w.launch.stderr_file : w.launch.stdout_file;
     if (!st->path.empty()) {
-      st->file = open(st->path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (st->file < 0) {
+      st->file.reset(open(st->path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      if (!st->file) {
         // Checked before the job started; a failure now is a disk that went away.
         console_->Text(absl::StrCat("drun: warning: cannot open the log ", st->path, ": ",
                                     strerror(errno), "; this stream goes to the console only\n"));
@@ -77,32 +87,34 @@ absl::Status WorkerGroup::OpenStreams(Worker& w, SpawnRequest* req) {
     }
     if (st->is_err ? w.launch.console_stderr : w.launch.console_stdout) {
       st->console_id = console_->AddSource(st->is_err ? 2 : 1, w.launch.prefix,
-                                           w.launch.cont_prefix, w.launch.colour, st->file >= 0);
+                                           w.launch.cont_prefix, w.launch.colour, st->file.valid());
     }
   }
-  int in[2];
   if (w.launch.reads_drun_stdin) {
-    if (pipe2(in, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe");
-    fcntl(in[1], F_SETFL, O_NONBLOCK);
-    w.stdin_fd = in[1];
-    req->stdin_fd = in[0];
+    if (!MakePipe(&ends->in, &w.stdin_fd)) return absl::ErrnoToStatus(errno, "pipe");
+    fcntl(w.stdin_fd.get(), F_SETFL, O_NONBLOCK);
   } else {
-    req->stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (req->stdin_fd < 0) return absl::ErrnoToStatus(errno, "open /dev/null");
+    ends->in.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!ends->in) return absl::ErrnoToStatus(errno, "open /dev/null");
   }
   return absl::OkStatus();
 }
 
 absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint now) {
+  const size_t pipe_size = PipeSizeFor(2 * launches.size());
   for (auto& launch : launches) {
     auto w = std::make_unique<Worker>();
     w->launch = std::move(launch);
     w->err.is_err = true;
     SpawnRequest req = w->launch.request;
-    absl::Status opened = OpenStreams(*w, &req);
-    absl::StatusOr<pid_t> pid = opened.ok() ? SpawnProcessGroup(req) : absl::StatusOr<pid_t>(opened);
-    for (int fd : {req.stdin_fd, req.stdout_fd, req.stderr_fd}) {
-      if (fd >= 0) close(fd);  // the child's ends
+    absl::StatusOr<pid_t> pid;
+    {
+      ChildEnds ends;  // closed in drun at the end of this block, spawned or not
+      absl::Status opened = OpenStreams(*w, pipe_size, &ends);
+      req.stdin_fd = ends.in.get();
+      req.stdout_fd = ends.out.get();
+      req.stderr_fd = ends.err.get();
+      pid = opened.ok() ? SpawnProcessGroup(req) : absl::StatusOr<pid_t>(opened);
     }
     if (!pid.ok()) {
       CloseStreams(*w);
@@ -123,22 +135,23 @@ void WorkerGroup::AppendPollFds(std::vector<pollfd>* fds) const {
   const bool congested = console_->congested();
   for (const auto& w : workers_) {
     for (const Stream* st : {&w->out, &w->err}) {
-      if (st->fd < 0 || (congested && st->console_id >= 0 && st->file < 0)) continue;
-      fds->push_back({st->fd, POLLIN, 0});
+      if (!st->fd || (congested && st->console_id >= 0 && !st->file)) continue;
+      fds->push_back({st->fd.get(), POLLIN, 0});
     }
-    if (w->stdin_fd >= 0 && !w->stdin_pending.empty()) fds->push_back({w->stdin_fd, POLLOUT, 0});
+    if (w->stdin_fd && !w->stdin_pending.empty()) fds->push_back({w->stdin_fd.get(), POLLOUT, 0});
   }
 }
 
+void WorkerGroup::LogFailed(Stream& st, int err) {
+  console_->Text(absl::StrCat("drun: warning: cannot write the log ", st.path, ": ", strerror(err),
+                              "; it is incomplete from here, the console goes on\n"));
+  incomplete_logs_.push_back(st.path);
+  st.file.reset();
+}
+
 void WorkerGroup::Deliver(Worker& w, Stream& st, absl::string_view data) {
-  if (st.file >= 0) {
-    if (int err = WriteAll(st.file, data); err != 0) {
-      console_->Text(absl::StrCat("drun: warning: cannot write the log ", st.path, ": ",
-                                  strerror(err), "; it is incomplete from here, the console goes on\n"));
-      incomplete_logs_.push_back(st.path);
-      close(st.file);
-      st.file = -1;
-    }
+  if (st.file) {
+    if (int err = WriteAll(st.file.get(), data); err != 0) LogFailed(st, err);
   }
   if (st.is_err) w.tail.Add(data);
   if (st.console_id >= 0) console_->Write(st.console_id, data);
@@ -147,69 +160,58 @@ void WorkerGroup::Deliver(Worker& w, Stream& st, absl::string_view data) {
 bool WorkerGroup::SpliceToFile(Stream& st, ssize_t* n) {
   // Only the log file wants these bytes (-r, or a /dev/null console, and no
   // stderr tail): move them pipe -> file in the kernel, no copy through drun.
-  if (st.file < 0 || st.is_err || st.no_splice ||
-      (st.console_id >= 0 && !console_->discards(1))) {
+  if (!st.file || st.is_err || st.no_splice || (st.console_id >= 0 && !console_->discards(1))) {
     return false;
   }
-  *n = splice(st.fd, nullptr, st.file, nullptr, kReadSize, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+  *n = splice(st.fd.get(), nullptr, st.file.get(), nullptr, kReadSize, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
   if (*n >= 0 || errno == EAGAIN || errno == EINTR) return true;
   if (errno == EINVAL) {  // this file system cannot splice: read and write
     st.no_splice = true;
     return false;
   }
-  console_->Text(absl::StrCat("drun: warning: cannot write the log ", st.path, ": ", strerror(errno),
-                              "; it is incomplete from here, the console goes on\n"));
-  incomplete_logs_.push_back(st.path);
-  close(st.file);
-  st.file = -1;
+  LogFailed(st, errno);
   return false;
 }
 
+void WorkerGroup::CloseStream(Stream& st) {
+  st.fd.reset();
+  console_->RemoveSource(st.console_id);  // shows a last line that lacks its newline
+  st.console_id = -1;
+}
+
 bool WorkerGroup::ReadStream(Worker& w, Stream& st, int max_reads) {
-  for (int i = 0; i < max_reads && st.fd >= 0; ++i) {
+  for (int i = 0; i < max_reads && st.fd; ++i) {
     ssize_t n;
     if (SpliceToFile(st, &n)) {
       if (n > 0 || (n < 0 && errno == EINTR)) continue;
       if (n < 0) return false;  // EAGAIN
-      close(st.fd);  // end-of-file
-      st.fd = -1;
-      console_->RemoveSource(st.console_id);
-      st.console_id = -1;
+      CloseStream(st);          // end-of-file
       continue;
     }
-    n = read(st.fd, buf_.get(), kReadSize);
+    n = read(st.fd.get(), buf_.get(), kReadSize);
     if (n > 0) {
       Deliver(w, st, absl::string_view(buf_.get(), static_cast<size_t>(n)));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return false;
-    // EOF or error: the console shows a last line that lacks its newline.
-    close(st.fd);
-    st.fd = -1;
-    console_->RemoveSource(st.console_id);
-    st.console_id = -1;
+    CloseStream(st);  // end-of-file or error
   }
-  return st.fd >= 0;
+  return st.fd.valid();
 }
 
 void WorkerGroup::Drain(Worker& w, Stream& st) {
   while (ReadStream(w, st, 1 << 20)) {
   }
-  if (st.fd >= 0) {
-    close(st.fd);
-    st.fd = -1;
-  }
-  console_->RemoveSource(st.console_id);
-  st.console_id = -1;
+  CloseStream(st);
 }
 
 void WorkerGroup::OnReady(int fd, short revents) {
   for (auto& w : workers_) {
     // Bounded per call so one chatty worker cannot starve the others.
-    if (fd == w->out.fd) return (void)ReadStream(*w, w->out, 16);
-    if (fd == w->err.fd) return (void)ReadStream(*w, w->err, 16);
-    if (fd == w->stdin_fd) {
+    if (fd == w->out.fd.get()) return (void)ReadStream(*w, w->out, 16);
+    if (fd == w->err.fd.get()) return (void)ReadStream(*w, w->err, 16);
+    if (fd == w->stdin_fd.get()) {
       if (revents & (POLLERR | POLLHUP)) w->stdin_pending.clear();  // the reader is gone
       return WriteStdin(*w);
     }
@@ -217,8 +219,8 @@ void WorkerGroup::OnReady(int fd, short revents) {
 }
 
 void WorkerGroup::WriteStdin(Worker& w) {
-  while (w.stdin_fd >= 0 && !w.stdin_pending.empty()) {
-    ssize_t n = write(w.stdin_fd, w.stdin_pending.data(), w.stdin_pending.size());
+  while (w.stdin_fd && !w.stdin_pending.empty()) {
+    ssize_t n = write(w.stdin_fd.get(), w.stdin_pending.data(), w.stdin_pending.size());
     if (n > 0) {
       w.stdin_pending.erase(0, static_cast<size_t>(n));
     } else if (n < 0 && errno == EINTR) {
@@ -229,16 +231,13 @@ void WorkerGroup::WriteStdin(Worker& w) {
       w.stdin_pending.clear();  // EPIPE: the worker closed its stdin or exited
     }
   }
-  if (w.stdin_fd >= 0 && w.stdin_end && w.stdin_pending.empty()) {
-    close(w.stdin_fd);
-    w.stdin_fd = -1;
-  }
+  if (w.stdin_fd && w.stdin_end && w.stdin_pending.empty()) w.stdin_fd.reset();
 }
 
 bool WorkerGroup::WantsStdin() const {
   bool any = false;
   for (const auto& w : workers_) {
-    if (w->stdin_fd < 0) continue;
+    if (!w->stdin_fd) continue;
     if (!w->stdin_pending.empty()) return false;
     any = true;
   }
@@ -247,7 +246,7 @@ bool WorkerGroup::WantsStdin() const {
 
 void WorkerGroup::FeedStdin(absl::string_view data) {
   for (auto& w : workers_) {
-    if (w->stdin_fd < 0) continue;
+    if (!w->stdin_fd) continue;
     w->stdin_pending.append(data.data(), data.size());
     WriteStdin(*w);
   }
@@ -262,15 +261,10 @@ void WorkerGroup::EndStdin() {
 
 void WorkerGroup::CloseStreams(Worker& w) {
   for (Stream* st : {&w.out, &w.err}) {
-    for (int* fd : {&st->fd, &st->file}) {
-      if (*fd >= 0) close(*fd);
-      *fd = -1;
-    }
-    console_->RemoveSource(st->console_id);
-    st->console_id = -1;
+    CloseStream(*st);
+    st->file.reset();
   }
-  if (w.stdin_fd >= 0) close(w.stdin_fd);
-  w.stdin_fd = -1;
+  w.stdin_fd.reset();
 }
 
 void WorkerGroup::CheckGroup(Worker& w) {
@@ -359,7 +353,7 @@ std::optional<TimePoint> WorkerGroup::NextDeadline() const {
 
 bool WorkerGroup::done() const {
   for (const auto& w : workers_) {
-    if (!w->group_gone || w->out.fd >= 0 || w->err.fd >= 0) return false;
+    if (!w->group_gone || w->out.fd || w->err.fd) return false;
   }
   return true;
 }

@@ -34,6 +34,7 @@
 #include "agent/process.h"
 #include "rendezvous/rendezvous_state.h"
 #include "rendezvous/base/signal_name.h"
+#include "rendezvous/base/unique_fd.h"
 
 namespace drun {
 
@@ -119,8 +120,8 @@ class WorkerGroup {
  private:
   struct Stream {
     bool is_err = false;
-    int fd = -1;       // the pipe's read end
-    int file = -1;     // the log file, or -1
+    UniqueFd fd;       // the pipe's read end
+    UniqueFd file;     // the log file, or none
     std::string path;  // of the log file
     int console_id = -1;  // -1: not shown on the console
     bool no_splice = false;  // the log's file system refused splice(2)
@@ -129,7 +130,7 @@ class WorkerGroup {
     WorkerLaunch launch;
     pid_t pid = -1;
     Stream out, err;
-    int stdin_fd = -1;  // write end of the worker's stdin pipe
+    UniqueFd stdin_fd;  // write end of the worker's stdin pipe
     std::string stdin_pending;
     bool stdin_end = false;  // close stdin_fd once stdin_pending is written
     RawTail tail;
@@ -140,7 +141,15 @@ class WorkerGroup {
     TimePoint end;
     long maxrss_kb = 0;
   };
-  absl::Status OpenStreams(Worker& w, SpawnRequest* req);
+  // The child's ends of its pipes, closed in drun once it is spawned.
+  struct ChildEnds {
+    UniqueFd in, out, err;
+  };
+  absl::Status OpenStreams(Worker& w, size_t pipe_size, ChildEnds* ends);
+  // Ends the stream: closes its pipe and shows the console's last partial line.
+  void CloseStream(Stream& st);
+  // Stops writing a log that failed, with one warning line.
+  void LogFailed(Stream& st, int err);
   // Reads at most max_reads chunks; true if the stream may have more.
   bool ReadStream(Worker& w, Stream& st, int max_reads);
   // Moves the pipe's bytes straight to the log file when nothing else needs
