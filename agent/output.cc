@@ -368,6 +368,24 @@ void Console::EmitNow(int id, Source& s, absl::string_view text, bool end) {
   }
 }
 
+size_t Console::AppendWholeLines(Source& s, absl::string_view data) {
+  // Nothing is open on screen and nothing waits: each whole line goes to the
+  // queue as prefix + the line with its own '\n', two appends and no other
+  // work. Stops at anything else (an overlong line, congestion that drops
+  // lines, a partial line at the end) and returns what it took.
+  std::string& b = Buf(s.stream);
+  const char* p = data.data();
+  const char* const end = p + data.size();
+  while (p < end) {
+    const char* nl = static_cast<const char*>(memchr(p, '\n', static_cast<size_t>(end - p)));
+    if (nl == nullptr || static_cast<size_t>(nl - p) > s.max_line) break;
+    if (s.has_file && congested()) break;
+    b.append(s.prefix).append(p, static_cast<size_t>(nl + 1 - p));
+    p = nl + 1;
+  }
+  return static_cast<size_t>(p - data.data());
+}
+
 void Console::Write(int id, absl::string_view data) {
   auto it = sources_.find(id);
   if (it == sources_.end()) return;
@@ -376,6 +394,11 @@ void Console::Write(int id, absl::string_view data) {
   const bool has_cr = memchr(data.data(), '\r', data.size()) != nullptr;
   std::string& b = Buf(s.stream);
   while (!data.empty()) {
+    if (!has_cr && s.pending.empty() && open_owner_ < 0 && held_.empty() && s.need_prefix &&
+        !s.continued && !s.dropping) {
+      data.remove_prefix(AppendWholeLines(s, data));  // the common case
+      if (data.empty()) break;
+    }
     const char* nl = static_cast<const char*>(memchr(data.data(), '\n', data.size()));
     if (nl == nullptr) {
       s.pending.append(data.data(), data.size());
@@ -389,11 +412,7 @@ void Console::Write(int id, absl::string_view data) {
       break;
     }
     const size_t len = static_cast<size_t>(nl - data.data());
-    if (!has_cr && s.pending.empty() && open_owner_ < 0 && held_.empty() && s.need_prefix && !s.continued &&
-        !s.dropping && len <= s.max_line && !(s.has_file && congested())) {
-      // The common case: one whole line, nothing open on screen.
-      b.append(s.prefix).append(data.data(), len).push_back('\n');
-    } else if (s.pending.empty()) {
+    if (s.pending.empty()) {
       Emit(id, s, data.substr(0, len), true);
     } else {
       s.pending.append(data.data(), len);
@@ -450,9 +469,7 @@ std::optional<OutClock::time_point> Console::NextDeadline() const {
 }
 
 bool Console::congested() const {
-  size_t queued = 0;
-  for (int s : {1, 2}) queued += queue_[s].size() - queue_off_[s];
-  return queued > kQueueLimit;
+  return queue_[1].size() - queue_off_[1] + queue_[2].size() - queue_off_[2] > kQueueLimit;
 }
 
 std::vector<int> Console::BlockedFds() const {
