@@ -49,6 +49,7 @@ PROGRAMS = os.path.join(REPO, "bench", "programs")
 PYTHON = "/usr/bin/python3"
 NPROC = 4
 MIB = 1 << 20
+GIB = 1 << 30
 
 
 class Reader(threading.Thread):
@@ -143,32 +144,46 @@ class Bench:
             wall, got = time.monotonic() - t0, reader.bytes
         return wall, got, err.decode(errors="replace")
 
-    def throughput(self, reps):
-        rows = {k: [] for k in ("direct", "tee/null", "tee/pipe", "redirect", "console")}
+    SETUPS = ("direct", "tee/null", "tee/pipe", "redirect", "console")
+
+    def throughput(self, reps, setups):
+        rows = {k: [] for k in setups}
         self.cpu = {k: [] for k in rows}
+        self.ratios = {k: [] for k in rows}  # each run against the direct run of its round
         console_bytes = 0
 
-        def timed(name, fn):
-            c0 = child_cpu()
-            result = fn()
-            self.cpu[name].append(child_cpu() - c0)
-            rows[name].append(result if name == "direct" else result[0])
-            return result
+        def one(name):
+            if name == "direct":
+                return self.direct(), 0
+            logs = self.fresh("logs")
+            opts = {"tee/null": (["--tee", "3", "--log-dir", logs], "null"),
+                    "tee/pipe": (["--tee", "3", "--log-dir", logs], "pipe"),
+                    "redirect": (["-r", "3", "--log-dir", logs], "null"),
+                    "console": ([], "pipe")}[name]
+            wall, got, _ = self.run_drun(*opts)
+            if name != "console":
+                self.check_logs(logs)
+            return wall, got
 
-        for _ in range(reps):
-            timed("direct", self.direct)
-            logs = self.fresh("logs")
-            timed("tee/null", lambda: self.run_drun(["--tee", "3", "--log-dir", logs], "null"))
-            self.check_logs(logs)
-            logs = self.fresh("logs")
-            timed("tee/pipe", lambda: self.run_drun(["--tee", "3", "--log-dir", logs], "pipe"))
-            self.check_logs(logs)
-            logs = self.fresh("logs")
-            timed("redirect", lambda: self.run_drun(["-r", "3", "--log-dir", logs], "null"))
-            self.check_logs(logs)
-            console_bytes = timed("console", lambda: self.run_drun([], "pipe"))[1]
-            shutil.rmtree(logs, ignore_errors=True)
-            shutil.rmtree(os.path.join(self.work, "direct"), ignore_errors=True)
+        for rep in range(reps):
+            # Rotate the order each round so no set-up always follows the same one.
+            order = list(setups[rep % len(setups):]) + list(setups[:rep % len(setups)])
+            walls = {}
+            for name in order:
+                # Start each run from a clean state: the previous run's 1 GiB must
+                # not be written back to disk during this one.
+                os.sync()
+                c0 = child_cpu()
+                walls[name], got = one(name)
+                self.cpu[name].append(child_cpu() - c0)
+                rows[name].append(walls[name])
+                if name == "console":
+                    console_bytes = got
+                shutil.rmtree(os.path.join(self.work, "logs"), ignore_errors=True)
+                shutil.rmtree(os.path.join(self.work, "direct"), ignore_errors=True)
+            if "direct" in walls:
+                for name, wall in walls.items():
+                    self.ratios[name].append(wall / walls["direct"])
         return rows, console_bytes
 
     def slow_console(self):
@@ -247,6 +262,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=100000)
     ap.add_argument("--quick", action="store_true", help="64 MiB, 1 rep, 20 latency probes, 10 000 rounds")
     ap.add_argument("--skip", default="", help="comma list of: throughput,slow,latency,memory")
+    ap.add_argument("--setups", help="comma list of throughput set-ups to run (default: all): "
+                    + ",".join(Bench.SETUPS))
     ap.add_argument("--markdown")
     args = ap.parse_args()
     if args.quick:
@@ -263,17 +280,26 @@ def main():
         lines.append(text)
 
     if "throughput" not in skip:
-        rows, console_bytes = b.throughput(args.reps)
+        setups = [k for k in Bench.SETUPS if args.setups is None or k in args.setups.split(",")]
+        rows, console_bytes = b.throughput(args.reps, setups)
         total = NPROC * b.size
-        direct = statistics.median(rows["direct"])
+        direct = statistics.median(rows["direct"]) if "direct" in rows else None
         say(f"## 1 throughput: {NPROC} writers x {args.size_mib} MiB of 100-byte lines")
-        say("| set-up | wall | vs direct | MiB/s of worker output | CPU s (all processes) |")
-        say("| --- | --- | --- | --- | --- |")
+        say("| set-up | wall | vs direct (medians) | median of per-round ratios (min-max) "
+            "| MiB/s of worker output | CPU s (all processes) |")
+        say("| --- | --- | --- | --- | --- | --- |")
         for k, xs in rows.items():
             m = statistics.median(xs)
-            say(f"| {k} | {med(xs)} | {m / direct:.2f}x | {total / MIB / m:.0f} | "
+            rs = b.ratios[k]
+            per_round = (f"{statistics.median(rs):.2f}x ({min(rs):.2f}-{max(rs):.2f})"
+                         if rs else "-")
+            versus = f"{m / direct:.2f}x" if direct else "-"
+            say(f"| {k} | {med(xs)} | {versus} | {per_round} | {total / MIB / m:.0f} | "
                 f"{statistics.median(b.cpu[k]):.2f} |")
-        say(f"console bytes delivered through the pipe (prefixes included): {console_bytes / MIB:.0f} MiB")
+        if "console" in rows:
+            say(f"console bytes delivered through the pipe (prefixes included): "
+                f"{console_bytes / MIB:.0f} MiB, "
+                f"{console_bytes / GIB / statistics.median(rows['console']):.2f} GiB/s")
         say()
     if "slow" not in skip:
         s = b.slow_console()
