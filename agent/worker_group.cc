@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <thread>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -64,7 +66,48 @@ WorkerGroup::WorkerGroup(Guardian* guardian, Console* console)
 WorkerGroup::~WorkerGroup() {
   for (auto& w : workers_) {
     if (w->pid > 0 && !w->group_gone) kill(-w->pid, SIGKILL);
-    CloseStreams(*w);
+  }
+  pumps_.clear();  // joins them; normally every stream ended already
+  for (auto& w : workers_) CloseStreams(*w);
+}
+
+void WorkerGroup::MakePumps(const std::vector<WorkerLaunch>& launches) {
+  size_t logs = 0;
+  for (const auto& l : launches) logs += l.stdout_file.empty() ? 0 : 1;
+  // As many threads as cores, at most one per log: the copy into the page
+  // cache is the cost, and it scales with cores.
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  for (size_t i = 0; i < std::min(logs, cores); ++i) pumps_.push_back(std::make_unique<LogPump>());
+}
+
+absl::Status WorkerGroup::PumpStream(Stream& st, bool mirror, size_t pipe_size) {
+  LogPump* pump = pumps_[next_pump_++ % pumps_.size()].get();
+  UniqueFd mirror_read;
+  absl::StatusOr<int> id =
+      pump->Add(std::move(st.fd), std::move(st.file), pipe_size, mirror ? &mirror_read : nullptr);
+  if (!id.ok()) return id.status();
+  st.fd = std::move(mirror_read);
+  st.pump = pump;
+  st.pump_id = *id;
+  st.pumping = true;
+  return absl::OkStatus();
+}
+
+void WorkerGroup::OnPumpEvents(LogPump* pump) {
+  for (const LogPump::Event& e : pump->TakeEvents()) {
+    for (auto& w : workers_) {
+      Stream& st = w->out;
+      if (st.pump != pump || st.pump_id != e.id) continue;
+      if (e.error != 0) {
+        console_->Text(absl::StrCat("drun: warning: cannot write the log ", st.path, ": ",
+                                    strerror(e.error), "; it is incomplete from here, the console goes on\n"));
+        incomplete_logs_.push_back(st.path);
+      }
+      if (e.ended) {
+        st.pumping = false;
+        if (!st.fd) CloseStream(st);  // with a mirror, its end-of-file ends the stream
+      }
+    }
   }
 }
 
@@ -85,9 +128,16 @@ absl::Status WorkerGroup::OpenStreams(Worker& w, size_t pipe_size, ChildEnds* en
         incomplete_logs_.push_back(st->path);
       }
     }
-    if (st->is_err ? w.launch.console_stderr : w.launch.console_stdout) {
+    const bool shown = st->is_err ? w.launch.console_stderr : w.launch.console_stdout;
+    if (shown) {
       st->console_id = console_->AddSource(st->is_err ? 2 : 1, w.launch.prefix,
                                            w.launch.cont_prefix, w.launch.colour, st->file.valid());
+    }
+    // stdout's log goes through a pump thread; stderr stays here, where its
+    // tail is kept for the root cause as it arrives.
+    if (!st->is_err && st->file && !pumps_.empty()) {
+      absl::Status pumped = PumpStream(*st, shown && !console_->discards(1), pipe_size);
+      if (!pumped.ok()) return pumped;
     }
   }
   if (w.launch.reads_drun_stdin) {
@@ -101,7 +151,10 @@ absl::Status WorkerGroup::OpenStreams(Worker& w, size_t pipe_size, ChildEnds* en
 }
 
 absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint now) {
-  const size_t pipe_size = PipeSizeFor(2 * launches.size());
+  MakePumps(launches);
+  // Each stream's pipe, and a console mirror for a pumped stream on screen.
+  const size_t pipe_size = PipeSizeFor(3 * launches.size());
+  absl::Status status = absl::OkStatus();
   for (auto& launch : launches) {
     auto w = std::make_unique<Worker>();
     w->launch = std::move(launch);
@@ -118,15 +171,29 @@ absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint no
     }
     if (!pid.ok()) {
       CloseStreams(*w);
-      Stop(SIGKILL, now, Duration::zero());
-      return pid.status();
+      status = pid.status();
+      break;
     }
     w->pid = *pid;
     w->start = now;
     guardian_->Watch(w->pid);
     workers_.push_back(std::move(w));
   }
-  return absl::OkStatus();
+  // Started even when a spawn failed: the workers already running are
+  // drained until they are gone.
+  for (auto& pump : pumps_) {
+    absl::Status started = pump->Start();
+    if (started.ok()) continue;
+    if (status.ok()) status = started;
+    for (auto& w : workers_) {  // nobody will drain these: give them up
+      if (w->out.pump != pump.get()) continue;
+      w->out.pumping = false;
+      CloseStream(w->out);
+      incomplete_logs_.push_back(w->out.path);
+    }
+  }
+  if (!status.ok()) Stop(SIGKILL, now, Duration::zero());
+  return status;
 }
 
 void WorkerGroup::AppendPollFds(std::vector<pollfd>* fds) const {
@@ -135,11 +202,12 @@ void WorkerGroup::AppendPollFds(std::vector<pollfd>* fds) const {
   const bool congested = console_->congested();
   for (const auto& w : workers_) {
     for (const Stream* st : {&w->out, &w->err}) {
-      if (!st->fd || (congested && st->console_id >= 0 && !st->file)) continue;
+      if (!st->fd || (congested && st->console_id >= 0 && !st->has_log())) continue;
       fds->push_back({st->fd.get(), POLLIN, 0});
     }
     if (w->stdin_fd && !w->stdin_pending.empty()) fds->push_back({w->stdin_fd.get(), POLLOUT, 0});
   }
+  for (const auto& pump : pumps_) fds->push_back({pump->wake_fd(), POLLIN, 0});
 }
 
 void WorkerGroup::LogFailed(Stream& st, int err) {
@@ -201,12 +269,22 @@ bool WorkerGroup::ReadStream(Worker& w, Stream& st, int max_reads) {
 }
 
 void WorkerGroup::Drain(Worker& w, Stream& st) {
+  if (st.pumping) {
+    // The pump drains the pipe and ends the stream; the mirror (read in the
+    // loop) reaches end-of-file after its last byte.
+    if (!st.finish_sent) st.pump->Finish(st.pump_id);
+    st.finish_sent = true;
+    return;
+  }
   while (ReadStream(w, st, 1 << 20)) {
   }
   CloseStream(st);
 }
 
 void WorkerGroup::OnReady(int fd, short revents) {
+  for (auto& pump : pumps_) {
+    if (fd == pump->wake_fd()) return OnPumpEvents(pump.get());
+  }
   for (auto& w : workers_) {
     // Bounded per call so one chatty worker cannot starve the others.
     if (fd == w->out.fd.get()) return (void)ReadStream(*w, w->out, 16);
@@ -277,7 +355,11 @@ void WorkerGroup::CheckGroup(Worker& w) {
   // for EOF.
   Drain(w, w.out);
   Drain(w, w.err);
-  CloseStreams(w);
+  // A pumped stream closes once the pump has drained it (its mirror's EOF).
+  if (!w.out.pumping) CloseStream(w.out);
+  w.out.file.reset();
+  w.err.file.reset();
+  w.stdin_fd.reset();
 }
 
 bool WorkerGroup::OnChildExit(pid_t pid, int status, long maxrss_kb, TimePoint now) {
@@ -353,7 +435,7 @@ std::optional<TimePoint> WorkerGroup::NextDeadline() const {
 
 bool WorkerGroup::done() const {
   for (const auto& w : workers_) {
-    if (!w->group_gone || w->out.fd || w->err.fd) return false;
+    if (!w->group_gone || w->out.fd || w->err.fd || w->out.pumping) return false;
   }
   return true;
 }

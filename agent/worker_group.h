@@ -12,10 +12,15 @@
 //  - Stop() sends the signal to every live group and SIGKILL once the grace
 //    period has passed;
 //  - the first non-zero exit seen while not stopping is the group's failure;
-//  - log files get the workers' bytes exactly, one write per read (or a
-//    splice when only the file wants them); a log
+//  - log files get the workers' bytes exactly. A stdout log is written by a
+//    LogPump thread (splice(2) pipe -> file; with the console on screen, a
+//    tee(2) into a mirror pipe that this loop reads for the console), so the
+//    logs' page-cache copies run beside the loop, on other cores; a stderr
+//    log is written here, one write per read, where its tail is kept. A log
 //    that cannot be written (ENOSPC, EIO) is closed with one warning line on
 //    the console and listed in incomplete_logs(); the worker goes on;
+//  - the pump threads are joined when the group goes; a stream is finished
+//    only once its pump has drained it;
 //  - no worker ever reads drun's terminal: its stdin is a pipe fed by the
 //    agent or /dev/null, so it cannot stop on SIGTTIN.
 #ifndef DRUN_AGENT_WORKER_GROUP_H_
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "agent/log_pump.h"
 #include "agent/output.h"
 #include "agent/process.h"
 #include "rendezvous/rendezvous_state.h"
@@ -125,6 +131,13 @@ class WorkerGroup {
     std::string path;  // of the log file
     int console_id = -1;  // -1: not shown on the console
     bool no_splice = false;  // the log's file system refused splice(2)
+    // A pump thread writes the log: `file` is theirs, `fd` is the console's
+    // mirror (or none); pumping until the pump says the stream ended.
+    LogPump* pump = nullptr;
+    int pump_id = -1;
+    bool pumping = false;
+    bool finish_sent = false;
+    bool has_log() const { return file.valid() || pumping; }
   };
   struct Worker {
     WorkerLaunch launch;
@@ -146,6 +159,11 @@ class WorkerGroup {
     UniqueFd in, out, err;
   };
   absl::Status OpenStreams(Worker& w, size_t pipe_size, ChildEnds* ends);
+  // Hands a stdout stream with a log file to a pump thread (when there are pumps).
+  absl::Status PumpStream(Stream& st, bool mirror, size_t pipe_size);
+  // Creates the pump threads' objects for `launches` (none without log files).
+  void MakePumps(const std::vector<WorkerLaunch>& launches);
+  void OnPumpEvents(LogPump* pump);
   // Ends the stream: closes its pipe and shows the console's last partial line.
   void CloseStream(Stream& st);
   // Stops writing a log that failed, with one warning line.
@@ -169,6 +187,10 @@ class WorkerGroup {
   std::optional<WorkerExit> first_failure_;
   std::vector<std::string> incomplete_logs_;
   std::unique_ptr<char[]> buf_;  // one read buffer for every stream
+  // Threads that write the stdout logs (agent/log_pump.h says why); joined
+  // when the group goes.
+  std::vector<std::unique_ptr<LogPump>> pumps_;
+  size_t next_pump_ = 0;
 };
 
 // The message of a TORCHELASTIC_ERROR_FILE written by torch's @record
