@@ -150,6 +150,7 @@ class Bench:
         rows = {k: [] for k in setups}
         self.cpu = {k: [] for k in rows}
         self.ratios = {k: [] for k in rows}  # each run against the direct run of its round
+        self.tee_console = []  # tee/pipe: (console bytes delivered, lines reported as not shown)
         console_bytes = 0
 
         def one(name):
@@ -160,9 +161,13 @@ class Bench:
                     "tee/pipe": (["--tee", "3", "--log-dir", logs], "pipe"),
                     "redirect": (["-r", "3", "--log-dir", logs], "null"),
                     "console": ([], "pipe")}[name]
-            wall, got, _ = self.run_drun(*opts)
+            wall, got, err = self.run_drun(*opts)
             if name != "console":
                 self.check_logs(logs)
+            if name == "tee/pipe":
+                # A console slower than the workers loses whole lines (the logs have them).
+                dropped = sum(int(x) for x in re.findall(r"could not keep up: (\d+) line", err))
+                self.tee_console.append((got, dropped))
             return wall, got
 
         for rep in range(reps):
@@ -201,11 +206,12 @@ class Bench:
                 "console_only_expected_s": got2 / rate, "rate": rate, "small": small,
                 "said": m is not None}
 
-    def latency(self, count):
+    def latency(self, count, opts=()):
+        """opts: e.g. --tee 3 --log-dir DIR (the console then reads the log pump's mirror)."""
         stamps = os.path.join(self.work, "stamps")
         env = dict(os.environ, PROBE_OUT=stamps, PYTHON_EXEC=PYTHON)
         r, w = os.pipe()
-        proc = subprocess.Popen([self.drun, "--standalone", "--nproc-per-node", "1",
+        proc = subprocess.Popen([self.drun, "--standalone", "--nproc-per-node", "1", *opts,
                                  os.path.join(PROGRAMS, "latency_probe.py"), str(count)],
                                 stdout=w, env=env)
         os.close(w)
@@ -296,6 +302,9 @@ def main():
             versus = f"{m / direct:.2f}x" if direct else "-"
             say(f"| {k} | {med(xs)} | {versus} | {per_round} | {total / MIB / m:.0f} | "
                 f"{statistics.median(b.cpu[k]):.2f} |")
+        if "tee/pipe" in rows:
+            shown = ", ".join(f"{g / MIB:.0f} MiB ({d} lines not shown)" for g, d in b.tee_console)
+            say(f"tee/pipe: the console got {shown} of {total / MIB:.0f} MiB of lines")
         if "console" in rows:
             say(f"console bytes delivered through the pipe (prefixes included): "
                 f"{console_bytes / MIB:.0f} MiB, "
@@ -312,12 +321,14 @@ def main():
             f"{s['console_only_expected_s']:.2f} s): workers wait, nothing is lost")
         say()
     if "latency" not in skip:
-        lat = b.latency(args.latency_count)
         say(f"## 3 latency to drun's stdout ({args.latency_count} each)")
-        for k, name in (("p", "partial line"), ("f", "full line")):
-            xs = lat[k]
-            say(f"- {name}: median {statistics.median(xs):.2f} ms, p99 {pct(xs, 0.99):.2f} ms, "
-                f"max {max(xs):.2f} ms")
+        logs = b.fresh("latency_logs")
+        for label, opts in (("console only", ()), ("--tee 3 --log-dir", ("--tee", "3", "--log-dir", logs))):
+            lat = b.latency(args.latency_count, opts)
+            for k, name in (("p", "partial line"), ("f", "full line")):
+                xs = lat[k]
+                say(f"- {label}, {name}: median {statistics.median(xs):.2f} ms, "
+                    f"p99 {pct(xs, 0.99):.2f} ms, max {max(xs):.2f} ms")
         say()
     if "memory" not in skip:
         mem = b.memory(args.rounds)
