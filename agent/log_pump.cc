@@ -1,14 +1,11 @@
 #include "agent/log_pump.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <system_error>
 
 #include "rendezvous/base/say.h"  // WriteAll
@@ -37,8 +34,6 @@ struct LogPump::Stream {
   int id = -1;
   UniqueFd pipe;    // the worker's pipe, read end
   UniqueFd file;    // the log; none after a failed write
-  UniqueFd mirror;  // write end of the console's copy, or none
-  size_t owed = 0;  // bytes tee'd to the mirror, still to consume from the pipe
   bool no_splice = false;  // the log's file system refused splice(2)
   bool finishing = false;
   bool ended = false;
@@ -60,17 +55,11 @@ LogPump::~LogPump() {
   thread_.join();
 }
 
-absl::StatusOr<int> LogPump::Add(UniqueFd pipe, UniqueFd file, size_t mirror_size,
-                                 UniqueFd* mirror_read) {
+int LogPump::Add(UniqueFd pipe, UniqueFd file) {
   auto s = std::make_unique<Stream>();
   s->id = static_cast<int>(streams_.size());
   s->pipe = std::move(pipe);
   s->file = std::move(file);
-  if (mirror_read != nullptr) {
-    if (!MakePipe(mirror_read, &s->mirror)) return absl::ErrnoToStatus(errno, "pipe");
-    fcntl(mirror_read->get(), F_SETFL, O_NONBLOCK);
-    fcntl(s->mirror.get(), F_SETPIPE_SZ, static_cast<int>(mirror_size));  // may be refused: speed only
-  }
   streams_.push_back(std::move(s));
   return streams_.back()->id;
 }
@@ -132,9 +121,7 @@ void LogPump::Run() {
       // there now is drained, then it ends.
       if (s.wait == Wait::kNone || (s.finishing && s.wait == Wait::kPipe)) s.wait = Step(s);
       if (s.wait == Wait::kEnded) continue;
-      const bool to_mirror = s.wait == Wait::kMirror;
-      fds.push_back({to_mirror ? s.mirror.get() : s.pipe.get(),
-                     static_cast<short>(to_mirror ? POLLOUT : POLLIN), 0});
+      fds.push_back({s.pipe.get(), POLLIN, 0});
       polled.push_back(&s);
     }
     if (poll(fds.data(), fds.size(), -1) < 0) continue;  // EINTR
@@ -148,7 +135,7 @@ void LogPump::Run() {
 LogPump::Wait LogPump::Step(Stream& s) {
   // Bounded, so one busy stream cannot starve the others of this thread.
   for (int i = 0; i < 16; ++i) {
-    const Wait w = s.mirror ? MoveMirrored(s) : Move(s);
+    const Wait w = Move(s);
     if (w == Wait::kPipe && s.finishing) {
       End(s);
       return Wait::kEnded;
@@ -184,72 +171,6 @@ LogPump::Wait LogPump::Move(Stream& s) {
   return Wait::kEnded;
 }
 
-LogPump::Wait LogPump::MoveMirrored(Stream& s) {
-  if (s.owed > 0) {
-    Consume(s);
-    return Wait::kNone;
-  }
-  // Duplicate into the mirror without consuming, then consume exactly that
-  // into the file: the mirror and the file get the same bytes in order.
-  // Without a file (it failed), move the bytes to the mirror instead.
-  ssize_t n = s.file ? tee(s.pipe.get(), s.mirror.get(), kChunk, SPLICE_F_NONBLOCK)
-                     : splice(s.pipe.get(), nullptr, s.mirror.get(), nullptr, kChunk,
-                              SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-  if (n > 0) {
-    if (s.file) {
-      s.owed = static_cast<size_t>(n);
-      Consume(s);
-    }
-    return Wait::kNone;
-  }
-  if (n == 0) {
-    End(s);
-    return Wait::kEnded;
-  }
-  if (errno == EINTR) return Wait::kNone;
-  if (errno == EAGAIN) {
-    // Either the pipe is empty or the mirror is full: ask the pipe.
-    int queued = 0;
-    ioctl(s.pipe.get(), FIONREAD, &queued);
-    return queued > 0 ? Wait::kMirror : Wait::kPipe;
-  }
-  // EPIPE: nobody reads the mirror any more; the file alone goes on.
-  s.mirror.reset();
-  return Wait::kNone;
-}
-
-void LogPump::Consume(Stream& s) {
-  while (s.owed > 0) {
-    ssize_t n;
-    if (s.file && !s.no_splice) {
-      // The pipe holds at least `owed` bytes: this never waits for the pipe.
-      n = splice(s.pipe.get(), nullptr, s.file.get(), nullptr, s.owed, SPLICE_F_MOVE);
-      if (n < 0 && errno == EINVAL) {
-        s.no_splice = true;
-        continue;
-      }
-    } else {
-      n = read(s.pipe.get(), scratch_.get(), std::min(s.owed, kChunk));
-      if (n > 0 && s.file) {
-        if (int err = WriteAll(s.file.get(), absl::string_view(scratch_.get(), n)); err != 0) {
-          FileFailed(s, err);
-        }
-      }
-    }
-    if (n > 0) {
-      s.owed -= static_cast<size_t>(n);
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else if (n < 0 && errno == EAGAIN) {
-      return;  // cannot happen (the bytes are in the pipe); the next step goes on
-    } else if (n < 0 && s.file) {
-      FileFailed(s, errno);  // the rest of `owed` is read and dropped
-    } else {
-      s.owed = 0;  // cannot happen (the bytes are in the pipe); never spin
-    }
-  }
-}
-
 void LogPump::FileFailed(Stream& s, int err) {
   s.file.reset();
   Post({s.id, false, err});
@@ -258,7 +179,6 @@ void LogPump::FileFailed(Stream& s, int err) {
 void LogPump::End(Stream& s) {
   s.pipe.reset();
   s.file.reset();
-  s.mirror.reset();  // the mirror's reader sees end-of-file
   s.ended = true;
   Post({s.id, true, 0});
 }

@@ -12,13 +12,12 @@
 // splicers in parallel match them (docs/benchmarks.md, "Worker I/O").
 //
 // Promises:
-//  - the log file gets exactly the bytes of the pipe, in order; with a
-//    mirror, the mirror pipe gets the same bytes (tee(2), no copy) before
-//    they are consumed, so the console's reader sees every byte the file
-//    does; the mirror's read end reaches end-of-file once the stream ends;
+//  - the log file gets exactly the bytes of the pipe, in order (when the
+//    agent loop also needs the bytes, for the console or a stderr tail, it
+//    tee(2)s them into the pump's pipe before reading them itself);
 //  - a log write that fails (ENOSPC, EIO) is reported once (an Event with
-//    the errno); the stream goes on without its file (to the mirror, or
-//    discarded), so the worker is never held back by its log;
+//    the errno); the stream goes on without its file (its bytes are read and
+//    dropped), so the worker is never held back by its log;
 //  - the thread waits only in poll(2), on its pipes and on a control
 //    eventfd; it is joined by the destructor, which abandons what is left
 //    (the owner finishes streams first when it wants them drained);
@@ -35,7 +34,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "rendezvous/base/unique_fd.h"
 
 namespace drun {
@@ -53,10 +51,9 @@ class LogPump {
   LogPump(const LogPump&) = delete;
   LogPump& operator=(const LogPump&) = delete;
 
-  // Before Start(): takes a worker pipe's read end and its log file. With
-  // mirror_read, fills it with the read end of a pipe of mirror_size that
-  // receives a copy of every byte. Returns the stream's id.
-  absl::StatusOr<int> Add(UniqueFd pipe, UniqueFd file, size_t mirror_size, UniqueFd* mirror_read);
+  // Before Start(): takes a pipe's read end (non-blocking) and its log file.
+  // Returns the stream's id.
+  int Add(UniqueFd pipe, UniqueFd file);
   absl::Status Start();
 
   // Drain what the stream's pipe holds now, then end it (a process that
@@ -68,13 +65,10 @@ class LogPump {
 
  private:
   struct Stream;
-  enum class Wait { kNone, kPipe, kMirror, kEnded };
+  enum class Wait { kNone, kPipe, kEnded };
   void Run();
   Wait Step(Stream& s);
   Wait Move(Stream& s);
-  Wait MoveMirrored(Stream& s);
-  // Consumes s.owed bytes of the pipe into the file (or nowhere after an error).
-  void Consume(Stream& s);
   void FileFailed(Stream& s, int err);
   void End(Stream& s);
   void Post(const Event& e);

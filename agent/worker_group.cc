@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,22 +74,28 @@ WorkerGroup::~WorkerGroup() {
 
 void WorkerGroup::MakePumps(const std::vector<WorkerLaunch>& launches) {
   size_t logs = 0;
-  for (const auto& l : launches) logs += l.stdout_file.empty() ? 0 : 1;
+  for (const auto& l : launches) logs += (l.stdout_file.empty() ? 0 : 1) + (l.stderr_file.empty() ? 0 : 1);
   // As many threads as cores, at most one per log: the copy into the page
   // cache is the cost, and it scales with cores.
   const size_t cores = std::max(1u, std::thread::hardware_concurrency());
   for (size_t i = 0; i < std::min(logs, cores); ++i) pumps_.push_back(std::make_unique<LogPump>());
 }
 
-absl::Status WorkerGroup::PumpStream(Stream& st, bool mirror, size_t pipe_size) {
+absl::Status WorkerGroup::PumpStream(Stream& st, bool loop_reads, size_t pipe_size) {
   LogPump* pump = pumps_[next_pump_++ % pumps_.size()].get();
-  UniqueFd mirror_read;
-  absl::StatusOr<int> id =
-      pump->Add(std::move(st.fd), std::move(st.file), pipe_size, mirror ? &mirror_read : nullptr);
-  if (!id.ok()) return id.status();
-  st.fd = std::move(mirror_read);
+  UniqueFd pump_end;
+  if (loop_reads) {
+    // This loop reads the worker's pipe; what it reads it first tee(2)s
+    // (no copy) into the pump's own pipe.
+    if (!MakePipe(&pump_end, &st.log_pipe)) return absl::ErrnoToStatus(errno, "pipe");
+    fcntl(pump_end.get(), F_SETFL, O_NONBLOCK);
+    fcntl(st.log_pipe.get(), F_SETFL, O_NONBLOCK);
+    fcntl(st.log_pipe.get(), F_SETPIPE_SZ, static_cast<int>(pipe_size));  // may be refused: speed only
+  } else {
+    pump_end = std::move(st.fd);  // the pump alone reads the worker's pipe
+  }
+  st.pump_id = pump->Add(std::move(pump_end), std::move(st.file));
   st.pump = pump;
-  st.pump_id = *id;
   st.pumping = true;
   return absl::OkStatus();
 }
@@ -96,16 +103,17 @@ absl::Status WorkerGroup::PumpStream(Stream& st, bool mirror, size_t pipe_size) 
 void WorkerGroup::OnPumpEvents(LogPump* pump) {
   for (const LogPump::Event& e : pump->TakeEvents()) {
     for (auto& w : workers_) {
-      Stream& st = w->out;
-      if (st.pump != pump || st.pump_id != e.id) continue;
-      if (e.error != 0) {
-        console_->Text(absl::StrCat("drun: warning: cannot write the log ", st.path, ": ",
-                                    strerror(e.error), "; it is incomplete from here, the console goes on\n"));
-        incomplete_logs_.push_back(st.path);
-      }
-      if (e.ended) {
-        st.pumping = false;
-        if (!st.fd) CloseStream(st);  // with a mirror, its end-of-file ends the stream
+      for (Stream* st : {&w->out, &w->err}) {
+        if (st->pump != pump || st->pump_id != e.id) continue;
+        if (e.error != 0) {
+          console_->Text(absl::StrCat("drun: warning: cannot write the log ", st->path, ": ",
+                                      strerror(e.error), "; it is incomplete from here, the console goes on\n"));
+          incomplete_logs_.push_back(st->path);
+        }
+        if (e.ended) {
+          st->pumping = false;
+          if (!st->log_pipe) CloseStream(*st);  // the pump read the worker's pipe: it is done
+        }
       }
     }
   }
@@ -133,10 +141,11 @@ absl::Status WorkerGroup::OpenStreams(Worker& w, size_t pipe_size, ChildEnds* en
       st->console_id = console_->AddSource(st->is_err ? 2 : 1, w.launch.prefix,
                                            w.launch.cont_prefix, w.launch.colour, st->file.valid());
     }
-    // stdout's log goes through a pump thread; stderr stays here, where its
-    // tail is kept for the root cause as it arrives.
-    if (!st->is_err && st->file && !pumps_.empty()) {
-      absl::Status pumped = PumpStream(*st, shown && !console_->discards(1), pipe_size);
+    // A pump thread writes the log. This loop reads the bytes too when the
+    // console shows them or, for stderr, to keep the tail for the root cause.
+    if (st->file && !pumps_.empty()) {
+      const bool on_screen = shown && !console_->discards(st->is_err ? 2 : 1);
+      absl::Status pumped = PumpStream(*st, on_screen || st->is_err, pipe_size);
       if (!pumped.ok()) return pumped;
     }
   }
@@ -152,8 +161,8 @@ absl::Status WorkerGroup::OpenStreams(Worker& w, size_t pipe_size, ChildEnds* en
 
 absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint now) {
   MakePumps(launches);
-  // Each stream's pipe, and a console mirror for a pumped stream on screen.
-  const size_t pipe_size = PipeSizeFor(3 * launches.size());
+  // Each stream's pipe, and the pump's pipe for a log this loop reads too.
+  const size_t pipe_size = PipeSizeFor(4 * launches.size());
   absl::Status status = absl::OkStatus();
   for (auto& launch : launches) {
     auto w = std::make_unique<Worker>();
@@ -185,11 +194,17 @@ absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint no
     absl::Status started = pump->Start();
     if (started.ok()) continue;
     if (status.ok()) status = started;
-    for (auto& w : workers_) {  // nobody will drain these: give them up
-      if (w->out.pump != pump.get()) continue;
-      w->out.pumping = false;
-      CloseStream(w->out);
-      incomplete_logs_.push_back(w->out.path);
+    for (auto& w : workers_) {  // nobody will write these logs: give them up
+      for (Stream* st : {&w->out, &w->err}) {
+        if (st->pump != pump.get()) continue;
+        st->pumping = false;
+        if (st->log_pipe) {
+          st->log_pipe.reset();
+        } else {
+          CloseStream(*st);
+        }
+        incomplete_logs_.push_back(st->path);
+      }
     }
   }
   if (!status.ok()) Stop(SIGKILL, now, Duration::zero());
@@ -203,7 +218,12 @@ void WorkerGroup::AppendPollFds(std::vector<pollfd>* fds) const {
   for (const auto& w : workers_) {
     for (const Stream* st : {&w->out, &w->err}) {
       if (!st->fd || (congested && st->console_id >= 0 && !st->has_log())) continue;
-      fds->push_back({st->fd.get(), POLLIN, 0});
+      // A full pump pipe (the disk is slower than the worker): wait for room.
+      if (st->log_full) {
+        fds->push_back({st->log_pipe.get(), POLLOUT, 0});
+      } else {
+        fds->push_back({st->fd.get(), POLLIN, 0});
+      }
     }
     if (w->stdin_fd && !w->stdin_pending.empty()) fds->push_back({w->stdin_fd.get(), POLLOUT, 0});
   }
@@ -225,60 +245,80 @@ void WorkerGroup::Deliver(Worker& w, Stream& st, absl::string_view data) {
   if (st.console_id >= 0) console_->Write(st.console_id, data);
 }
 
-bool WorkerGroup::SpliceToFile(Stream& st, ssize_t* n) {
-  // Only the log file wants these bytes (-r, or a /dev/null console, and no
-  // stderr tail): move them pipe -> file in the kernel, no copy through drun.
-  if (!st.file || st.is_err || st.no_splice || (st.console_id >= 0 && !console_->discards(1))) {
-    return false;
+int WorkerGroup::TeeToPump(Stream& st) {
+  ssize_t n = tee(st.fd.get(), st.log_pipe.get(), kReadSize, SPLICE_F_NONBLOCK);
+  if (n >= 0) return static_cast<int>(n);  // 0: end-of-file
+  if (errno == EINTR) return -1;
+  if (errno == EAGAIN) {
+    // Either the worker's pipe is empty or the pump's is full: ask the former.
+    int queued = 0;
+    ioctl(st.fd.get(), FIONREAD, &queued);
+    st.log_full = queued > 0;
+    if (!st.log_full && st.draining) CloseStream(st);  // drained: see Drain()
+    return -2;
   }
-  *n = splice(st.fd.get(), nullptr, st.file.get(), nullptr, kReadSize, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-  if (*n >= 0 || errno == EAGAIN || errno == EINTR) return true;
-  if (errno == EINVAL) {  // this file system cannot splice: read and write
-    st.no_splice = true;
-    return false;
-  }
-  LogFailed(st, errno);
-  return false;
+  // The pump's pipe broke (it cannot happen while the stream lives): the
+  // console goes on alone, the log is incomplete.
+  st.log_pipe.reset();
+  incomplete_logs_.push_back(st.path);
+  return -1;
 }
 
 void WorkerGroup::CloseStream(Stream& st) {
   st.fd.reset();
+  st.log_pipe.reset();  // the pump reaches end-of-file and ends the log
+  st.log_full = false;
   console_->RemoveSource(st.console_id);  // shows a last line that lacks its newline
   st.console_id = -1;
 }
 
 bool WorkerGroup::ReadStream(Worker& w, Stream& st, int max_reads) {
   for (int i = 0; i < max_reads && st.fd; ++i) {
-    ssize_t n;
-    if (SpliceToFile(st, &n)) {
-      if (n > 0 || (n < 0 && errno == EINTR)) continue;
-      if (n < 0) return false;  // EAGAIN
-      CloseStream(st);          // end-of-file
-      continue;
+    // With a pump's pipe, read exactly what was tee'd into it, so the log
+    // and the console get the same bytes.
+    size_t want = kReadSize;
+    if (st.log_pipe) {
+      const int teed = TeeToPump(st);
+      if (teed == -1) continue;
+      if (teed == -2) return false;
+      want = teed == 0 ? 1 : static_cast<size_t>(teed);  // 0: read sees the end-of-file too
     }
-    n = read(st.fd.get(), buf_.get(), kReadSize);
+    ssize_t n = read(st.fd.get(), buf_.get(), want);
+    while (st.log_pipe && n > 0 && static_cast<size_t>(n) < want) {
+      // The pipe holds all `want` bytes, so one read takes them; never leave
+      // a tee'd byte unread (the next tee would give the log it twice).
+      ssize_t more = read(st.fd.get(), buf_.get() + n, want - static_cast<size_t>(n));
+      if (more > 0) n += more;
+      if (more == 0 || (more < 0 && errno != EINTR)) break;
+    }
     if (n > 0) {
       Deliver(w, st, absl::string_view(buf_.get(), static_cast<size_t>(n)));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return false;
+    if (n < 0 && errno == EAGAIN) {
+      if (st.draining) CloseStream(st);
+      return false;
+    }
     CloseStream(st);  // end-of-file or error
   }
   return st.fd.valid();
 }
 
 void WorkerGroup::Drain(Worker& w, Stream& st) {
-  if (st.pumping) {
-    // The pump drains the pipe and ends the stream; the mirror (read in the
-    // loop) reaches end-of-file after its last byte.
+  if (st.pumping && !st.fd) {
+    // The pump alone reads this pipe: it drains it and ends the stream.
     if (!st.finish_sent) st.pump->Finish(st.pump_id);
     st.finish_sent = true;
     return;
   }
+  // What the pipe holds now is read, then the stream closes. A full pump
+  // pipe makes this wait in the loop (the stream stays polled) until the
+  // pump has made room.
+  st.draining = true;
   while (ReadStream(w, st, 1 << 20)) {
   }
-  CloseStream(st);
+  if (!st.log_full) CloseStream(st);
 }
 
 void WorkerGroup::OnReady(int fd, short revents) {
@@ -286,6 +326,12 @@ void WorkerGroup::OnReady(int fd, short revents) {
     if (fd == pump->wake_fd()) return OnPumpEvents(pump.get());
   }
   for (auto& w : workers_) {
+    for (Stream* st : {&w->out, &w->err}) {
+      if (st->log_full && fd == st->log_pipe.get()) {
+        st->log_full = false;  // the pump made room
+        return (void)ReadStream(*w, *st, 16);
+      }
+    }
     // Bounded per call so one chatty worker cannot starve the others.
     if (fd == w->out.fd.get()) return (void)ReadStream(*w, w->out, 16);
     if (fd == w->err.fd.get()) return (void)ReadStream(*w, w->err, 16);
@@ -355,8 +401,6 @@ void WorkerGroup::CheckGroup(Worker& w) {
   // for EOF.
   Drain(w, w.out);
   Drain(w, w.err);
-  // A pumped stream closes once the pump has drained it (its mirror's EOF).
-  if (!w.out.pumping) CloseStream(w.out);
   w.out.file.reset();
   w.err.file.reset();
   w.stdin_fd.reset();
@@ -435,7 +479,7 @@ std::optional<TimePoint> WorkerGroup::NextDeadline() const {
 
 bool WorkerGroup::done() const {
   for (const auto& w : workers_) {
-    if (!w->group_gone || w->out.fd || w->err.fd || w->out.pumping) return false;
+    if (!w->group_gone || w->out.fd || w->err.fd || w->out.pumping || w->err.pumping) return false;
   }
   return true;
 }
