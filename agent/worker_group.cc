@@ -82,7 +82,11 @@ void WorkerGroup::MakePumps(const std::vector<WorkerLaunch>& launches) {
 }
 
 absl::Status WorkerGroup::PumpStream(Stream& st, bool loop_reads, size_t pipe_size) {
-  LogPump* pump = pumps_[next_pump_++ % pumps_.size()].get();
+  // stdout logs from the first pump on, stderr logs from the last one back,
+  // so the (usually heavier) stdout logs spread over every pump.
+  const size_t n = pumps_.size();
+  LogPump* pump = st.is_err ? pumps_[n - 1 - next_err_pump_++ % n].get()
+                            : pumps_[next_out_pump_++ % n].get();
   UniqueFd pump_end;
   if (loop_reads) {
     // This loop reads the worker's pipe; what it reads it first tee(2)s

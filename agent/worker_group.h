@@ -196,7 +196,8 @@ class WorkerGroup {
   // Threads that write the logs (agent/log_pump.h says why); joined
   // when the group goes.
   std::vector<std::unique_ptr<LogPump>> pumps_;
-  size_t next_pump_ = 0;
+  size_t next_out_pump_ = 0;
+  size_t next_err_pump_ = 0;
 };
 
 // The message of a TORCHELASTIC_ERROR_FILE written by torch's @record

@@ -10,6 +10,8 @@ Measures:
   1 throughput  4 workers (bench/programs/line_writer.c, static C, --no-python) each write
                 SIZE (default 256 MiB) of 100-byte lines in 1 MB writes. Set-ups:
                   direct      the 4 writers started by this script, each writing its own file
+                  pipe floor  each writer into a pipe, and per pipe a process of its own that
+                              splices it into the file (the least a pipe-based logger costs)
                   tee/null    drun --tee 3 --log-dir, console to /dev/null
                   tee/pipe    drun --tee 3 --log-dir, console to a pipe this script drains
                   redirect    drun -r 3 --log-dir (files only)
@@ -50,6 +52,44 @@ PYTHON = "/usr/bin/python3"
 NPROC = 4
 MIB = 1 << 20
 GIB = 1 << 30
+
+
+# The least any logger that keeps a pipe between the worker and its log can cost (drun
+# must: a full disk must not fail the worker's writes): per stream, one process of its
+# own that splice(2)s the pipe into the file, all in parallel. Set-up "pipe floor".
+PIPE_FLOOR_C = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char** argv) {  /* N WRITER SIZE DIR */
+  int n = atoi(argv[1]);
+  for (int r = 0; r < n; ++r) {
+    int p[2];
+    if (pipe(p) != 0) return 1;
+    fcntl(p[0], F_SETPIPE_SZ, 1 << 20);
+    if (fork() == 0) {
+      dup2(p[1], 1); close(p[0]); close(p[1]);
+      execl(argv[2], argv[2], argv[3], "100", "-", (char*)0);
+      _exit(127);
+    }
+    close(p[1]);
+    if (fork() == 0) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%d.log", argv[4], r);
+      int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      while (splice(p[0], NULL, f, NULL, 1 << 20, SPLICE_F_MOVE) > 0) {}
+      _exit(0);
+    }
+    close(p[0]);
+  }
+  int status, bad = 0;
+  while (wait(&status) > 0) bad |= status != 0;
+  return bad;
+}
+"""
 
 
 class Reader(threading.Thread):
@@ -98,6 +138,11 @@ class Bench:
         src = os.path.join(PROGRAMS, "line_writer.c")
         if subprocess.run([cc, "-O2", "-static", "-o", self.writer, src]).returncode != 0:
             subprocess.run([cc, "-O2", "-o", self.writer, src], check=True)
+        self.floor = os.path.join(self.work, "pipe_floor")
+        floor_src = os.path.join(self.work, "pipe_floor.c")
+        with open(floor_src, "w") as f:
+            f.write(PIPE_FLOOR_C)
+        subprocess.run([cc, "-O2", "-o", self.floor, floor_src], check=True)
         self.rss_lib = os.path.join(self.work, "rss_probe.so")
         subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", self.rss_lib,
                         os.path.join(PROGRAMS, "rss_probe.c")], check=True)
@@ -120,6 +165,15 @@ class Bench:
                  for r in range(NPROC)]
         assert all(p.wait() == 0 for p in procs)
         return time.monotonic() - t0
+
+    def pipe_floor(self):
+        out = self.fresh("logs")
+        t0 = time.monotonic()
+        subprocess.run([self.floor, str(NPROC), self.writer, str(self.size), out], check=True)
+        wall = time.monotonic() - t0
+        sizes = sorted(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+        assert sizes == [self.size] * NPROC, sizes
+        return wall
 
     def run_drun(self, opts, console, rate=None, size=None):
         """console: 'null' or 'pipe'. Returns (wall s, reader bytes, drun's stderr)."""
@@ -144,7 +198,7 @@ class Bench:
             wall, got = time.monotonic() - t0, reader.bytes
         return wall, got, err.decode(errors="replace")
 
-    SETUPS = ("direct", "tee/null", "tee/pipe", "redirect", "console")
+    SETUPS = ("direct", "pipe floor", "tee/null", "tee/pipe", "redirect", "console")
 
     def throughput(self, reps, setups):
         rows = {k: [] for k in setups}
@@ -156,6 +210,8 @@ class Bench:
         def one(name):
             if name == "direct":
                 return self.direct(), 0
+            if name == "pipe floor":
+                return self.pipe_floor(), 0
             logs = self.fresh("logs")
             opts = {"tee/null": (["--tee", "3", "--log-dir", logs], "null"),
                     "tee/pipe": (["--tee", "3", "--log-dir", logs], "pipe"),
