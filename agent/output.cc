@@ -370,18 +370,34 @@ void Console::EmitNow(int id, Source& s, absl::string_view text, bool end) {
 
 size_t Console::AppendWholeLines(Source& s, absl::string_view data) {
   // Nothing is open on screen and nothing waits: each whole line goes to the
-  // queue as prefix + the line with its own '\n', two appends and no other
-  // work. Stops at anything else (an overlong line, congestion that drops
-  // lines, a partial line at the end) and returns what it took.
+  // queue as prefix + the line with its own '\n'. Lines are copied into room
+  // made once per batch (no per-line append with its checks). Stops at
+  // anything else (an overlong line, congestion that drops lines, a partial
+  // line at the end) and returns what it took.
   std::string& b = Buf(s.stream);
+  const size_t plen = s.prefix.size();
+  constexpr size_t kBatchLines = 1024;
+  // A batch holds at least one whole line of up to max_line bytes.
+  const size_t batch_bytes = std::max<size_t>(128 * 1024, s.max_line + 1);
   const char* p = data.data();
   const char* const end = p + data.size();
-  while (p < end) {
-    const char* nl = static_cast<const char*>(memchr(p, '\n', static_cast<size_t>(end - p)));
-    if (nl == nullptr || static_cast<size_t>(nl - p) > s.max_line) break;
-    if (s.has_file && congested()) break;
-    b.append(s.prefix).append(p, static_cast<size_t>(nl + 1 - p));
-    p = nl + 1;
+  while (p < end && !(s.has_file && congested())) {
+    const char* const batch_end = p + std::min(batch_bytes, static_cast<size_t>(end - p));
+    const size_t old = b.size();
+    b.resize(old + static_cast<size_t>(batch_end - p) + kBatchLines * plen);
+    char* out = &b[old];
+    const char* const first = p;
+    for (size_t lines = 0; lines < kBatchLines && p < batch_end; ++lines) {
+      const char* nl = static_cast<const char*>(memchr(p, '\n', static_cast<size_t>(batch_end - p)));
+      if (nl == nullptr || static_cast<size_t>(nl - p) > s.max_line) break;
+      const size_t len = static_cast<size_t>(nl + 1 - p);
+      memcpy(out, s.prefix.data(), plen);
+      memcpy(out + plen, p, len);
+      out += plen + len;
+      p = nl + 1;
+    }
+    b.resize(static_cast<size_t>(out - b.data()));
+    if (p == first) break;  // no whole line here: the caller takes over
   }
   return static_cast<size_t>(p - data.data());
 }
