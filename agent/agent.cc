@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "rendezvous/base/event_loop.h"
 #include "rendezvous/base/exit_code.h"
+#include "rendezvous/base/random.h"
 
 namespace drun {
 
@@ -212,13 +213,41 @@ void Agent::PumpStdin() {
 }
 
 int Agent::Run() {
+  if (int code = Start(); code != 0) return code;
+  TimePoint now = Clock::now();
+  started_ = now;
+  SendHello(now);
+  std::vector<pollfd> fds;
+  while (phase_ != Phase::kDone) {
+    Converse(now);
+    if (phase_ == Phase::kDone) break;
+    console_.Flush();
+    const PollSet set = BuildPollSet(&fds);
+    const int n = PollUntil(fds.data(), fds.size(), NextDeadline());
+    now = Clock::now();
+    if (n < 0) {
+      Log(absl::StrCat("poll failed: ", strerror(errno)));
+      exit_code_ = 1;
+      break;
+    }
+    for (const pollfd& p : fds) {
+      if (p.revents) Dispatch(p, set, now);
+    }
+    OnWake(now);
+  }
+  return Finish();
+}
+
+// Before the loop: the signalfd, signal dispositions, log and report paths,
+// the subreaper bit, stdin and the error-file directory. 0, or the exit code.
+int Agent::Start() {
   sigset_t mask;
   sigemptyset(&mask);
   for (int s : kHandledSignals) sigaddset(&mask, s);
   signal_fd_.reset(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signal_fd_.valid()) {
     Log(absl::StrCat("cannot create signalfd: ", strerror(errno)));
-    return 1;
+    return kExitLauncherFailed;
   }
   signal(SIGPIPE, SIG_IGN);
   // drun in a background job reading the terminal gets EIO (taken as
@@ -226,7 +255,7 @@ int Agent::Run() {
   signal(SIGTTIN, SIG_IGN);
   if (!PrepareOutputs()) {
     console_.Drain();
-    return 2;
+    return kExitBadInput;
   }
   BecomeSubreaper();
   // Only the agent with no launcher above it owns drun's stdin; a remote
@@ -236,13 +265,20 @@ int Agent::Run() {
   stdin_tty_ = isatty(0);
   if (opt_.spec.log_dir().empty()) {
     // Error files need a home even when no logs are kept; removed at exit.
-    std::string tmpl = (std::filesystem::temp_directory_path() / "drun-XXXXXX").string();
-    if (mkdtemp(tmpl.data())) tmp_dir_ = tmpl;
+    absl::StatusOr<std::string> dir = MakeTempDir("drun-");
+    if (dir.ok()) {
+      tmp_dir_ = *dir;
+    } else {
+      Log(absl::StrCat("no directory for the workers' error files (", dir.status().message(),
+                       "): root causes will show exit codes only"));
+    }
   }
-
-  TimePoint now = Clock::now();
-  started_ = now;
   status_tty_ = isatty(2) && !opt_.spec.quiet() && opt_.spec.max_nodes() > 1;
+  OpenControl();
+  return 0;
+}
+
+void Agent::SendHello(TimePoint now) {
   v1::AgentMessage hello;
   auto* h = hello.mutable_hello();
   h->set_run_id(opt_.spec.run_id());
@@ -254,83 +290,107 @@ int Agent::Run() {
   h->set_version("0.1.0");
   rdzv_->Send(hello, now);
   SendJoin(now);
+}
 
-  std::vector<pollfd> fds;
-  while (phase_ != Phase::kDone) {
-    // Step() may send, and an in-process rendezvous answers at once: go on
-    // until neither side has anything left to say.
-    for (bool progress = true; progress;) {
-      progress = false;
-      while (auto msg = rdzv_->Receive()) {
-        HandleServer(*msg, now);
-        progress = true;
-      }
-      Step(now);
-      if (auto msg = rdzv_->Receive()) {
-        HandleServer(*msg, now);
-        progress = true;
-      }
+// Step() may send, and an in-process rendezvous answers at once: go on until
+// neither side has anything left to say.
+void Agent::Converse(TimePoint now) {
+  for (bool progress = true; progress;) {
+    progress = false;
+    while (auto msg = rdzv_->Receive()) {
+      HandleServer(*msg, now);
+      progress = true;
     }
-    if (phase_ == Phase::kDone) break;
-    console_.Flush();
-
-    std::optional<TimePoint> deadline = rdzv_->NextDeadline();
-    if (status_refresh_ && (!deadline || *status_refresh_ < *deadline)) deadline = status_refresh_;
-    if (group_) {
-      auto g = group_->NextDeadline();
-      if (g && (!deadline || *g < *deadline)) deadline = g;
+    Step(now);
+    if (auto msg = rdzv_->Receive()) {
+      HandleServer(*msg, now);
+      progress = true;
     }
-    if (auto c = console_.NextDeadline(); c && (!deadline || *c < *deadline)) deadline = c;
-    fds.clear();
-    fds.push_back({signal_fd_.get(), POLLIN, 0});
-    if (rdzv_->wakeup_fd() >= 0) fds.push_back({rdzv_->wakeup_fd(), POLLIN, 0});
-    if (opt_.lifeline_fd >= 0) fds.push_back({opt_.lifeline_fd, POLLIN, 0});
-    const bool read_stdin = forward_stdin_ && !stdin_eof_ && group_ && group_->WantsStdin();
-    if (read_stdin) fds.push_back({0, POLLIN, 0});
-    const std::vector<int> console_fds = console_.BlockedFds();
-    for (int fd : console_fds) fds.push_back({fd, POLLOUT, 0});
-    if (group_) group_->AppendPollFds(&fds);
-    int n = PollUntil(fds.data(), fds.size(), deadline);
-    now = Clock::now();
-    if (n < 0) {
-      Log(absl::StrCat("poll failed: ", strerror(errno)));
-      exit_code_ = 1;
-      break;
-    }
-    for (const pollfd& p : fds) {
-      if (!p.revents) continue;
-      if (p.fd == signal_fd_.get()) {
-        DrainSignalFd(signal_fd_.get(), [&](int sig, const signalfd_siginfo& si) {
-          if (sig == SIGCHLD) {
-            ReapChildren(now);
-          } else {
-            HandleSignal(sig, now, static_cast<pid_t>(si.ssi_pid));
-          }
-        });
-      } else if (p.fd == opt_.lifeline_fd) {
-        char buf[256];
-        ssize_t r = read(p.fd, buf, sizeof buf);
-        if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
-          opt_.lifeline_fd = -1;
-          Log("the launcher's channel closed: stopping");
-          HandleSignal(SIGHUP, now);
-        }
-      } else if (read_stdin && p.fd == 0) {
-        PumpStdin();
-      } else if (std::find(console_fds.begin(), console_fds.end(), p.fd) != console_fds.end()) {
-        // Writable again: the flush at the top of the loop sends the queue.
-      } else if (group_ && p.fd != rdzv_->wakeup_fd()) {
-        group_->OnReady(p.fd, p.revents);
-      }
-    }
-    console_.ShowPartials(now);
-    // A SIGCHLD can be merged with one already pending; reaping on every
-    // wake-up costs one syscall and never misses an exit.
-    ReapChildren(now);
-    if (group_) group_->OnTick(now);
-    rdzv_->OnTick(now);
-    if (status_refresh_ && now >= *status_refresh_) ShowStatus(now);
   }
+}
+
+// The nearest of every part's deadline (none: wait for an event).
+std::optional<TimePoint> Agent::NextDeadline() const {
+  std::optional<TimePoint> deadline = rdzv_->NextDeadline();
+  auto consider = [&](std::optional<TimePoint> t) {
+    if (t && (!deadline || *t < *deadline)) deadline = t;
+  };
+  consider(status_refresh_);
+  if (group_) consider(group_->NextDeadline());
+  if (hang_) consider(hang_->NextSample());
+  consider(console_.NextDeadline());
+  return deadline;
+}
+
+// What this turn of the loop waits on, into `fds`; the returned set says
+// which of them are stdin and blocked console descriptors.
+Agent::PollSet Agent::BuildPollSet(std::vector<pollfd>* fds) {
+  PollSet set;
+  fds->clear();
+  fds->push_back({signal_fd_.get(), POLLIN, 0});
+  if (rdzv_->wakeup_fd() >= 0) fds->push_back({rdzv_->wakeup_fd(), POLLIN, 0});
+  if (opt_.lifeline_fd >= 0) fds->push_back({opt_.lifeline_fd, POLLIN, 0});
+  set.read_stdin = forward_stdin_ && !stdin_eof_ && group_ && group_->WantsStdin();
+  if (set.read_stdin) fds->push_back({0, POLLIN, 0});
+  if (control_) fds->push_back({control_->fd(), POLLIN, 0});
+  if (dump_) fds->push_back({dump_->done_fd(), POLLIN, 0});
+  set.console_fds = console_.BlockedFds();
+  for (int fd : set.console_fds) fds->push_back({fd, POLLOUT, 0});
+  if (group_) group_->AppendPollFds(fds);
+  return set;
+}
+
+void Agent::Dispatch(const pollfd& p, const PollSet& set, TimePoint now) {
+  if (p.fd == signal_fd_.get()) {
+    DrainSignalFd(signal_fd_.get(), [&](int sig, const signalfd_siginfo& si) {
+      if (sig == SIGCHLD) {
+        ReapChildren(now);
+      } else {
+        HandleSignal(sig, now, static_cast<pid_t>(si.ssi_pid));
+      }
+    });
+  } else if (p.fd == opt_.lifeline_fd) {
+    OnLifeline(now);
+  } else if (control_ && p.fd == control_->fd()) {
+    OnControl(now);
+  } else if (dump_ && p.fd == dump_->done_fd()) {
+    OnDumpDone(now);
+  } else if (set.read_stdin && p.fd == 0) {
+    PumpStdin();
+  } else if (std::find(set.console_fds.begin(), set.console_fds.end(), p.fd) !=
+             set.console_fds.end()) {
+    // Writable again: the flush at the top of the loop sends the queue.
+  } else if (group_ && p.fd != rdzv_->wakeup_fd()) {
+    group_->OnReady(p.fd, p.revents);
+  }
+}
+
+// The launcher's channel is readable: its end means the launcher is gone.
+void Agent::OnLifeline(TimePoint now) {
+  char buf[256];
+  const ssize_t r = read(opt_.lifeline_fd, buf, sizeof buf);
+  if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+    opt_.lifeline_fd = -1;
+    Log("the launcher's channel closed: stopping");
+    HandleSignal(SIGHUP, now);
+  }
+}
+
+// After the events of one wake-up: time-driven work of every part.
+void Agent::OnWake(TimePoint now) {
+  console_.ShowPartials(now);
+  // A SIGCHLD can be merged with one already pending; reaping on every
+  // wake-up costs one syscall and never misses an exit.
+  ReapChildren(now);
+  if (group_) group_->OnTick(now);
+  WatchHang(now);
+  rdzv_->OnTick(now);
+  if (status_refresh_ && now >= *status_refresh_) ShowStatus(now);
+}
+
+// After the loop: the job's end on the console and in the report, then the
+// workers' and the error files' cleanup. Returns the exit code.
+int Agent::Finish() {
   ClearStatus();
   console_.Flush();
   // The table first, the root cause last: it is what the user reads when
@@ -554,17 +614,20 @@ void Agent::StartWorkers(TimePoint now) {
     ReportFailure(e, now);
     reported_ = true;
     StopGroup(SIGKILL, AfterStop::kNothing, now);
+    return;
   }
+  StartHangWatch(now);
 }
 
 void Agent::StopGroup(int sig, AfterStop after, TimePoint now) {
   if (static_cast<int>(after) > static_cast<int>(after_stop_)) after_stop_ = after;
+  hang_.reset();  // a stopping round makes no progress to watch
   if (!group_) return;
   group_->Stop(sig, now, Seconds(opt_.spec.shutdown_timeout_s()));
   phase_ = Phase::kStopping;
 }
 
-void Agent::ReportFailure(const WorkerExit& e, TimePoint now) {
+void Agent::ReportFailure(const WorkerExit& e, TimePoint now, bool hung) {
   v1::AgentMessage m;
   auto* f = m.mutable_failed();
   f->set_round(assignment_ ? assignment_->round() : 0);
@@ -579,6 +642,7 @@ void Agent::ReportFailure(const WorkerExit& e, TimePoint now) {
   fl->set_attempt(assignment_ ? assignment_->round() : 0);
   for (const auto& line : e.stderr_tail) fl->add_stderr_tail(line);
   fl->set_error_message(e.error_message);
+  fl->set_hung(hung);
   if (e.rank >= 0) fl->set_program(WorkerProgram(opt_.spec, opt_.base_env));
   fl->set_time_unix_s(
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -676,8 +740,9 @@ std::string FormatRootCause(const v1::Failure& f, bool brief) {
   if (brief) {
     std::string who = f.rank() < 0 ? "the --node-setup command"
                                    : absl::StrCat("rank ", f.rank(), " (local rank ", f.local_rank(), ")");
-    std::string how = f.signal() > 0 ? absl::StrCat("killed by ", SignalName(f.signal()))
-                                     : absl::StrCat("exit code ", f.exit_code());
+    std::string how = f.hung()           ? std::string("hung (--hang-timeout)")
+                       : f.signal() > 0 ? absl::StrCat("killed by ", SignalName(f.signal()))
+                                        : absl::StrCat("exit code ", f.exit_code());
     lines.push_back(absl::StrCat("root cause: ", who, " on ", f.host(), ", ", how, ", attempt ",
                                  f.attempt()));
     if (!f.error_message().empty()) {
@@ -698,7 +763,9 @@ std::string FormatRootCause(const v1::Failure& f, bool brief) {
                                  ", group rank ", f.group_rank(), ")"));
   }
   lines.push_back(absl::StrCat("  pid:        ", f.pid()));
-  if (f.signal() > 0) {
+  if (f.hung()) {
+    lines.push_back(absl::StrCat("  exit:       hung (--hang-timeout), exit ", f.exit_code()));
+  } else if (f.signal() > 0) {
     lines.push_back(absl::StrCat("  exit:       signal ", SignalName(f.signal()), " (exit ",
                                  f.exit_code(), ")"));
   } else {

@@ -8,15 +8,21 @@
 #ifndef DRUN_AGENT_AGENT_H_
 #define DRUN_AGENT_AGENT_H_
 
+#include <poll.h>
+
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "agent/control_socket.h"
+#include "agent/hang_monitor.h"
 #include "agent/nproc.h"
 #include "agent/output.h"
 #include "agent/process.h"
 #include "agent/rendezvous_client.h"
 #include "agent/run_report.h"
+#include "agent/stack_dump.h"
 #include "agent/worker_env.h"
 #include "agent/worker_group.h"
 #include "drun/v1/rendezvous.pb.h"
@@ -42,6 +48,10 @@ struct AgentOptions {
   // A launcher (ssh, --launcher slurm) prints the job's end for every host:
   // no outcome line, table or root cause of this agent's own.
   bool launcher_reports_end = false;
+  // Where `drun stacks` finds this agent (agent/control_socket.h); empty: nowhere.
+  std::string control_dir;
+  // Reads where a worker is; empty: stack dumps are not available.
+  CaptureFn capture;
 };
 
 // The root-cause summary every node prints on a failed job, as lines each
@@ -63,6 +73,22 @@ class Agent {
   enum class Phase { kRendezvous, kSetup, kRunning, kStopping, kDone };
   enum class AfterStop { kNothing, kRejoin, kExit };
 
+  // Which of a turn's poll descriptors are stdin and blocked console outputs.
+  struct PollSet {
+    bool read_stdin = false;
+    std::vector<int> console_fds;
+  };
+  // The steps of Run(), in order.
+  int Start();
+  void SendHello(TimePoint now);
+  void Converse(TimePoint now);
+  std::optional<TimePoint> NextDeadline() const;
+  PollSet BuildPollSet(std::vector<pollfd>* fds);
+  void Dispatch(const pollfd& p, const PollSet& set, TimePoint now);
+  void OnLifeline(TimePoint now);
+  void OnWake(TimePoint now);
+  int Finish();
+
   void HandleServer(const v1::ServerMessage& msg, TimePoint now);
   void OnAssignment(const v1::Assignment& a, TimePoint now);
   void StartSetup(TimePoint now);
@@ -73,7 +99,18 @@ class Agent {
   void HandleSignal(int sig, TimePoint now, pid_t sender = 0);
   void ReapChildren(TimePoint now);
   void SendJoin(TimePoint now);
-  void ReportFailure(const WorkerExit& e, TimePoint now);
+  void ReportFailure(const WorkerExit& e, TimePoint now, bool hung = false);
+  // agent_stacks.cc: the control socket, stack dumps and --hang-timeout.
+  void OpenControl();
+  void OnControl(TimePoint now);
+  std::vector<RankTarget> DumpTargets(TimePoint now) const;
+  void StartDump(bool for_hang, TimePoint now);
+  void OnDumpDone(TimePoint now);
+  std::vector<HangMonitor::Sample> SampleWorkers() const;
+  void StartHangWatch(TimePoint now);
+  void WatchHang(TimePoint now);
+  std::string WriteHangDump(const std::string& text);
+  void OnHang(const StackDump& dump, const std::string& text, TimePoint now);
   void Exit(int code, const std::string& message, const v1::Failure* failure);
   std::string AttemptDir(int local_rank) const;
   // Before anything joins: makes this run's log directory and proves the
@@ -119,6 +156,11 @@ class Agent {
   TimePoint started_;
   TimePoint join_sent_;
   bool status_tty_ = false;
+  std::optional<ControlListener> control_;
+  std::vector<UniqueFd> stack_callers_;  // waiting for the dump under way
+  std::unique_ptr<DumpJob> dump_;
+  bool dump_for_hang_ = false;  // the dump under way answers a hang
+  std::optional<HangMonitor> hang_;  // watching this round's workers (--hang-timeout)
   bool status_shown_ = false;
   std::optional<v1::Waiting> waiting_;
   TimePoint waiting_at_;

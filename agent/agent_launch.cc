@@ -1,5 +1,7 @@
 #include "agent/agent_launch.h"
 
+#include "rendezvous/base/frame.h"
+
 #include <errno.h>
 #include <unistd.h>
 
@@ -8,20 +10,6 @@
 
 namespace drun {
 
-namespace {
-
-bool ReadExactly(int fd, char* buf, size_t n) {
-  while (n > 0) {
-    ssize_t r = read(fd, buf, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    buf += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-}  // namespace
 
 RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::string& token) {
   RendezvousState::Config c;
@@ -46,25 +34,16 @@ RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::
 }
 
 std::string EncodeAgentLaunch(const v1::AgentLaunch& launch) {
-  std::string body = launch.SerializeAsString();
-  uint32_t n = static_cast<uint32_t>(body.size());
-  std::string out(4, '\0');
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return out + body;
+  return EncodeFrame(launch.SerializeAsString());
 }
 
 absl::StatusOr<v1::AgentLaunch> ReadAgentLaunch(int fd) {
   const auto bad = absl::InvalidArgumentError(
       "drun agent expects a launch message on its standard input; it is started by drun's "
       "ssh and slurm launchers, not by hand");
-  unsigned char len[4];
-  if (!ReadExactly(fd, reinterpret_cast<char*>(len), 4)) return bad;
-  uint32_t n = len[0] | (len[1] << 8) | (len[2] << 16) | (static_cast<uint32_t>(len[3]) << 24);
-  if (n > (64u << 20)) return bad;
-  std::string body(n, '\0');
-  if (!ReadExactly(fd, body.data(), n)) return bad;
+  std::optional<std::string> body = ReadFrame(fd, 64u << 20);
   v1::AgentLaunch launch;
-  if (!launch.ParseFromString(body)) return bad;
+  if (!body || !launch.ParseFromString(*body)) return bad;
   return launch;
 }
 

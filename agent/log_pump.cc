@@ -6,6 +6,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <system_error>
 
 #include "rendezvous/base/say.h"  // WriteAll
@@ -34,6 +35,7 @@ struct LogPump::Stream {
   int id = -1;
   UniqueFd pipe;    // the worker's pipe, read end
   UniqueFd file;    // the log; none after a failed write
+  std::atomic<uint64_t> moved{0};  // read by the owner's thread too
   bool no_splice = false;  // the log's file system refused splice(2)
   bool finishing = false;
   bool ended = false;
@@ -78,6 +80,10 @@ absl::Status LogPump::Start() {
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return started;
+}
+
+uint64_t LogPump::moved(int id) const {
+  return streams_[id]->moved.load(std::memory_order_relaxed);
 }
 
 void LogPump::Finish(int id) {
@@ -165,6 +171,7 @@ LogPump::Wait LogPump::Move(Stream& s) {
       }
     }
   }
+  if (n > 0) s.moved.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
   if (n > 0 || (n < 0 && errno == EINTR)) return Wait::kNone;
   if (n < 0 && errno == EAGAIN) return Wait::kPipe;
   End(s);  // end-of-file (or a broken pipe)

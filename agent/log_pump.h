@@ -27,6 +27,7 @@
 #define DRUN_AGENT_LOG_PUMP_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -59,6 +60,9 @@ class LogPump {
   // Drain what the stream's pipe holds now, then end it (a process that
   // escaped the worker's group may keep the pipe open: never wait for EOF).
   void Finish(int id);
+  // Bytes the stream's pipe gave so far (any thread; the hang monitor's
+  // sign of life for a worker whose output only the pump sees).
+  uint64_t moved(int id) const;
   // Readable when events wait; TakeEvents() clears it.
   int wake_fd() const { return wake_.get(); }
   std::vector<Event> TakeEvents();

@@ -14,10 +14,33 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
 namespace drun {
+
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
+  const std::string path = absl::StrCat("/proc/", pid, "/stat");
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  char buf[1024];
+  const ssize_t n = read(fd.get(), buf, sizeof buf - 1);
+  if (n <= 0) return std::nullopt;
+  const std::string text(buf, static_cast<size_t>(n));
+  // "pid (comm) S ppid ...": comm may hold spaces and ')', so count from the last ')'.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  const std::vector<std::string> f = absl::StrSplit(text.substr(close + 2), ' ');
+  // After comm: state is field 0, utime 11, stime 12 (proc(5) fields 3, 14, 15).
+  unsigned long long utime = 0, stime = 0;
+  if (f.size() < 13 || f[0].empty() || !absl::SimpleAtoi(f[11], &utime) ||
+      !absl::SimpleAtoi(f[12], &stime)) {
+    return std::nullopt;
+  }
+  static const double kTicks = static_cast<double>(sysconf(_SC_CLK_TCK));
+  return ProcStat{f[0][0], static_cast<double>(utime + stime) / kTicks};
+}
 
 std::string FindOnPath(const std::string& file, const std::string& path) {
   if (file.find('/') != std::string::npos) return file;

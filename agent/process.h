@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,14 @@ absl::StatusOr<pid_t> SpawnProcessGroup(const SpawnRequest& req);
 // Looks `file` up on `path` (a PATH value) the way execvp would; returns
 // `file` unchanged when it contains a slash, "" when nothing is found.
 std::string FindOnPath(const std::string& file, const std::string& path);
+
+// What /proc/PID/stat says of a process: its state letter (R, S, D, T, Z) and
+// the CPU time it used (user + system). Nothing when it is gone.
+struct ProcStat {
+  char state = '?';
+  double cpu_seconds = 0;
+};
+std::optional<ProcStat> ReadProcStat(pid_t pid);
 
 // The guardian is a tiny child process forked at start-up (before any thread
 // exists). drun tells it over a pipe which process groups are live; when the

@@ -85,6 +85,7 @@ std::string RenderReportJson(const RunReport& report) {
   f["rounds_total"].set_number_value(
       static_cast<double>(std::max<int64_t>(report.rounds_total, static_cast<int64_t>(report.rounds.size()))));
   f["log_dir"].set_string_value(report.log_dir);
+  if (!report.hang_dump.empty()) f["hang_stacks"].set_string_value(report.hang_dump);
   auto* incomplete = f["incomplete_logs"].mutable_list_value();
   for (const auto& path : report.incomplete_logs) incomplete->add_values()->set_string_value(path);
   auto* rounds = f["rounds"].mutable_list_value();

@@ -48,6 +48,8 @@ struct RunReport {
   std::vector<std::string> incomplete_logs;  // log files a write error cut short
   std::map<int, RankStats> ranks;  // by global rank
   double wall_s = 0;
+  // --hang-timeout fired: every rank's stack at that moment (agent/stack_dump.h).
+  std::string hang_dump;
 
   void AddRound(const RoundStats& r);
   // Folds one finished worker group of `round` into the per-rank stats.

@@ -97,6 +97,7 @@ absl::Status WorkerGroup::PumpStream(Stream& st, bool loop_reads, size_t pipe_si
     fcntl(st.log_pipe.get(), F_SETPIPE_SZ, static_cast<int>(pipe_size));  // may be refused: speed only
   } else {
     pump_end = std::move(st.fd);  // the pump alone reads the worker's pipe
+    st.pump_reads = true;
   }
   st.pump_id = pump->Add(std::move(pump_end), std::move(st.file));
   st.pump = pump;
@@ -246,6 +247,7 @@ void WorkerGroup::Deliver(Worker& w, Stream& st, absl::string_view data) {
     if (int err = WriteAll(st.file.get(), data); err != 0) LogFailed(st, err);
   }
   if (st.is_err) w.tail.Add(data);
+  w.last_line.Add(data);
   if (st.console_id >= 0) console_->Write(st.console_id, data);
 }
 
@@ -296,6 +298,7 @@ bool WorkerGroup::ReadStream(Worker& w, Stream& st, int max_reads) {
       if (more == 0 || (more < 0 && errno != EINTR)) break;
     }
     if (n > 0) {
+      w.output_bytes += static_cast<std::uint64_t>(n);
       Deliver(w, st, absl::string_view(buf_.get(), static_cast<size_t>(n)));
       continue;
     }
@@ -515,6 +518,19 @@ std::vector<WorkerRecord> WorkerGroup::records() const {
     }
     r.peak_rss_kb = w->maxrss_kb;
     out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<WorkerGroup::Activity> WorkerGroup::activity() const {
+  std::vector<Activity> out;
+  for (const auto& w : workers_) {
+    if (w->launch.local_rank < 0 || w->exited) continue;  // the node-setup command, or gone
+    std::uint64_t bytes = w->output_bytes;
+    for (const Stream* st : {&w->out, &w->err}) {
+      if (st->pump_reads) bytes += st->pump->moved(st->pump_id);  // bytes this loop never sees
+    }
+    out.push_back({w->launch.local_rank, w->launch.rank, w->pid, bytes, w->last_line.Get()});
   }
   return out;
 }

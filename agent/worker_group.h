@@ -40,6 +40,7 @@
 #include "agent/log_pump.h"
 #include "agent/output.h"
 #include "agent/process.h"
+#include "agent/stack_dump.h"
 #include "rendezvous/rendezvous_state.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
@@ -123,6 +124,15 @@ class WorkerGroup {
   bool all_succeeded() const;
   const std::optional<WorkerExit>& first_failure() const { return first_failure_; }
   std::vector<pid_t> pids() const;
+  // What each live worker printed so far, for --hang-timeout and stack dumps.
+  struct Activity {
+    int local_rank = -1;
+    int rank = -1;
+    pid_t pid = 0;
+    std::uint64_t output_bytes = 0;
+    std::string last_line;
+  };
+  std::vector<Activity> activity() const;
   std::vector<WorkerRecord> records() const;
 
  private:
@@ -139,6 +149,7 @@ class WorkerGroup {
     int pump_id = -1;
     bool pumping = false;
     bool finish_sent = false;
+    bool pump_reads = false;  // the pump reads the worker's pipe itself
     UniqueFd log_pipe;      // write end of the pump's pipe
     bool log_full = false;  // the pump's pipe is full: wait for POLLOUT on it
     bool draining = false;  // the group is gone: close once the pipe is empty
@@ -152,6 +163,8 @@ class WorkerGroup {
     std::string stdin_pending;
     bool stdin_end = false;  // close stdin_fd once stdin_pending is written
     RawTail tail;
+    std::uint64_t output_bytes = 0;  // both streams, so far
+    LastLine last_line;
     bool exited = false;
     bool group_gone = false;
     int status = 0;

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -33,20 +32,6 @@ std::string Hostname() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
   return buf;
-}
-
-absl::StatusOr<std::string> ReadJobToken(const CommandLine& cl, const EnvMap& env) {
-  std::string token;
-  if (!cl.token_file.empty()) {
-    std::ifstream in(cl.token_file);
-    if (!in || !std::getline(in, token) || token.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--rdzv-token-file ", cl.token_file, ": cannot read a token from it (one line, not empty)"));
-    }
-  } else if (auto it = env.find("DRUN_RDZV_TOKEN"); it != env.end()) {
-    token = it->second;
-  }
-  return token;
 }
 
 int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::JobSpec* spec) {

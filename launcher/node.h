@@ -22,9 +22,6 @@ int Fail(int code, const std::string& message);
 
 std::string Hostname();
 
-// The job token: --rdzv-token-file's first line, else $DRUN_RDZV_TOKEN, else "".
-absl::StatusOr<std::string> ReadJobToken(const CommandLine& cl, const EnvMap& env);
-
 // What every mode does before anything starts: prints the command line's
 // notices, checks the entrypoint on this machine (for modes whose workers run
 // here), and gives -r/-t a log directory when none was given. Returns the exit

@@ -111,7 +111,7 @@ class Core {
   // One port: the store is reached through the rendezvous listener (before
   // any agent connects), which hands store connections over here.
   void ServeStoreThroughListener(int port) { store_.ServeThroughListener(port); }
-  void AdoptStoreConnection(int fd) { store_.Adopt(fd); }  // its own lock, not mu_
+  void AdoptStoreConnection(UniqueFd fd) { store_.Adopt(std::move(fd)); }  // its own lock, not mu_
 
  private:
   void Dispatch(RendezvousState::Outbox out);  // mu_ held
@@ -321,15 +321,8 @@ class Service final : public v1::Rendezvous::CallbackService {
 // A connection accepted on a shared port, waiting for its first bytes. Owns
 // its descriptor until it is handed on (Release).
 struct PendingConn {
-  int fd = -1;
+  UniqueFd fd;
   std::string peer;
-  PendingConn(int f, std::string p) : fd(f), peer(std::move(p)) {}
-  PendingConn(PendingConn&& o) noexcept : fd(o.Release()), peer(std::move(o.peer)) {}
-  PendingConn& operator=(PendingConn&&) = delete;
-  ~PendingConn() {
-    if (fd >= 0) close(fd);
-  }
-  int Release() { return std::exchange(fd, -1); }
 };
 
 std::string PeerText(const sockaddr_storage& peer) {
@@ -466,9 +459,9 @@ class ServerImpl : public RendezvousServer {
     for (;;) {
       sockaddr_storage peer{};
       socklen_t peer_len = sizeof peer;
-      int fd = accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len,
-                       SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd < 0) {
+      UniqueFd fd(accept4(listen_fd_.get(), reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                          SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (!fd) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         // Out of descriptors or memory: the connection waits in the backlog.
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -477,18 +470,15 @@ class ServerImpl : public RendezvousServer {
         return;  // EAGAIN, or an error the next round retries
       }
       if (!shared_) {
-        ToGrpc(fd, PeerText(peer));
+        ToGrpc(fd.release(), PeerText(peer));  // gRPC owns it from here
         continue;
       }
       // Edge-triggered: peeking leaves the bytes unread, so a level-triggered
       // descriptor would stay ready; each new arrival is a new edge.
       const uint64_t id = next_pending_++;
-      if (!Watch(fd, id, EPOLLIN | EPOLLRDHUP | EPOLLET)) {
-        close(fd);
-        continue;
-      }
+      if (!Watch(fd.get(), id, EPOLLIN | EPOLLRDHUP | EPOLLET)) continue;  // fd closes itself
       const TimePoint deadline = Clock::now() + first_bytes_timeout_;
-      pending_.emplace(id, PendingConn(fd, PeerText(peer)));
+      pending_.emplace(id, PendingConn{std::move(fd), PeerText(peer)});
       expiry_.emplace_back(deadline, id);
     }
   }
@@ -498,7 +488,7 @@ class ServerImpl : public RendezvousServer {
     auto it = pending_.find(id);
     if (it == pending_.end()) return;
     char buf[kFirstBytesPeek];
-    const ssize_t n = recv(it->second.fd, buf, sizeof buf, MSG_PEEK);
+    const ssize_t n = recv(it->second.fd.get(), buf, sizeof buf, MSG_PEEK);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     FirstBytes kind = n > 0 ? ClassifyFirstBytes(absl::string_view(buf, static_cast<size_t>(n)))
                             : FirstBytes::kGarbage;  // closed or failed before speaking
@@ -508,11 +498,11 @@ class ServerImpl : public RendezvousServer {
     if (kind == FirstBytes::kNeedMore) return;
     PendingConn conn = std::move(it->second);
     pending_.erase(it);
-    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, conn.fd, nullptr);
+    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, conn.fd.get(), nullptr);
     if (kind == FirstBytes::kGrpc) {
-      ToGrpc(conn.Release(), std::move(conn.peer));
+      ToGrpc(conn.fd.release(), std::move(conn.peer));  // gRPC owns it from here
     } else if (kind == FirstBytes::kStore) {
-      core_->AdoptStoreConnection(conn.Release());
+      core_->AdoptStoreConnection(std::move(conn.fd));
     }  // kGarbage: closed by conn's destructor
   }
 

@@ -30,7 +30,7 @@ absl::Status RoundStore::Apply(RendezvousState::Outbox* out) {
       store_ = std::move(*started);
       round_ = a->round();
       // Connections that came before any store existed belong to this one.
-      for (int fd : held_) (void)store_->Adopt(fd);
+      for (UniqueFd& fd : held_) (void)store_->Adopt(std::move(fd));
       held_.clear();
     }
     a->clear_master_addr();
@@ -39,17 +39,14 @@ absl::Status RoundStore::Apply(RendezvousState::Outbox* out) {
   return absl::OkStatus();
 }
 
-void RoundStore::Adopt(int fd) {
+void RoundStore::Adopt(UniqueFd fd) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!shared_ || finished_) {
-    close(fd);
-    return;
-  }
+  if (!shared_ || finished_) return;  // fd closes itself
   if (store_ == nullptr) {
-    held_.push_back(fd);
+    held_.push_back(std::move(fd));
     return;
   }
-  (void)store_->Adopt(fd);  // closes fd itself if it cannot take it
+  (void)store_->Adopt(std::move(fd));  // closed by the store if it cannot take it
 }
 
 void RoundStore::Stop() {
@@ -59,8 +56,7 @@ void RoundStore::Stop() {
 
 void RoundStore::StopLocked() {
   store_.reset();
-  for (int fd : held_) close(fd);
-  held_.clear();
+  held_.clear();  // each closes itself
 }
 
 }  // namespace drun

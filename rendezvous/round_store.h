@@ -56,7 +56,7 @@ class RoundStore {
   // ServeThroughListener) and gives it to the current round's store. With no
   // store yet (before the first round starts) it is held and given to the
   // next one; held connections are closed when the job finishes.
-  void Adopt(int fd);
+  void Adopt(UniqueFd fd);
 
   // Stops the store (and closes held connections) once the job has finished.
   void Stop();
@@ -70,7 +70,7 @@ class RoundStore {
   int64_t round_ ABSL_GUARDED_BY(mu_) = -1;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<C10dStoreServer> store_ ABSL_GUARDED_BY(mu_);
-  std::vector<int> held_ ABSL_GUARDED_BY(mu_);  // adopted before the first store
+  std::vector<UniqueFd> held_ ABSL_GUARDED_BY(mu_);  // adopted before the first store
 };
 
 }  // namespace drun

@@ -10,6 +10,9 @@ PKGS=(
   # end-to-end tests and the demo: Debian's PyTorch 1.13, LibTorch, Fashion-MNIST
   python3 python3-torch python3-torchvision dataset-fashion-mnist libtorch-dev
   libgloo-dev  # ProcessGroupGloo.hpp's headers, for the LibTorch trainer example
+  # drun stacks: CPython 3.11 internal headers (the built-in reader's generated offsets),
+  # eu-stack and gdb for native frames
+  libpython3.11-dev elfutils gdb
   # multi-host and cluster testbeds, fuzzing, pseudo-terminal checks
   iproute2 procps psmisc openssh-server openssh-client
   slurmctld slurmd slurm-client munge

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "rendezvous/base/quote.h"
+#include "rendezvous/base/read_file.h"
 
 namespace drun {
 namespace {
@@ -309,34 +310,23 @@ absl::StatusOr<std::vector<HostEntry>> ParseHostfile(std::string_view text_in,
   return std::move(merger).Finish();
 }
 
-absl::StatusOr<std::vector<HostEntry>> ReadHostfile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("cannot open hostfile ", QuotePath(path)));
+absl::StatusOr<std::vector<HostEntry>> ParseHostLines(const std::vector<HostLine>& lines) {
+  Merger merger;
+  for (const HostLine& l : lines) {
+    bool empty = false;
+    if (absl::Status s = ParseLine(l.where, l.text, l.line, &merger, &empty); !s.ok()) return s;
   }
-  std::string text;
-  char buf[65536];
-  while (true) {
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      close(fd);
-      return absl::ErrnoToStatus(err, absl::StrCat("cannot read hostfile ", QuotePath(path)));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() > kMaxHostfileBytes) {
-      close(fd);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "hostfile ", QuotePath(path), " is larger than ", kMaxHostfileBytes >> 20, " MiB"));
-    }
-  }
-  close(fd);
-  return ParseHostfile(text, path);
+  return std::move(merger).Finish();
 }
 
-absl::StatusOr<std::vector<HostEntry>> ParseHostArg(std::string_view arg_in) {
+absl::StatusOr<std::vector<HostEntry>> ReadHostfile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadSmallFile(path, kMaxHostfileBytes, "hostfile");
+  if (!text.ok()) return text.status();
+  return ParseHostfile(*text, path);
+}
+
+absl::StatusOr<std::vector<HostEntry>> ParseHostArg(std::string_view arg_in,
+                                                    std::string_view label) {
   const absl::string_view arg(arg_in.data(), arg_in.size());
   Merger merger;
   std::size_t start = 0;
@@ -346,7 +336,8 @@ absl::StatusOr<std::vector<HostEntry>> ParseHostArg(std::string_view arg_in) {
     const absl::string_view entry = arg.substr(start, comma - start);
     start = comma + 1;
     if (entry.empty()) continue;
-    const Where where = absl::StrCat("--host entry ", QuoteText(entry));
+    const Where where = absl::StrCat(absl::string_view(label.data(), label.size()), " ",
+                                     QuoteText(entry));
 
     HostEntry e;
     absl::string_view rest = entry;

@@ -64,9 +64,22 @@ absl::StatusOr<std::vector<HostEntry>> ParseHostfile(std::string_view text,
 // Reads and parses the host file at `path`. Read errors name the path.
 absl::StatusOr<std::vector<HostEntry>> ReadHostfile(const std::string& path);
 
+// One line of host-file syntax and where it came from: `where` starts every message about
+// it ("hosts.txt:3", or a job file's "job.yaml:7: hosts") and `line` becomes HostEntry::line.
+struct HostLine {
+  std::string text;
+  std::string where;
+  int line = 0;
+};
+
+// Parses and merges lines that come from different places (a job file's hosts: list),
+// with the rules of ParseHostfile.
+absl::StatusOr<std::vector<HostEntry>> ParseHostLines(const std::vector<HostLine>& lines);
+
 // Parses the value of -H/--host: "node01:2,bob@node02,node03". An empty value gives an
-// empty vector.
-absl::StatusOr<std::vector<HostEntry>> ParseHostArg(std::string_view arg);
+// empty vector. Messages start with `label` and the entry: "--host entry 'x': ...".
+absl::StatusOr<std::vector<HostEntry>> ParseHostArg(std::string_view arg,
+                                                    std::string_view label = "--host entry");
 
 }  // namespace drun
 

@@ -3,9 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -17,7 +15,9 @@
 #include "agent/output.h"
 #include "agent/std_streams.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/quote.h"
 #include "rendezvous/base/random.h"
+#include "rendezvous/base/read_file.h"
 #include "launcher/job/user_env.h"
 
 namespace drun {
@@ -37,6 +37,9 @@ struct OptionDef {
   const char* help;
   bool torchrun;  // env twin is PET_<NAME> (torchrun's), else DRUN_<NAME>
 };
+
+// An --env-file or token file is a few lines; anything bigger is the wrong file.
+constexpr size_t kMaxEnvFileBytes = 1 << 20;
 
 constexpr const char kJob[] = "job";
 constexpr const char kRdzv[] = "rendezvous";
@@ -70,6 +73,9 @@ const OptionDef kOptions[] = {
     {"env-file", 0, Kind::kValue, kJob, "FILE", "give every worker the VAR=VALUE lines of FILE", false},
     {"shutdown-timeout", 0, Kind::kValue, kJob, "SECONDS",
      "grace between forwarding a stop signal and SIGKILL (default 30)", false},
+    {"hang-timeout", 0, Kind::kValue, kJob, "SECONDS",
+     "when no rank prints or uses CPU for SECONDS, show every rank's stack and end the job (exit 124) "
+     "or restart it if restarts are left (default 0: off)", false},
     {"monitor-interval", 0, Kind::kValue, kJob, "SECONDS", "accepted for torchrun compatibility; drun is event driven", true},
     {"start-method", 0, Kind::kValue, kJob, "spawn|fork|forkserver", "accepted for torchrun compatibility", true},
     {"run-id", 0, Kind::kValue, kRdzv, "ID", "job id, TORCHELASTIC_RUN_ID (same as --rdzv-id)", false},
@@ -498,6 +504,10 @@ absl::Status ResolveSupervision(const Sources& src, CommandLine* cl) {
       !st.ok()) {
     return st;
   }
+  if (auto st = SecondsOption(src, "hang-timeout", [&](double d) { s.set_hang_timeout_s(d); });
+      !st.ok()) {
+    return st;
+  }
   if (auto st = SecondsOption(src, "monitor-interval", [](double) {}); !st.ok()) return st;
   if (auto v = src.Get("start-method")) {
     if (v->value != "spawn" && v->value != "fork" && v->value != "forkserver") {
@@ -698,11 +708,9 @@ absl::Status ResolveEnv(const Sources& src, CommandLine* cl) {
   cl->env_file = src.Value("env-file").value_or("");
   std::optional<std::pair<std::string, std::string>> env_file;
   if (!cl->env_file.empty()) {
-    std::ifstream in(cl->env_file, std::ios::binary);
-    if (!in) return Bad(absl::StrCat("--env-file ", cl->env_file, ": cannot read it: ", strerror(errno)));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    env_file = std::make_pair(cl->env_file, ss.str());
+    absl::StatusOr<std::string> text = ReadSmallFile(cl->env_file, kMaxEnvFileBytes, "--env-file");
+    if (!text.ok()) return Bad(std::string(text.status().message()));
+    env_file = std::make_pair(cl->env_file, *std::move(text));
   }
   auto user = ResolveUserEnv(src.job().env, env_file, cl->forward_env, src.env());
   if (!user.ok()) return user.status();
@@ -717,6 +725,22 @@ constexpr const char* kRendezvousOptions[] = {"rdzv-endpoint", "rdzv-backend", "
                                               "master-addr", "master-port"};
 
 }  // namespace
+
+absl::StatusOr<std::string> ReadJobToken(const CommandLine& cl,
+                                         const std::map<std::string, std::string>& env) {
+  if (cl.token_file.empty()) {
+    auto it = env.find("DRUN_RDZV_TOKEN");
+    return it == env.end() ? std::string() : it->second;
+  }
+  absl::StatusOr<std::string> text = ReadSmallFile(cl.token_file, kMaxEnvFileBytes, "--rdzv-token-file");
+  if (!text.ok()) return Bad(std::string(text.status().message()));
+  const std::string token = text->substr(0, text->find('\n'));
+  if (token.empty()) {
+    return Bad(absl::StrCat("--rdzv-token-file ", QuotePath(cl.token_file),
+                            ": its first line is empty; write the token on it"));
+  }
+  return token;
+}
 
 JobMode NodeMode(const CommandLine& cl) {
   const v1::JobSpec& s = cl.spec;

@@ -105,6 +105,10 @@ std::vector<OptionInfo> KnownOptions();
 // it has decided, or found that it does not apply).
 JobMode NodeMode(const CommandLine& cl);
 
+// The job token: --rdzv-token-file's first line, else $DRUN_RDZV_TOKEN, else "".
+absl::StatusOr<std::string> ReadJobToken(const CommandLine& cl,
+                                         const std::map<std::string, std::string>& env);
+
 // Whether this process must run drun-net (the networked binary): every mode
 // but a single node, and --version.
 bool NeedsNetwork(const CommandLine& cl);

@@ -21,6 +21,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "launcher/job/cli.h"
+#include "rendezvous/base/read_file.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
@@ -52,6 +53,8 @@ const NumberRule kNumbers[] = {
     {"node-rank", true, 0, 1 << 30, "a whole number of 0 or more"},
     {"master-port", true, 1, 65535, "a TCP port number (1-65535)"},
     {"shutdown-timeout", false, 0, std::numeric_limits<double>::infinity(),
+     "a number of seconds (0 or more)"},
+    {"hang-timeout", false, 0, std::numeric_limits<double>::infinity(),
      "a number of seconds (0 or more)"},
     {"monitor-interval", false, 0, std::numeric_limits<double>::infinity(),
      "a number of seconds (0 or more)"},
@@ -214,6 +217,18 @@ class Parser {
                       std::string* out);
   absl::Status Env(const YAML::Node& key, const YAML::Node& v);
   absl::Status Hosts(const YAML::Node& key, const YAML::Node& v);
+  absl::Status HostLines(const YAML::Node& key, const YAML::Node& v, std::vector<HostLine>* lines);
+  absl::Status HostString(const YAML::Node& item, std::vector<HostLine>* lines);
+  absl::Status HostMap(const YAML::Node& item, std::vector<HostLine>* lines);
+  absl::Status HostKeyNames(const YAML::Node& item);
+  absl::Status HostKey(const YAML::Node& k, const YAML::Node& val, HostEntry* e);
+  // A host-file line that came from `at`: messages about it start "<file>:<line>: hosts".
+  HostLine HostLineAt(const YAML::Node& at, std::string text) const {
+    const int line = Line(at);
+    return {std::move(text),
+            line > 0 ? absl::StrCat(file_, ":", line, ": hosts") : absl::StrCat(file_, ": hosts"),
+            line};
+  }
   absl::Status Args(const YAML::Node& key, const YAML::Node& v);
 
   std::string file_;
@@ -341,132 +356,125 @@ absl::Status Parser::Env(const YAML::Node& key, const YAML::Node& v) {
   return absl::OkStatus();
 }
 
-absl::Status Parser::Hosts(const YAML::Node& key, const YAML::Node& v) {
-  struct HostLine {
-    std::string text;  // host-file syntax
-    int yaml_line;
-  };
-  std::vector<HostLine> lines;
-  auto add_arg = [&](const YAML::Node& item) -> absl::Status {
-    auto parsed = ParseHostArg(item.Scalar());
-    if (!parsed.ok()) {
-      std::string msg(parsed.status().message());
-      if (absl::StartsWith(msg, "--host entry ")) msg = msg.substr(strlen("--host "));
-      return Error(item, absl::StrCat("hosts: ", msg));
-    }
-    if (parsed->empty()) return Error(item, "hosts: empty host entry");
-    for (const HostEntry& e : *parsed) lines.push_back({HostfileLine(e), Line(item)});
-    return absl::OkStatus();
-  };
-  auto add_map = [&](const YAML::Node& item) -> absl::Status {
-    HostEntry e;
-    bool have_host = false;
-    std::map<std::string, int> seen;
-    for (const auto& kv : item) {
-      const YAML::Node& k = kv.first;
-      const YAML::Node& val = kv.second;
-      const std::string name = k.IsScalar() ? Canonical(k.Scalar()) : "";
-      if (name != "host" && name != "user" && name != "slots" && name != "max-slots") {
-        std::string hint =
-            k.IsScalar() ? Suggest(k.Scalar(), {"host", "user", "slots", "max-slots"}) : "";
-        if (hint == "max-slots") hint = "max_slots";
-        return Error(k, absl::StrCat("hosts: unknown key ", Describe(k),
-                                     hint.empty() ? "; a host is {host, slots, max_slots, user}"
-                                                  : absl::StrCat("; did you mean '", hint, "'?")));
-      }
-      if (!seen.emplace(name, Line(k)).second) {
-        return Error(k, absl::StrCat("hosts: '", k.Scalar(), "' is given twice for one host"));
-      }
-      if (!val.IsScalar() || val.Scalar().empty()) {
-        return Error(k, absl::StrCat("hosts: '", k.Scalar(), "' must be ",
-                                     name == "host" || name == "user" ? "a name" : "a number",
-                                     ", not ", Describe(val)));
-      }
-      const std::string& s = val.Scalar();
-      if (name == "host" || name == "user") {
-        for (char c : s) {
-          if (!IsHostChar(c, name == "host")) {
-            return Error(k, absl::StrCat("hosts: invalid ", name, " name ", Quote(s),
-                                         " (expected letters, digits, '-', '.', '_'",
-                                         name == "host" ? "; slots go in 'slots'" : "", ")"));
-          }
-        }
-        (name == "host" ? e.host : e.user) = s;
-        have_host = have_host || name == "host";
-        continue;
-      }
-      int n;
-      if (!absl::SimpleAtoi(s, &n) || n < 1 || n > kMaxHostSlots) {
-        return Error(k, absl::StrCat("hosts: '", k.Scalar(), "' must be a whole number from 1 to ",
-                                     kMaxHostSlots, ", not ", Describe(val)));
-      }
-      (name == "slots" ? e.slots : e.max_slots) = n;
-    }
-    if (!have_host) return Error(item, "hosts: this entry has no 'host'");
-    if (e.host.find(':') != std::string::npos) {
-      // Only an IPv6 address may hold ':'; ParseHostArg knows which those are.
-      auto parsed = ParseHostArg(e.host);
-      if (!parsed.ok() || parsed->size() != 1 || parsed->front().host != e.host) {
-        return Error(item, absl::StrCat("hosts: invalid host name ", Quote(e.host),
-                                        " (':' only belongs in an IPv6 address; slots go in "
-                                        "'slots')"));
-      }
-    }
-    if (e.max_slots > 0 && e.slots > e.max_slots) {
-      return Error(item, absl::StrCat("hosts: max_slots=", e.max_slots,
-                                      " is less than slots=", e.slots, " for ", e.host));
-    }
-    lines.push_back({HostfileLine(e), Line(item)});
-    return absl::OkStatus();
-  };
+// "node3:2,bob@node4": host-file lines from one --host style string.
+absl::Status Parser::HostString(const YAML::Node& item, std::vector<HostLine>* lines) {
+  auto parsed = ParseHostArg(item.Scalar(), "entry");
+  if (!parsed.ok()) return Error(item, absl::StrCat("hosts: ", parsed.status().message()));
+  if (parsed->empty()) return Error(item, "hosts: empty host entry");
+  for (const HostEntry& e : *parsed) lines->push_back(HostLineAt(item, HostfileLine(e)));
+  return absl::OkStatus();
+}
 
-  if (v.IsScalar()) {
-    if (absl::Status st = add_arg(v); !st.ok()) return st;
-  } else if (v.IsSequence()) {
-    int index = 0;
-    for (const auto& item : v) {
-      ++index;
-      absl::Status st;
-      if (item.IsNull()) {
-        st = Error(key, absl::StrCat("hosts: item ", index, " is empty"));
-      } else if (item.IsScalar()) {
-        st = add_arg(item);
-      } else if (item.IsMap()) {
-        st = add_map(item);
-      } else {
-        st = Error(item, absl::StrCat("hosts: an entry must be 'host[:slots]' or a map "
-                                      "{host, slots, max_slots, user}, not ",
-                                      Describe(item)));
+// One key of a {host, slots, max_slots, user} map into `e`.
+absl::Status Parser::HostKey(const YAML::Node& k, const YAML::Node& val, HostEntry* e) {
+  const std::string name = k.IsScalar() ? Canonical(k.Scalar()) : "";
+  if (!val.IsScalar() || val.Scalar().empty()) {
+    return Error(k, absl::StrCat("hosts: '", k.Scalar(), "' must be ",
+                                 name == "host" || name == "user" ? "a name" : "a number", ", not ",
+                                 Describe(val)));
+  }
+  const std::string& s = val.Scalar();
+  if (name == "host" || name == "user") {
+    for (char c : s) {
+      if (!IsHostChar(c, name == "host")) {
+        return Error(k, absl::StrCat("hosts: invalid ", name, " name ", Quote(s),
+                                     " (expected letters, digits, '-', '.', '_'",
+                                     name == "host" ? "; slots go in 'slots'" : "", ")"));
       }
-      if (!st.ok()) return st;
     }
-  } else {
+    (name == "host" ? e->host : e->user) = s;
+    return absl::OkStatus();
+  }
+  int n;
+  if (!absl::SimpleAtoi(s, &n) || n < 1 || n > kMaxHostSlots) {
+    return Error(k, absl::StrCat("hosts: '", k.Scalar(), "' must be a whole number from 1 to ",
+                                 kMaxHostSlots, ", not ", Describe(val)));
+  }
+  (name == "slots" ? e->slots : e->max_slots) = n;
+  return absl::OkStatus();
+}
+
+// Each key of a host map is known and given once.
+absl::Status Parser::HostKeyNames(const YAML::Node& item) {
+  static const std::vector<std::string> kKeys = {"host", "user", "slots", "max-slots"};
+  std::map<std::string, int> seen;
+  for (const auto& kv : item) {
+    const YAML::Node& k = kv.first;
+    const std::string name = k.IsScalar() ? Canonical(k.Scalar()) : "";
+    if (std::find(kKeys.begin(), kKeys.end(), name) == kKeys.end()) {
+      std::string hint = k.IsScalar() ? Suggest(k.Scalar(), kKeys) : "";
+      if (hint == "max-slots") hint = "max_slots";
+      return Error(k, absl::StrCat("hosts: unknown key ", Describe(k),
+                                   hint.empty() ? "; a host is {host, slots, max_slots, user}"
+                                                : absl::StrCat("; did you mean '", hint, "'?")));
+    }
+    if (!seen.emplace(name, Line(k)).second) {
+      return Error(k, absl::StrCat("hosts: '", k.Scalar(), "' is given twice for one host"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// {host: node3, slots: 2, user: bob}: one host-file line.
+absl::Status Parser::HostMap(const YAML::Node& item, std::vector<HostLine>* lines) {
+  if (absl::Status st = HostKeyNames(item); !st.ok()) return st;
+  HostEntry e;
+  for (const auto& kv : item) {
+    if (absl::Status st = HostKey(kv.first, kv.second, &e); !st.ok()) return st;
+  }
+  if (e.host.empty()) return Error(item, "hosts: this entry has no 'host'");
+  if (e.host.find(':') != std::string::npos) {
+    // Only an IPv6 address may hold ':'; ParseHostArg knows which those are.
+    auto parsed = ParseHostArg(e.host);
+    if (!parsed.ok() || parsed->size() != 1 || parsed->front().host != e.host) {
+      return Error(item, absl::StrCat("hosts: invalid host name ", Quote(e.host),
+                                      " (':' only belongs in an IPv6 address; slots go in "
+                                      "'slots')"));
+    }
+  }
+  if (e.max_slots > 0 && e.slots > e.max_slots) {
+    return Error(item, absl::StrCat("hosts: max_slots=", e.max_slots, " is less than slots=",
+                                    e.slots, " for ", e.host));
+  }
+  lines->push_back(HostLineAt(item, HostfileLine(e)));
+  return absl::OkStatus();
+}
+
+// The host-file lines of a hosts: value (one string, or a list of strings and maps).
+absl::Status Parser::HostLines(const YAML::Node& key, const YAML::Node& v,
+                               std::vector<HostLine>* lines) {
+  if (v.IsScalar()) return HostString(v, lines);
+  if (!v.IsSequence()) {
     return Error(key, absl::StrCat("'hosts' must be a list of hosts, not ", Describe(v)));
   }
-  if (lines.empty()) return Error(key, "'hosts' is empty; list at least one host");
-
-  // Merge repeated hosts exactly as a host file does: one parser, one set of rules.
-  std::string text;
-  for (const HostLine& l : lines) absl::StrAppend(&text, l.text, "\n");
-  auto merged = ParseHostfile(text, "");
-  if (!merged.ok()) {
-    // ":<n>: message", n counting `lines`.
-    absl::string_view msg = merged.status().message();
-    std::pair<std::string, std::string> parts =
-        absl::StrSplit(msg.substr(1), absl::MaxSplits(':', 1));
-    int n = 0;
-    if (msg.size() > 1 && msg[0] == ':' && absl::SimpleAtoi(parts.first, &n) && n >= 1 &&
-        n <= static_cast<int>(lines.size())) {
-      return ErrorAt(lines[n - 1].yaml_line,
-                     absl::StrCat("hosts: ", absl::StripLeadingAsciiWhitespace(parts.second)));
+  int index = 0;
+  for (const auto& item : v) {
+    ++index;
+    absl::Status st;
+    if (item.IsNull()) {
+      st = Error(key, absl::StrCat("hosts: item ", index, " is empty"));
+    } else if (item.IsScalar()) {
+      st = HostString(item, lines);
+    } else if (item.IsMap()) {
+      st = HostMap(item, lines);
+    } else {
+      st = Error(item, absl::StrCat("hosts: an entry must be 'host[:slots]' or a map "
+                                    "{host, slots, max_slots, user}, not ",
+                                    Describe(item)));
     }
-    return Error(key, absl::StrCat("hosts: ", msg));
+    if (!st.ok()) return st;
   }
-  for (HostEntry& e : *merged) {
-    if (e.line >= 1 && e.line <= static_cast<int>(lines.size()))
-      e.line = lines[e.line - 1].yaml_line;
-    job_.hosts.push_back(HostArg(e));
-  }
+  return absl::OkStatus();
+}
+
+absl::Status Parser::Hosts(const YAML::Node& key, const YAML::Node& v) {
+  std::vector<HostLine> lines;
+  if (absl::Status st = HostLines(key, v, &lines); !st.ok()) return st;
+  if (lines.empty()) return Error(key, "'hosts' is empty; list at least one host");
+  // Repeated hosts merge exactly as in a host file: one parser, one set of rules.
+  auto merged = ParseHostLines(lines);
+  if (!merged.ok()) return merged.status();
+  for (const HostEntry& e : *merged) job_.hosts.push_back(HostArg(e));
   job_.host_entries = std::move(*merged);
   return absl::OkStatus();
 }
@@ -682,34 +690,9 @@ absl::StatusOr<JobFile> ParseJobFile(absl::string_view yaml_text, absl::string_v
 }
 
 absl::StatusOr<JobFile> LoadJobFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    return absl::ErrnoToStatus(err,
-                               absl::StrCat("cannot open job file '", path, "': ", strerror(err)));
-  }
-  std::string text;
-  char buf[65536];
-  while (true) {
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      close(fd);
-      return absl::ErrnoToStatus(
-          err, absl::StrCat("cannot read job file '", path, "': ", strerror(err)));
-    }
-    if (n == 0) break;
-    text.append(buf, static_cast<size_t>(n));
-    if (text.size() > kMaxJobFileBytes) {
-      close(fd);
-      return absl::InvalidArgumentError(absl::StrCat("job file '", path, "' is larger than ",
-                                                     kMaxJobFileBytes >> 20,
-                                                     " MiB; is it the right file?"));
-    }
-  }
-  close(fd);
-  return ParseJobFile(text, path);
+  absl::StatusOr<std::string> text = ReadSmallFile(path, kMaxJobFileBytes, "job file");
+  if (!text.ok()) return text.status();
+  return ParseJobFile(*text, path);
 }
 
 std::string RenderJobFile(const JobFile& job) {

@@ -8,7 +8,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -369,17 +368,9 @@ absl::Status ApplySlurmEnvironment(CommandLine* cl, Env* env) {
     }
     return absl::OkStatus();
   }
-  std::string secret;
-  if (!cl->token_file.empty()) {
-    std::ifstream in(cl->token_file);
-    if (!in || !std::getline(in, secret) || secret.empty()) {
-      return Bad(absl::StrCat("--rdzv-token-file ", cl->token_file,
-                              ": cannot read a token from it (one line, not empty)"));
-    }
-  } else if (const std::string* t = Lookup(*env, "DRUN_RDZV_TOKEN")) {
-    secret = *t;
-  }
-  if (!secret.empty()) plan = PlanSlurmStep(*cl, *env, secret);
+  absl::StatusOr<std::string> secret = ReadJobToken(*cl, *env);
+  if (!secret.ok()) return secret.status();
+  if (!secret->empty()) plan = PlanSlurmStep(*cl, *env, *secret);
   if (!plan.ok()) return plan.status();
   const SlurmStepPlan& p = *plan;
   if (p.is_host) {

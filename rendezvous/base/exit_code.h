@@ -5,6 +5,7 @@
 //   1        the launcher failed (unreachable host, rendezvous error, port in use)
 //   2        bad input: command line, environment variable, job/host/token file,
 //            a program that cannot be run, an unwritable log or report path
+//   124      --hang-timeout: no rank made progress for that long (timeout(1)'s code)
 //   127      drun-net, drun's networked half, is missing
 //   128+S    drun itself was stopped by signal S (Ctrl-C: 130)
 #ifndef DRUN_RENDEZVOUS_BASE_EXIT_CODE_H_
@@ -16,6 +17,7 @@ namespace drun {
 
 inline constexpr int kExitLauncherFailed = 1;
 inline constexpr int kExitBadInput = 2;
+inline constexpr int kExitHung = 124;
 inline constexpr int kExitNoNetworkBinary = 127;
 
 // A process killed by signal `sig`, or drun stopped by it.

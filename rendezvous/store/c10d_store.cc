@@ -42,9 +42,10 @@ constexpr int kReadsPerEvent = 4;
 std::string ErrnoText(int err) { return std::strerror(err); }
 
 // Creates a listening socket on one address. Returns the fd or an error.
-absl::StatusOr<int> ListenOn(const sockaddr* addr, socklen_t len, bool dual_stack) {
-  int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", ErrnoText(errno)));
+absl::StatusOr<UniqueFd> ListenOn(const sockaddr* addr, socklen_t len, bool dual_stack) {
+  UniqueFd owned(socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!owned) return absl::UnavailableError(absl::StrCat("socket: ", ErrnoText(errno)));
+  const int fd = owned.get();
   int one = 1;
   // A fresh store per rendezvous round may reuse the port of the previous round.
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -53,8 +54,7 @@ absl::StatusOr<int> ListenOn(const sockaddr* addr, socklen_t len, bool dual_stac
     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, sizeof(v6only));
   }
   if (bind(fd, addr, len) != 0) {
-    int err = errno;
-    close(fd);
+    const int err = errno;
     return absl::Status(err == EADDRINUSE ? absl::StatusCode::kAlreadyExists
                                           : absl::StatusCode::kUnavailable,
                         ErrnoText(err));
@@ -62,11 +62,9 @@ absl::StatusOr<int> ListenOn(const sockaddr* addr, socklen_t len, bool dual_stac
   // The kernel caps the backlog at net.core.somaxconn; ask for plenty so a burst of
   // thousands of workers connecting at once is not refused.
   if (listen(fd, 16384) != 0) {
-    int err = errno;
-    close(fd);
-    return absl::UnavailableError(absl::StrCat("listen: ", ErrnoText(err)));
+    return absl::UnavailableError(absl::StrCat("listen: ", ErrnoText(errno)));
   }
-  return fd;
+  return owned;
 }
 
 std::string AddrText(const std::string& host, int port) {
@@ -74,7 +72,7 @@ std::string AddrText(const std::string& host, int port) {
   return absl::StrCat(host.empty() ? "*" : host, ":", port);
 }
 
-absl::StatusOr<int> BindListener(const std::string& bind_addr, int port) {
+absl::StatusOr<UniqueFd> BindListener(const std::string& bind_addr, int port) {
   if (port < 0 || port > 65535)
     return absl::InvalidArgumentError(absl::StrCat("c10d store: invalid port ", port));
   if (bind_addr.empty()) {
@@ -202,29 +200,26 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
     uint64_t count;
     ssize_t ignored = read(wake_fd_, &count, sizeof(count));
     (void)ignored;
-    std::vector<int> fds;
+    std::vector<UniqueFd> fds;
     bool stop;
     {
       std::lock_guard<std::mutex> lock(owner_->adopt_mu_);
       fds.swap(owner_->adopted_);
       stop = owner_->stopped_;
     }
-    for (int fd : fds) {
+    for (UniqueFd& fd : fds) {
       // The acceptor may have made it blocking or not; the loop needs non-blocking.
-      const int flags = fcntl(fd, F_GETFL);
-      if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
-        close(fd);
-        continue;
-      }
-      AddConn(fd);
+      const int flags = fcntl(fd.get(), F_GETFL);
+      if (flags < 0 || fcntl(fd.get(), F_SETFL, flags | O_NONBLOCK) != 0) continue;  // closes it
+      AddConn(std::move(fd));
     }
     if (stop) stopping_ = true;
   }
 
   void AcceptAll() {
     for (;;) {
-      int fd = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
+      UniqueFd fd(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!fd) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if ((errno == EMFILE || errno == ENFILE) && spare_fd_.valid()) {
           Log("c10d store: out of file descriptors; dropping a new connection (raise "
@@ -236,17 +231,18 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
         }
         return;  // EAGAIN, or an error we can only wait out
       }
-      AddConn(fd);
+      AddConn(std::move(fd));
     }
   }
 
   // Serves a connected, non-blocking socket (owned from here on). Level-triggered EPOLLIN
   // reports bytes that arrived before it was added, so an adopted connection loses nothing.
-  void AddConn(int fd) {
+  void AddConn(UniqueFd owned) {
+    const int fd = owned.get();
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto conn = std::make_unique<Conn>(options_.limits);
-    conn->fd.reset(fd);
+    conn->fd = std::move(owned);
     conn->id = next_id_++;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
@@ -395,19 +391,19 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Start(
 
 absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Start(
     const std::string& bind_addr, int port, Options options) {
-  absl::StatusOr<int> listen_fd = BindListener(bind_addr, port);
+  absl::StatusOr<UniqueFd> listen_fd = BindListener(bind_addr, port);
   if (!listen_fd.ok()) return listen_fd.status();
 
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   int bound_port = port;
-  if (getsockname(*listen_fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+  if (getsockname(listen_fd->get(), reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
     if (ss.ss_family == AF_INET)
       bound_port = ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
     else if (ss.ss_family == AF_INET6)
       bound_port = ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
   }
-  return Launch(*listen_fd, bound_port, std::move(options));
+  return Launch(*std::move(listen_fd), bound_port, std::move(options));
 }
 
 absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::StartWithoutListener() {
@@ -416,13 +412,12 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::StartWithoutLi
 
 absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::StartWithoutListener(
     Options options) {
-  return Launch(-1, 0, std::move(options));
+  return Launch(UniqueFd(), 0, std::move(options));
 }
 
-absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Launch(int listen_fd,
+absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Launch(UniqueFd listener,
                                                                           int port,
                                                                           Options options) {
-  UniqueFd listener(listen_fd);
   UniqueFd epoll_fd(epoll_create1(EPOLL_CLOEXEC));
   UniqueFd wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_fd.valid() || !wake_fd.valid()) {
@@ -452,19 +447,18 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Launch(int lis
   return server;
 }
 
-absl::Status C10dStoreServer::Adopt(int fd) {
+absl::Status C10dStoreServer::Adopt(UniqueFd fd) {
   {
     std::lock_guard<std::mutex> lock(adopt_mu_);
     if (!stopped_) {
-      adopted_.push_back(fd);
+      adopted_.push_back(std::move(fd));
       uint64_t one = 1;
       ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
       (void)ignored;
       return absl::OkStatus();
     }
   }
-  close(fd);
-  return absl::FailedPreconditionError("c10d store: stopped");
+  return absl::FailedPreconditionError("c10d store: stopped");  // fd closes itself
 }
 
 void C10dStoreServer::Stop() {
@@ -483,8 +477,7 @@ void C10dStoreServer::Stop() {
   {
     // Only if the loop ended on an error before taking them.
     std::lock_guard<std::mutex> adopt_lock(adopt_mu_);
-    for (int fd : adopted_) close(fd);
-    adopted_.clear();
+    adopted_.clear();  // each closes itself
   }
   wake_fd_.reset();
   connections_.store(0, std::memory_order_relaxed);

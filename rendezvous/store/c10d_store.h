@@ -69,7 +69,7 @@ class C10dStoreServer {
   // of a TCPStore client's stream, and serves it like an accepted connection. Thread-safe.
   // After Stop() (or if the loop cannot take it) the descriptor is closed and an error
   // returned.
-  absl::Status Adopt(int fd);
+  absl::Status Adopt(UniqueFd fd);
 
   C10dStoreServer(const C10dStoreServer&) = delete;
   C10dStoreServer& operator=(const C10dStoreServer&) = delete;
@@ -87,7 +87,7 @@ class C10dStoreServer {
   class Loop;
   C10dStoreServer() = default;
   // Starts the loop thread on `listen_fd` (-1: none), owning it.
-  static absl::StatusOr<std::unique_ptr<C10dStoreServer>> Launch(int listen_fd, int port,
+  static absl::StatusOr<std::unique_ptr<C10dStoreServer>> Launch(UniqueFd listener, int port,
                                                                  Options options);
 
   int port_ = 0;
@@ -98,7 +98,7 @@ class C10dStoreServer {
   // Descriptors handed in by Adopt(), not yet taken by the loop; `stopped_` once Stop() has
   // begun (Adopt then refuses, so no descriptor is left behind in the queue).
   std::mutex adopt_mu_;
-  std::vector<int> adopted_ ABSL_GUARDED_BY(adopt_mu_);
+  std::vector<UniqueFd> adopted_ ABSL_GUARDED_BY(adopt_mu_);
   bool stopped_ ABSL_GUARDED_BY(adopt_mu_) = false;
   std::atomic<size_t> connections_{0};
   std::atomic<uint64_t> protocol_errors_{0};

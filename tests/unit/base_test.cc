@@ -17,6 +17,7 @@
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/quote.h"
 #include "rendezvous/base/random.h"
+#include "rendezvous/base/read_file.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
 
@@ -116,6 +117,33 @@ std::string ThroughShell(const std::string& word) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   pclose(p);
   return out;
+}
+
+// Every file a user names on the command line is read by ReadSmallFile: its four answers.
+TEST(ReadSmallFileTest, ContentAndEachErrorNamesTheFile) {
+  const std::string dir = std::filesystem::temp_directory_path() / "base_test_read_XXXXXX";
+  std::string tmpl = dir;
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  const std::string path = tmpl + "/f";
+  {
+    UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+    ASSERT_TRUE(fd.valid());
+    ASSERT_EQ(write(fd.get(), "a\nb", 3), 3);
+  }
+  absl::StatusOr<std::string> text = ReadSmallFile(path, 1 << 20, "hostfile");
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "a\nb");
+
+  text = ReadSmallFile(tmpl + "/missing", 1 << 20, "job file");
+  EXPECT_EQ(text.status().message(),
+            "cannot open job file '" + tmpl + "/missing': No such file or directory");
+  text = ReadSmallFile(tmpl, 1 << 20, "--env-file");
+  EXPECT_EQ(text.status().message(), "cannot read --env-file '" + tmpl + "': Is a directory");
+  ASSERT_EQ(truncate(path.c_str(), (1 << 20) + 1), 0);
+  text = ReadSmallFile(path, 1 << 20, "hostfile");
+  EXPECT_EQ(text.status().message(),
+            "hostfile '" + path + "' is larger than 1 MiB; is it the right file?");
+  std::filesystem::remove_all(tmpl);
 }
 
 TEST(QuoteTest, ShellQuoteRoundTripsThroughSh) {

@@ -1,6 +1,8 @@
 #include "launcher/job/cli.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 namespace drun {
 namespace {
@@ -245,6 +247,32 @@ TEST(CliTest, EmptyPathsAreRefused) {
     ASSERT_FALSE(cl.ok()) << opt;
     EXPECT_NE(cl.status().message().find("is empty"), std::string::npos) << cl.status();
   }
+}
+
+// The token is the token file's first line; a first line that is empty is refused,
+// and without a file $DRUN_RDZV_TOKEN is the token.
+TEST(CliTest, JobTokenIsTheFilesFirstLine) {
+  char path[] = "/tmp/cli_test_token_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, "s3cret\nignored\n", 15), 15);
+  close(fd);
+  auto cl = ParseCommandLine({"--rdzv-token-file", path, "t.py"}, {});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  auto token = ReadJobToken(*cl, {{"DRUN_RDZV_TOKEN", "from-env"}});
+  ASSERT_TRUE(token.ok()) << token.status();
+  EXPECT_EQ(*token, "s3cret");
+  ASSERT_EQ(truncate(path, 0), 0);
+  token = ReadJobToken(*cl, {});
+  EXPECT_EQ(token.status().message(),
+            "--rdzv-token-file '" + std::string(path) + "': its first line is empty; write the token on it");
+  unlink(path);
+  token = ReadJobToken(*cl, {});
+  EXPECT_EQ(token.status().message(),
+            "cannot open --rdzv-token-file '" + std::string(path) + "': No such file or directory");
+  cl = ParseCommandLine({"t.py"}, {});
+  ASSERT_TRUE(cl.ok());
+  EXPECT_EQ(*ReadJobToken(*cl, {{"DRUN_RDZV_TOKEN", "from-env"}}), "from-env");
 }
 
 }  // namespace

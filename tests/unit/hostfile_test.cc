@@ -335,7 +335,7 @@ TEST_F(ReadHostfileTest, TooLarge) {
   const std::string path = Write("big", std::string(kMaxHostfileBytes + 1, '#'));
   absl::StatusOr<std::vector<HostEntry>> v = ReadHostfile(path);
   ASSERT_FALSE(v.ok());
-  EXPECT_EQ(v.status().message(), "hostfile '" + path + "' is larger than 16 MiB");
+  EXPECT_EQ(v.status().message(), "hostfile '" + path + "' is larger than 16 MiB; is it the right file?");
 }
 
 TEST_F(ReadHostfileTest, Unreadable) {

@@ -1,0 +1,182 @@
+// The agent's part of `drun stacks` and --hang-timeout (docs/hangs.md): the
+// control socket, sampling the workers for progress, and what a hang does.
+// Member functions of Agent (agent/agent.h), kept apart from the job loop.
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "agent/agent.h"
+#include "agent/process.h"
+#include "rendezvous/base/exit_code.h"
+#include "rendezvous/base/say.h"
+
+namespace drun {
+
+void Agent::OpenControl() {
+  if (opt_.control_dir.empty()) return;
+  absl::StatusOr<ControlListener> l = ControlListener::Open(opt_.control_dir);
+  if (!l.ok()) {
+    Log(absl::StrCat("drun stacks will not find this job: ", l.status().message()));
+    return;
+  }
+  control_.emplace(*std::move(l));
+}
+
+// A caller on the control socket: INFO is answered at once; STACKS waits for
+// a dump (one dump serves every caller waiting when it completes).
+void Agent::OnControl(TimePoint now) {
+  v1::ControlRequest request;
+  UniqueFd caller = control_->Accept(&request);
+  if (!caller) return;
+  v1::ControlReply reply;
+  reply.set_run_id(opt_.spec.run_id());
+  reply.set_host(opt_.hostname);
+  reply.set_pid(getpid());
+  reply.set_local_ranks(group_ && !group_is_setup_ ? static_cast<int>(group_->activity().size()) : 0);
+  reply.set_world_size(assignment_ ? assignment_->world_size() : 0);
+  if (request.kind() == v1::ControlRequest::INFO) return SendControlReply(caller, reply);
+  if (!opt_.capture) {
+    reply.set_error("this drun was built without the stack reader");
+    return SendControlReply(caller, reply);
+  }
+  if (reply.local_ranks() == 0) {
+    reply.set_error(phase_ == Phase::kRendezvous ? "no worker runs yet: the rendezvous is waiting"
+                                                 : "no worker runs on this node now");
+    return SendControlReply(caller, reply);
+  }
+  stack_callers_.push_back(std::move(caller));
+  StartDump(/*for_hang=*/false, now);
+}
+
+// What the agent knows of each live worker, for a dump.
+std::vector<RankTarget> Agent::DumpTargets(TimePoint now) const {
+  std::vector<RankTarget> targets;
+  if (!group_ || group_is_setup_) return targets;
+  for (const WorkerGroup::Activity& a : group_->activity()) {
+    RankTarget t;
+    t.host = opt_.hostname;
+    t.rank = a.rank;
+    t.local_rank = a.local_rank;
+    t.pid = a.pid;
+    t.last_line = a.last_line;
+    if (hang_) {
+      auto it = hang_->ranks().find(a.rank);
+      if (it != hang_->ranks().end()) {
+        t.cpu_last_interval = it->second.cpu_last_interval;
+        t.window_s = DurationToSeconds(hang_->interval());
+        t.quiet_s = DurationToSeconds(now - it->second.last_output);
+      }
+    }
+    targets.push_back(std::move(t));
+  }
+  return targets;
+}
+
+void Agent::StartDump(bool for_hang, TimePoint now) {
+  dump_for_hang_ = dump_for_hang_ || for_hang;
+  if (dump_) return;  // the dump under way serves this request too
+  dump_ = std::make_unique<DumpJob>(DumpTargets(now), opt_.capture);
+}
+
+void Agent::OnDumpDone(TimePoint now) {
+  std::optional<StackDump> dump = dump_->Take();
+  if (!dump) return;
+  dump_.reset();
+  const std::string text = FormatDump(*dump);
+  for (UniqueFd& caller : stack_callers_) {
+    v1::ControlReply reply;
+    reply.set_run_id(opt_.spec.run_id());
+    reply.set_host(opt_.hostname);
+    reply.set_pid(getpid());
+    reply.set_local_ranks(static_cast<int>(dump->ranks.size()));
+    reply.set_world_size(assignment_ ? assignment_->world_size() : 0);
+    reply.set_dump(text);
+    reply.set_capture_ms(dump->capture_ms);
+    SendControlReply(caller, reply);
+  }
+  stack_callers_.clear();
+  if (dump_for_hang_) {
+    dump_for_hang_ = false;
+    OnHang(*dump, text, now);
+  }
+}
+
+std::vector<HangMonitor::Sample> Agent::SampleWorkers() const {
+  std::vector<HangMonitor::Sample> samples;
+  if (!group_ || group_is_setup_) return samples;
+  for (const WorkerGroup::Activity& a : group_->activity()) {
+    std::optional<ProcStat> st = ReadProcStat(a.pid);
+    samples.push_back({a.rank, a.output_bytes, st ? st->cpu_seconds : 0});
+  }
+  return samples;
+}
+
+// Workers of a new round started: watch them from now.
+void Agent::StartHangWatch(TimePoint now) {
+  if (opt_.spec.hang_timeout_s() <= 0) return;
+  hang_.emplace(SecondsToDuration(opt_.spec.hang_timeout_s()));
+  hang_->Start(SampleWorkers(), now);
+}
+
+void Agent::WatchHang(TimePoint now) {
+  if (!hang_ || phase_ != Phase::kRunning || !group_ || dump_for_hang_) return;
+  if (!hang_->NextSample() || now < *hang_->NextSample()) return;
+  hang_->Observe(SampleWorkers(), now);
+  if (hang_->Hung(now)) StartDump(/*for_hang=*/true, now);
+}
+
+// Where the full dump of a hang goes: the run's log directory, else the console.
+std::string Agent::WriteHangDump(const std::string& text) {
+  if (log_base_.empty() || !assignment_) return "";
+  const std::string path = (std::filesystem::path(log_base_) /
+                            absl::StrCat("attempt_", assignment_->round()) / "stacks.txt")
+                               .string();
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd || WriteAll(fd.get(), text) != 0) {
+    Log(absl::StrCat("cannot write the stack dump to ", path, ": ", strerror(errno)));
+    return "";
+  }
+  return path;
+}
+
+// No rank made progress for --hang-timeout: say where each one is, and end
+// the round as a failure of the odd rank (the quietest when none is odd).
+void Agent::OnHang(const StackDump& dump, const std::string& text, TimePoint now) {
+  if (phase_ != Phase::kRunning || reported_ || !group_) return;  // it ended meanwhile
+  const int quietest = hang_ ? hang_->QuietestRank() : -1;
+  const std::vector<int> odd = OddRanks(dump);
+  const int culprit = !odd.empty() ? odd.front() : quietest;
+  Log(absl::StrFormat("no rank made progress (output or CPU) for %gs (--hang-timeout); where each one is:",
+                      opt_.spec.hang_timeout_s()));
+  console_.Text(FormatHangTable(dump, quietest));
+  const std::string path = WriteHangDump(text);
+  if (path.empty()) {
+    console_.Text(text);
+  } else {
+    Log(absl::StrCat("every rank's full stack: ", path));
+  }
+  report_.hang_dump = text;
+  WorkerExit e;
+  e.exit_code = kExitHung;
+  e.when = now;
+  for (const RankStack& r : dump.ranks) {
+    if (r.target.rank != culprit) continue;
+    e.rank = r.target.rank;
+    e.local_rank = r.target.local_rank;
+    e.pid = r.target.pid;
+    e.error_message = absl::StrFormat("hung: no rank made progress for %gs; rank %d is at %s",
+                                      opt_.spec.hang_timeout_s(), e.rank,
+                                      r.where.empty() ? "an unknown place" : r.where);
+  }
+  reported_ = true;
+  ReportFailure(e, now, /*hung=*/true);
+  StopGroup(SIGTERM, AfterStop::kNothing, now);
+  hang_.reset();
+}
+
+}  // namespace drun

@@ -1,0 +1,72 @@
+// HangMonitor decides that a job hangs: no rank has made progress for
+// --hang-timeout. Pure: the agent samples its workers (output byte counts,
+// CPU time from /proc) every interval() and passes the samples and the time in.
+//
+// Progress of a rank between two samples (the signal, documented in
+// docs/hangs.md):
+//  - its output grew by at least one byte, on either stream; or
+//  - its CPU time grew by at least kCpuShare of the interval. A rank blocked in
+//    a collective, in sleep(), on a lock or on I/O uses none; an idle Python
+//    interpreter's housekeeping stays far below 1 %. A busy-waiting library
+//    (NCCL spinning on a GPU) counts as progress: such a hang is not detected.
+// The job hangs when the last progress of every rank is at least timeout ago.
+// Each rank also keeps when it last printed, so the report can say which rank
+// went quiet first.
+#ifndef DRUN_AGENT_HANG_MONITOR_H_
+#define DRUN_AGENT_HANG_MONITOR_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "rendezvous/base/clock.h"
+
+namespace drun {
+
+class HangMonitor {
+ public:
+  static constexpr double kCpuShare = 0.01;
+
+  struct Sample {
+    int rank = 0;
+    std::uint64_t output_bytes = 0;  // everything it wrote so far
+    double cpu_seconds = 0;          // user + system, so far
+  };
+  struct RankState {
+    TimePoint last_progress;
+    TimePoint last_output;
+    std::uint64_t output_bytes = 0;
+    double cpu_seconds = 0;
+    double cpu_last_interval = 0;  // seconds of CPU in the last sampled interval
+  };
+
+  explicit HangMonitor(Duration timeout);
+
+  // How often to sample: a fifth of the timeout, between 100 ms and 1 s.
+  Duration interval() const { return interval_; }
+  Duration timeout() const { return timeout_; }
+
+  // A new round starts: every rank in `samples` counts as having made progress now.
+  void Start(const std::vector<Sample>& samples, TimePoint now);
+  // A sample of every rank; ranks not seen before start as in Start.
+  void Observe(const std::vector<Sample>& samples, TimePoint now);
+  bool Hung(TimePoint now) const;
+  // When the next sample is due (none before Start).
+  std::optional<TimePoint> NextSample() const { return next_sample_; }
+
+  const std::map<int, RankState>& ranks() const { return ranks_; }
+  // The rank that printed last the longest ago (-1 when none is watched).
+  int QuietestRank() const;
+
+ private:
+  Duration timeout_;
+  Duration interval_;
+  std::map<int, RankState> ranks_;
+  std::optional<TimePoint> last_sample_;
+  std::optional<TimePoint> next_sample_;
+};
+
+}  // namespace drun
+
+#endif  // DRUN_AGENT_HANG_MONITOR_H_

@@ -1,0 +1,155 @@
+#include "agent/stack_dump.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "agent/process.h"
+#include "absl/strings/str_format.h"
+#include "rendezvous/base/quote.h"
+
+namespace drun {
+namespace {
+
+std::string StateText(const RankStack& r) {
+  if (r.state == '?') return "gone";
+  std::string s(1, r.state);
+  if (!r.wchan.empty()) absl::StrAppend(&s, " (", r.wchan, ")");
+  return s;
+}
+
+std::string CpuText(const RankTarget& t) {
+  if (t.cpu_last_interval < 0 || t.window_s <= 0) return "-";
+  return absl::StrFormat("%.0f%%", 100 * t.cpu_last_interval / t.window_s);
+}
+
+std::string QuietText(const RankTarget& t) {
+  return t.quiet_s < 0 ? "-" : absl::StrFormat("%.1fs", t.quiet_s);
+}
+
+}  // namespace
+
+void LastLine::Add(absl::string_view data) {
+  while (!data.empty()) {
+    const size_t end = data.find_first_of("\r\n");
+    const absl::string_view piece = data.substr(0, end);
+    if (current_.size() < kMax) {
+      const absl::string_view kept = piece.substr(0, kMax - current_.size());
+      current_.append(kept.data(), kept.size());
+    }
+    if (end == absl::string_view::npos) return;
+    if (!current_.empty()) last_ = std::move(current_);
+    current_.clear();
+    data.remove_prefix(end + 1);
+  }
+}
+
+std::string LastLine::Get() const { return current_.empty() ? last_ : current_; }
+
+std::string FormatDump(const StackDump& dump) {
+  std::string out;
+  for (const RankStack& r : dump.ranks) {
+    const RankTarget& t = r.target;
+    absl::StrAppend(&out, "=== rank ", t.rank, " (local ", t.local_rank, ") on ", t.host, ", pid ",
+                    t.pid, ": state ", StateText(r), ", CPU ", CpuText(t), " of a core over ",
+                    absl::StrFormat("%.1fs", t.window_s), ", quiet for ", QuietText(t), "\n");
+    absl::StrAppend(&out, "    last line: ", t.last_line.empty() ? "(none)" : QuoteText(t.last_line),
+                    "\n");
+    if (!r.unavailable.empty()) absl::StrAppend(&out, "    frames: ", r.unavailable, "\n");
+    absl::StrAppend(&out, r.text);
+    if (!r.text.empty() && r.text.back() != '\n') out += '\n';
+  }
+  return out;
+}
+
+std::vector<int> OddRanks(const StackDump& dump) {
+  std::vector<int> odd;
+  for (const RankStack& r : dump.ranks) {
+    if (r.state == 'D') odd.push_back(r.target.rank);
+  }
+  if (!odd.empty()) return odd;
+  std::map<std::string, int> count;
+  for (const RankStack& r : dump.ranks) ++count[r.where];
+  auto most = std::max_element(count.begin(), count.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  // Only a clear majority makes the others odd: 2 against 2 says nothing.
+  if (most == count.end() || most->first.empty() || 2 * most->second <= static_cast<int>(dump.ranks.size()))
+    return odd;
+  for (const RankStack& r : dump.ranks) {
+    if (r.where != most->first) odd.push_back(r.target.rank);
+  }
+  return odd;
+}
+
+std::string FormatHangTable(const StackDump& dump, int quietest) {
+  const std::vector<int> odd = OddRanks(dump);
+  std::string out = absl::StrFormat("drun: %-5s %-6s %-8s %-16s %-6s %-7s %s\n", "rank", "host",
+                                    "pid", "state", "CPU", "quiet", "where");
+  for (const RankStack& r : dump.ranks) {
+    const RankTarget& t = r.target;
+    std::string mark;
+    if (std::find(odd.begin(), odd.end(), t.rank) != odd.end()) mark = "  <- not where the others are";
+    if (t.rank == quietest) absl::StrAppend(&mark, mark.empty() ? "  <- " : "; ", "went quiet first");
+    std::string state = StateText(r);
+    if (state.size() > 16) state = state.substr(0, 15) + "~";
+    absl::StrAppend(&out, absl::StrFormat("drun: %-5d %-6s %-8d %-16s %-6s %-7s %s%s\n", t.rank,
+                                          t.host, t.pid, state, CpuText(t), QuietText(t),
+                                          r.where.empty() ? "?" : r.where, mark));
+  }
+  return out;
+}
+
+DumpJob::DumpJob(std::vector<RankTarget> targets, CaptureFn capture)
+    : done_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  thread_ = std::thread(&DumpJob::Work, this, std::move(targets), std::move(capture));
+}
+
+DumpJob::~DumpJob() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void DumpJob::Work(std::vector<RankTarget> targets, CaptureFn capture) {
+  const auto start = std::chrono::steady_clock::now();
+  // Ranks nobody sampled get the CPU they use while the dump is taken.
+  std::vector<std::optional<ProcStat>> before;
+  for (const RankTarget& t : targets) before.push_back(ReadProcStat(t.pid));
+  StackDump dump;
+  for (const RankTarget& t : targets) dump.ranks.push_back(capture(t));
+  const double window =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (size_t i = 0; i < targets.size(); ++i) {
+    RankTarget& t = dump.ranks[i].target;
+    if (t.cpu_last_interval >= 0 || !before[i]) continue;
+    if (std::optional<ProcStat> after = ReadProcStat(t.pid)) {
+      t.cpu_last_interval = std::max(0.0, after->cpu_seconds - before[i]->cpu_seconds);
+      t.window_s = window;
+    }
+  }
+  std::sort(dump.ranks.begin(), dump.ranks.end(),
+            [](const RankStack& a, const RankStack& b) { return a.target.rank < b.target.rank; });
+  dump.capture_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    result_ = std::move(dump);
+  }
+  const uint64_t one = 1;
+  ssize_t ignored = write(done_fd_.get(), &one, sizeof one);
+  (void)ignored;
+}
+
+std::optional<StackDump> DumpJob::Take() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!result_) return std::nullopt;
+  }
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::move(result_);
+}
+
+}  // namespace drun

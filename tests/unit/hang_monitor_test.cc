@@ -1,0 +1,98 @@
+// HangMonitor with time as input: what counts as progress, and when a job hangs.
+#include "agent/hang_monitor.h"
+
+#include <gtest/gtest.h>
+
+namespace drun {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Sample = HangMonitor::Sample;
+
+TEST(HangMonitorTest, IntervalIsAFifthOfTheTimeoutWithinBounds) {
+  EXPECT_EQ(HangMonitor(seconds(5)).interval(), seconds(1));
+  EXPECT_EQ(HangMonitor(seconds(60)).interval(), seconds(1));
+  EXPECT_EQ(HangMonitor(seconds(1)).interval(), milliseconds(200));
+  EXPECT_EQ(HangMonitor(milliseconds(100)).interval(), milliseconds(100));
+}
+
+// Four ranks blocked (no output, no CPU): hung exactly at the timeout, not before.
+TEST(HangMonitorTest, SilentRanksHangAtTheTimeout) {
+  HangMonitor m(seconds(5));
+  const TimePoint t0{};
+  m.Start({{0, 10, 1.0}, {1, 10, 1.0}, {2, 10, 1.0}, {3, 10, 1.0}}, t0);
+  for (int s = 1; s <= 5; ++s) {
+    EXPECT_FALSE(m.Hung(t0 + seconds(s) - milliseconds(1)));
+    m.Observe({{0, 10, 1.0}, {1, 10, 1.0}, {2, 10, 1.0}, {3, 10, 1.0}}, t0 + seconds(s));
+  }
+  EXPECT_TRUE(m.Hung(t0 + seconds(5)));
+}
+
+// One rank printing every 2 s keeps the job alive with a 5 s timeout.
+TEST(HangMonitorTest, ARankThatPrintsKeepsTheJobAlive) {
+  HangMonitor m(seconds(5));
+  const TimePoint t0{};
+  m.Start({{0, 0, 0}, {1, 0, 0}}, t0);
+  std::uint64_t bytes = 0;
+  for (int s = 1; s <= 60; ++s) {
+    if (s % 2 == 0) bytes += 20;
+    m.Observe({{0, 0, 0}, {1, bytes, 0}}, t0 + seconds(s));
+    ASSERT_FALSE(m.Hung(t0 + seconds(s))) << s;
+  }
+  EXPECT_EQ(m.QuietestRank(), 0);
+}
+
+// CPU use counts from 1 % of the interval; less is idle housekeeping.
+TEST(HangMonitorTest, CpuAboveOnePercentIsProgress) {
+  HangMonitor m(seconds(2));
+  const TimePoint t0{};
+  m.Start({{0, 0, 0}}, t0);
+  double cpu = 0;
+  for (int s = 1; s <= 10; ++s) {
+    cpu += 0.02;  // 2 % of a 1 s interval
+    m.Observe({{0, 0, cpu}}, t0 + seconds(s));
+    ASSERT_FALSE(m.Hung(t0 + seconds(s)));
+  }
+  for (int s = 11; s <= 13; ++s) {
+    cpu += 0.005;  // 0.5 %
+    m.Observe({{0, 0, cpu}}, t0 + seconds(s));
+  }
+  EXPECT_FALSE(m.Hung(t0 + seconds(11)));
+  EXPECT_TRUE(m.Hung(t0 + seconds(12)));
+  EXPECT_NEAR(m.ranks().at(0).cpu_last_interval, 0.005, 1e-9);
+}
+
+// A restart begins a new round: the clock of every rank starts again.
+TEST(HangMonitorTest, StartResetsEveryRank) {
+  HangMonitor m(seconds(1));
+  const TimePoint t0{};
+  m.Start({{0, 0, 0}}, t0);
+  m.Observe({{0, 0, 0}}, t0 + seconds(2));
+  ASSERT_TRUE(m.Hung(t0 + seconds(2)));
+  m.Start({{0, 0, 0}, {1, 0, 0}}, t0 + seconds(2));
+  EXPECT_FALSE(m.Hung(t0 + seconds(2)));
+  EXPECT_EQ(m.ranks().size(), 2u);
+  EXPECT_EQ(*m.NextSample(), t0 + seconds(2) + m.interval());
+}
+
+TEST(HangMonitorTest, NothingWatchedNeverHangs) {
+  HangMonitor m(seconds(1));
+  EXPECT_FALSE(m.NextSample().has_value());
+  EXPECT_FALSE(m.Hung(TimePoint{} + seconds(100)));
+  EXPECT_EQ(m.QuietestRank(), -1);
+}
+
+// The rank that stopped printing first is named, whatever its number.
+TEST(HangMonitorTest, QuietestRankIsTheOneThatStoppedPrintingFirst) {
+  HangMonitor m(seconds(10));
+  const TimePoint t0{};
+  m.Start({{0, 0, 0}, {1, 0, 0}, {2, 0, 0}}, t0);
+  m.Observe({{0, 5, 0}, {1, 5, 0}, {2, 5, 0}}, t0 + seconds(1));
+  m.Observe({{0, 9, 0}, {1, 5, 0}, {2, 9, 0}}, t0 + seconds(2));
+  m.Observe({{0, 9, 0}, {1, 5, 0}, {2, 12, 0}}, t0 + seconds(3));
+  EXPECT_EQ(m.QuietestRank(), 1);
+}
+
+}  // namespace
+}  // namespace drun
