@@ -110,11 +110,7 @@ void WorkerGroup::OnPumpEvents(LogPump* pump) {
     for (auto& w : workers_) {
       for (Stream* st : {&w->out, &w->err}) {
         if (st->pump != pump || st->pump_id != e.id) continue;
-        if (e.error != 0) {
-          console_->Text(absl::StrCat("drun: warning: cannot write the log ", st->path, ": ",
-                                      strerror(e.error), "; it is incomplete from here, the console goes on\n"));
-          incomplete_logs_.push_back(st->path);
-        }
+        if (e.error != 0) LogFailed(*st, e.error);
         if (e.ended) {
           st->pumping = false;
           if (!st->log_pipe) CloseStream(*st);  // the pump read the worker's pipe: it is done

@@ -51,6 +51,7 @@ PROGRAMS = os.path.join(REPO, "bench", "programs")
 PYTHON = "/usr/bin/python3"
 NPROC = 4
 MIB = 1 << 20
+BEFORE = " (before)"  # a set-up run with --drun-before, e.g. the previous commit's drun
 GIB = 1 << 30
 
 
@@ -130,6 +131,7 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.drun = os.path.abspath(args.drun)
+        self.drun_before = os.path.abspath(args.drun_before) if args.drun_before else None
         self.work = tempfile.mkdtemp(prefix="drun_io_bench_")
         self.size = args.size_mib * MIB
         self.cpu = {}  # set-up -> CPU seconds (drun and its workers, or the writers)
@@ -175,10 +177,10 @@ class Bench:
         assert sizes == [self.size] * NPROC, sizes
         return wall
 
-    def run_drun(self, opts, console, rate=None, size=None):
+    def run_drun(self, opts, console, rate=None, size=None, drun=None):
         """console: 'null' or 'pipe'. Returns (wall s, reader bytes, drun's stderr)."""
         size = size or self.size
-        argv = [self.drun, "--standalone", "--nproc-per-node", str(NPROC), "--no-python", *opts,
+        argv = [drun or self.drun, "--standalone", "--nproc-per-node", str(NPROC), "--no-python", *opts,
                 self.writer, str(size), "100", "-"]
         t0 = time.monotonic()
         if console == "null":
@@ -213,14 +215,16 @@ class Bench:
             if name == "pipe floor":
                 return self.pipe_floor(), 0
             logs = self.fresh("logs")
+            before = name.endswith(BEFORE)
+            name = name[:-len(BEFORE)] if before else name
             opts = {"tee/null": (["--tee", "3", "--log-dir", logs], "null"),
                     "tee/pipe": (["--tee", "3", "--log-dir", logs], "pipe"),
                     "redirect": (["-r", "3", "--log-dir", logs], "null"),
                     "console": ([], "pipe")}[name]
-            wall, got, err = self.run_drun(*opts)
+            wall, got, err = self.run_drun(*opts, drun=self.drun_before if before else None)
             if name != "console":
                 self.check_logs(logs)
-            if name == "tee/pipe":
+            if name == "tee/pipe" and not before:
                 # A console slower than the workers loses whole lines (the logs have them).
                 dropped = sum(int(x) for x in re.findall(r"could not keep up: (\d+) line", err))
                 self.tee_console.append((got, dropped))
@@ -318,6 +322,7 @@ def pct(xs, q):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--drun", required=True)
+    ap.add_argument("--drun-before", help="another drun (e.g. before a change) run beside it")
     ap.add_argument("--size-mib", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--latency-count", type=int, default=100)
@@ -343,6 +348,8 @@ def main():
 
     if "throughput" not in skip:
         setups = [k for k in Bench.SETUPS if args.setups is None or k in args.setups.split(",")]
+        if args.drun_before:  # the same drun set-ups with the other drun, in the same rounds
+            setups += [k + BEFORE for k in setups if k not in ("direct", "pipe floor")]
         rows, console_bytes = b.throughput(args.reps, setups)
         total = NPROC * b.size
         direct = statistics.median(rows["direct"]) if "direct" in rows else None
