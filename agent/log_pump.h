@@ -8,8 +8,9 @@
 // into the page cache; that copy is as expensive as the worker's own write.
 // Done by the single agent thread for every worker, it serialises what
 // direct writers do in parallel: measured with 4 writers on 2 cores, the
-// loop alone took 1.5-1.8x the direct writers' time, while per-stream
-// splicers in parallel match them (docs/benchmarks.md, "Worker I/O").
+// loop alone took 1.4-2.2x the direct writers' time, while per-stream
+// splicers in parallel, at the same CPU, matched them (docs/benchmarks.md,
+// "Worker I/O").
 //
 // Promises:
 //  - the log file gets exactly the bytes of the pipe, in order (when the
