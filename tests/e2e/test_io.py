@@ -325,6 +325,22 @@ class LogFileTest(DrunTestCase):
         self.assertEqual(run.stdout_lines.count("[rank0]: before"), 50000)
         self.assertIn("[rank0]: after", run.stdout_lines)
 
+    def test_a_worker_printing_only_to_its_log_is_alive_for_the_hang_timeout(self):
+        # With -r the log pump alone reads the worker's pipe; its bytes still count as
+        # progress for --hang-timeout. The worker prints slowly and uses no CPU meanwhile
+        # (the pauses are the scenario: a rank that prints while it waits), for three
+        # times the timeout.
+        script = write_program(self.tmp, "slow_printer.py", (
+            "import sys, time, torch\n"
+            "for i in range(30):\n"
+            "    print('step', i, flush=True); time.sleep(0.2)\n"))
+        logs = os.path.join(self.tmp, "logs")
+        run = self.drun("--standalone", "--nproc-per-node", "1", "--run-id", "alive", "-r", "1",
+                        "--log-dir", logs, "--hang-timeout", "2", script)
+        self.assertExit(run, 0)
+        with open(os.path.join(logs, "alive", "attempt_0", "0", "stdout.log")) as f:
+            self.assertEqual(f.read(), "".join(f"step {i}\n" for i in range(30)))
+
     def test_one_mib_line(self):
         script = write_program(self.tmp, "big.py", (
             "import sys, torch\n"
