@@ -1,6 +1,7 @@
 #include "agent/agent.h"
 
 #include "agent/entrypoint.h"
+#include "agent/agent_launch.h"
 #include "agent/std_streams.h"
 
 #include <arpa/inet.h>
@@ -84,8 +85,8 @@ void Agent::ShowStatus(TimePoint now) {
   status_refresh_.reset();
   if (!status_tty_ || !waiting_ || phase_ != Phase::kRendezvous) return;
   const auto& w = *waiting_;
-  std::string line = absl::StrCat("drun: waiting for nodes: ", w.joined(), " of ", w.min_nodes(),
-                                  "..", w.max_nodes(), " joined");
+  std::string line = absl::StrCat("drun: waiting for ", MembersWord(), ": ", w.joined(), " of ",
+                                  w.min_nodes(), "..", w.max_nodes(), " joined");
   if (w.last_call_ms() > 0) {
     auto left = std::chrono::milliseconds(w.last_call_ms()) - (now - waiting_at_);
     auto secs = std::chrono::ceil<std::chrono::seconds>(left).count();
@@ -101,6 +102,8 @@ void Agent::ShowStatus(TimePoint now) {
   status_shown_ = true;
   status_refresh_ = now + std::chrono::seconds(1);
 }
+
+const char* Agent::MembersWord() const { return opt_.members_are_tasks ? "tasks" : "nodes"; }
 
 void Agent::ClearStatus() {
   if (status_shown_) WriteAll(2, "\r\033[K");
@@ -350,7 +353,7 @@ void Agent::Dispatch(const pollfd& p, const PollSet& set, TimePoint now) {
       }
     });
   } else if (p.fd == opt_.lifeline_fd) {
-    OnLifeline(now);
+    ReadLifeline(now);
   } else if (control_ && p.fd == control_->fd()) {
     OnControl(now);
   } else if (dump_ && p.fd == dump_->done_fd()) {
@@ -362,17 +365,6 @@ void Agent::Dispatch(const pollfd& p, const PollSet& set, TimePoint now) {
     // Writable again: the flush at the top of the loop sends the queue.
   } else if (group_ && p.fd != rdzv_->wakeup_fd()) {
     group_->OnReady(p.fd, p.revents);
-  }
-}
-
-// The launcher's channel is readable: its end means the launcher is gone.
-void Agent::OnLifeline(TimePoint now) {
-  char buf[256];
-  const ssize_t r = read(opt_.lifeline_fd, buf, sizeof buf);
-  if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
-    opt_.lifeline_fd = -1;
-    Log("the launcher's channel closed: stopping");
-    HandleSignal(SIGHUP, now);
   }
 }
 
@@ -443,6 +435,9 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
       if (opt_.spec.max_nodes() > 1 || opt_.spec.max_restarts() > 0) {
         Info(absl::StrCat("stopping round ", msg.stop().round(), ": ", msg.stop().reason()));
       }
+      // Stopping on a signal already: the workers have it and their grace,
+      // and no second signal (a SIGTERM to workers that got SIGINT).
+      if (shutting_down_) return;
       if (group_) {
         StopGroup(SIGTERM, AfterStop::kRejoin, now);
       } else if (!shutting_down_) {
@@ -459,7 +454,8 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
         if (f.has_failure()) exit_failure_ = f.failure();
       }
       if (group_) {
-        StopGroup(SIGTERM, AfterStop::kExit, now);
+        // Stopping on a signal: the workers got that one, not a SIGTERM too.
+        StopGroup(shutting_down_ ? 0 : SIGTERM, AfterStop::kExit, now);
       } else {
         phase_ = Phase::kDone;
       }
@@ -486,8 +482,12 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
         waiting_at_ = now;
         ShowStatus(now);
       } else if (opt_.spec.max_nodes() > 1) {
-        std::string text = absl::StrCat("waiting: ", w.joined(), " of ", w.min_nodes(), "..",
-                                        w.max_nodes(), " nodes joined (", w.reason(), ")");
+        // The server's words are about nodes; in Slurm's task mode its members are tasks.
+        const bool for_members = w.kind() == v1::Waiting::WAITING_FOR_NODES;
+        std::string text = absl::StrCat(
+            "waiting: ", w.joined(), " of ", w.min_nodes(), "..", w.max_nodes(), " ",
+            MembersWord(), " joined (",
+            for_members ? absl::StrCat("waiting for ", MembersWord()) : w.reason(), ")");
         if (w.last_call_ms() > 0) {
           absl::StrAppend(&text, "; the round closes in ", w.last_call_ms() / 1000.0, " s");
         }
@@ -537,8 +537,11 @@ void Agent::StartSetup(TimePoint now) {
   EnvMap env = opt_.base_env;
   for (const auto& [k, v] : opt_.spec.env()) env[k] = v;
   WorkerLaunch l;
-  l.prefix = "[setup]: ";
-  l.cont_prefix = "[setup]+ ";
+  // Like the workers': on several nodes the host says whose setup it is.
+  const std::string tag =
+      opt_.host_in_prefix ? absl::StrCat("[", opt_.hostname, ":setup]") : std::string("[setup]");
+  l.prefix = tag + ": ";
+  l.cont_prefix = tag + "+ ";
   l.request.argv = {"/bin/sh", "-c", opt_.spec.node_setup()};
   l.request.env = EnvToList(env);
   l.request.cwd = opt_.spec.working_dir();
@@ -699,6 +702,44 @@ void Agent::Step(TimePoint now) {
   }
 }
 
+void Agent::ReadLifeline(TimePoint now) {
+  char buf[256];
+  ssize_t r = read(opt_.lifeline_fd, buf, sizeof buf);
+  if (r > 0) {
+    std::vector<int> signals;
+    lifeline_.Feed(buf, static_cast<size_t>(r), &signals);
+    for (int sig : signals) OnLauncherSignal(sig, now);
+    return;
+  }
+  if (r < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  opt_.lifeline_fd = -1;
+  if (shutting_down_) {
+    // The launcher closes the channel after the signal it forwarded: that
+    // stop goes on, with its grace.
+    Log(absl::StrCat("the launcher's channel closed; already stopping on ",
+                     SignalName(stop_signal_)));
+    return;
+  }
+  // No signal came first: the launcher died or its connection was lost.
+  Log("the launcher's channel closed: stopping");
+  HandleSignal(SIGHUP, now);
+}
+
+void Agent::OnLauncherSignal(int sig, TimePoint now) {
+  if (sig == SIGUSR1 || sig == SIGUSR2) {
+    if (group_) group_->Forward(sig);
+    return;
+  }
+  if (launcher_signals_++ == 0) {
+    // Under scancel Slurm may have signalled this agent (and its workers)
+    // already: then this is the same stop, not a second one.
+    if (!shutting_down_) HandleSignal(sig, now);
+    return;
+  }
+  Log(absl::StrCat("the launcher got ", SignalName(sig), " again: killing the workers now"));
+  if (group_) group_->KillNow();
+}
+
 void Agent::HandleSignal(int sig, TimePoint now, pid_t sender) {
   // Inside a Slurm step, slurmstepd (our parent) signals every process of the
   // step, the workers included, and scancel may deliver the same signal twice
@@ -715,12 +756,25 @@ void Agent::HandleSignal(int sig, TimePoint now, pid_t sender) {
     return;
   }
   if (shutting_down_) {
+    // Slurm ending the step (scancel, or srun --kill-on-bad-exit after another
+    // agent ended) signals every process of it once more, and sends SIGKILL
+    // itself after KillWait: the grace under way stands.
+    if (from_stepd) return;
     Log(absl::StrCat("got ", SignalName(sig), " again: killing the workers now"));
     if (group_) group_->KillNow();
     return;
   }
   shutting_down_ = true;
-  exit_code_ = ExitCodeForSignal(sig);
+  stop_signal_ = sig;
+  // The other nodes hear of this stop as such, not as a lost node.
+  v1::AgentMessage leaving;
+  leaving.mutable_leaving()->set_signal(sig);
+  rdzv_->Send(leaving, now);
+  // Under a launcher (ssh, --launcher slurm), which reports the job's end and
+  // exits 128+signal itself, this agent's status only tells srun whether to
+  // end the other agents' step (--kill-on-bad-exit): a failure's status would
+  // cut their workers' grace short.
+  exit_code_ = opt_.launcher_reports_end ? 0 : ExitCodeForSignal(sig);
   exit_message_.clear();
   exit_failure_.reset();
   if (!group_) {

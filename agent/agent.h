@@ -17,6 +17,7 @@
 
 #include "agent/control_socket.h"
 #include "agent/hang_monitor.h"
+#include "agent/agent_launch.h"
 #include "agent/nproc.h"
 #include "agent/output.h"
 #include "agent/process.h"
@@ -39,8 +40,10 @@ struct AgentOptions {
   bool host_in_prefix = false;
   std::string advertise_addr;  // Hello.addr; empty: the server uses the peer address
   std::string token;
-  // A descriptor whose EOF means "the launcher is gone" (a remote agent's
-  // ssh channel or srun's stdin): stop the workers and exit. -1: none.
+  // A remote agent's ssh channel or srun's stdin, after the launch message:
+  // the launcher's forwarded stop signals come on it (agent_launch.h), and
+  // its EOF without a signal first means "the launcher is gone": stop the
+  // workers with SIGHUP and exit. -1: none.
   int lifeline_fd = -1;
   bool summary = false;     // --summary: print the table even on success
   std::string report_path;  // --report FILE
@@ -52,6 +55,9 @@ struct AgentOptions {
   std::string control_dir;
   // Reads where a worker is; empty: stack dumps are not available.
   CaptureFn capture;
+  // Slurm's task mode: each member of the rendezvous is a task (one worker),
+  // and the progress lines say "tasks", not "nodes".
+  bool members_are_tasks = false;
 };
 
 // The root-cause summary every node prints on a failed job, as lines each
@@ -85,7 +91,6 @@ class Agent {
   std::optional<TimePoint> NextDeadline() const;
   PollSet BuildPollSet(std::vector<pollfd>* fds);
   void Dispatch(const pollfd& p, const PollSet& set, TimePoint now);
-  void OnLifeline(TimePoint now);
   void OnWake(TimePoint now);
   int Finish();
 
@@ -97,6 +102,12 @@ class Agent {
   void Step(TimePoint now);
   // `sender`: the pid that sent it (0 when unknown).
   void HandleSignal(int sig, TimePoint now, pid_t sender = 0);
+  // The lifeline is readable: a signal the launcher forwards, or its end.
+  void ReadLifeline(TimePoint now);
+  // The launcher's first stop signal stops the workers with that signal (as
+  // if this agent had got it), the next kills them; SIGUSR1/SIGUSR2 go to the
+  // workers.
+  void OnLauncherSignal(int sig, TimePoint now);
   void ReapChildren(TimePoint now);
   void SendJoin(TimePoint now);
   void ReportFailure(const WorkerExit& e, TimePoint now, bool hung = false);
@@ -109,8 +120,8 @@ class Agent {
   std::vector<HangMonitor::Sample> SampleWorkers() const;
   void StartHangWatch(TimePoint now);
   void WatchHang(TimePoint now);
-  std::string WriteHangDump(const std::string& text);
-  void OnHang(const StackDump& dump, const std::string& text, TimePoint now);
+  std::string WriteDumpFile(const std::string& text, bool hang);
+  void OnHang(const StackDump& dump, const RunReport::Dump& record, TimePoint now);
   void Exit(int code, const std::string& message, const v1::Failure* failure);
   std::string AttemptDir(int local_rank) const;
   // Before anything joins: makes this run's log directory and proves the
@@ -127,6 +138,8 @@ class Agent {
   // The live status line on a terminal while the rendezvous waits.
   void ShowStatus(TimePoint now);
   void ClearStatus();
+  // What the rendezvous' members are called: "nodes", or "tasks" (Slurm's task mode).
+  const char* MembersWord() const;
 
   AgentOptions opt_;
   std::unique_ptr<RendezvousClient> rdzv_;
@@ -144,6 +157,9 @@ class Agent {
   bool shutting_down_ = false;  // a signal asked drun to stop
   bool terminal_ = false;
   int last_signal_ = 0;
+  int stop_signal_ = 0;  // the signal this agent is stopping on
+  LifelineDecoder lifeline_;
+  int launcher_signals_ = 0;  // stop signals forwarded on the lifeline
   TimePoint last_signal_at_;  // a Finish or Reject was handled; later ones are ignored
   UniqueFd signal_fd_;
   std::string tmp_dir_;  // holds error files when there is no --log-dir

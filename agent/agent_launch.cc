@@ -10,6 +10,11 @@
 
 namespace drun {
 
+namespace {
+
+constexpr char kLifelineSignalTag = 'S';
+
+}  // namespace
 
 RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::string& token) {
   RendezvousState::Config c;
@@ -45,6 +50,22 @@ absl::StatusOr<v1::AgentLaunch> ReadAgentLaunch(int fd) {
   v1::AgentLaunch launch;
   if (!body || !launch.ParseFromString(*body)) return bad;
   return launch;
+}
+
+std::string EncodeLifelineSignal(int sig) {
+  return std::string{kLifelineSignalTag, static_cast<char>(sig & 0x7f)};
+}
+
+void LifelineDecoder::Feed(const char* data, size_t n, std::vector<int>* signals) {
+  for (size_t i = 0; i < n; ++i) {
+    if (tag_seen_) {
+      tag_seen_ = false;
+      const int sig = static_cast<unsigned char>(data[i]);
+      if (sig > 0 && sig < 64) signals->push_back(sig);
+    } else {
+      tag_seen_ = data[i] == kLifelineSignalTag;
+    }
+  }
 }
 
 }  // namespace drun

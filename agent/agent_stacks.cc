@@ -6,10 +6,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/process.h"
 #include "rendezvous/base/exit_code.h"
@@ -87,7 +91,14 @@ void Agent::OnDumpDone(TimePoint now) {
   std::optional<StackDump> dump = dump_->Take();
   if (!dump) return;
   dump_.reset();
+  const bool hang = std::exchange(dump_for_hang_, false);
   const std::string text = FormatDump(*dump);
+  RunReport::Dump record;
+  record.time_unix_s =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  record.hang = hang;
+  record.file = WriteDumpFile(text, hang);
+  record.text = text;
   for (UniqueFd& caller : stack_callers_) {
     v1::ControlReply reply;
     reply.set_run_id(opt_.spec.run_id());
@@ -96,14 +107,13 @@ void Agent::OnDumpDone(TimePoint now) {
     reply.set_local_ranks(static_cast<int>(dump->ranks.size()));
     reply.set_world_size(assignment_ ? assignment_->world_size() : 0);
     reply.set_dump(text);
+    reply.set_dump_file(record.file);
     reply.set_capture_ms(dump->capture_ms);
     SendControlReply(caller, reply);
   }
   stack_callers_.clear();
-  if (dump_for_hang_) {
-    dump_for_hang_ = false;
-    OnHang(*dump, text, now);
-  }
+  if (hang) OnHang(*dump, record, now);
+  report_.AddDump(std::move(record));
 }
 
 std::vector<HangMonitor::Sample> Agent::SampleWorkers() const {
@@ -130,11 +140,15 @@ void Agent::WatchHang(TimePoint now) {
   if (hang_->Hung(now)) StartDump(/*for_hang=*/true, now);
 }
 
-// Where the full dump of a hang goes: the run's log directory, else the console.
-std::string Agent::WriteHangDump(const std::string& text) {
+// Under --log-dir, a dump is also kept as a file of the run's attempt:
+// stacks_<unix time>.txt, or hang_stacks.txt. Returns its path, "" when none.
+std::string Agent::WriteDumpFile(const std::string& text, bool hang) {
   if (log_base_.empty() || !assignment_) return "";
+  const std::string name =
+      hang ? "hang_stacks.txt"
+           : absl::StrCat("stacks_", absl::ToUnixMillis(absl::Now()), ".txt");
   const std::string path = (std::filesystem::path(log_base_) /
-                            absl::StrCat("attempt_", assignment_->round()) / "stacks.txt")
+                            absl::StrCat("attempt_", assignment_->round()) / name)
                                .string();
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (!fd || WriteAll(fd.get(), text) != 0) {
@@ -146,21 +160,22 @@ std::string Agent::WriteHangDump(const std::string& text) {
 
 // No rank made progress for --hang-timeout: say where each one is, and end
 // the round as a failure of the odd rank (the quietest when none is odd).
-void Agent::OnHang(const StackDump& dump, const std::string& text, TimePoint now) {
+void Agent::OnHang(const StackDump& dump, const RunReport::Dump& record, TimePoint now) {
   if (phase_ != Phase::kRunning || reported_ || !group_) return;  // it ended meanwhile
   const int quietest = hang_ ? hang_->QuietestRank() : -1;
   const std::vector<int> odd = OddRanks(dump);
-  const int culprit = !odd.empty() ? odd.front() : quietest;
+  // The odd rank; else the one that went quiet first; else (all alike) the first.
+  const int culprit = !odd.empty()  ? odd.front()
+                      : quietest >= 0 ? quietest
+                      : dump.ranks.empty() ? -1 : dump.ranks.front().target.rank;
   Log(absl::StrFormat("no rank made progress (output or CPU) for %gs (--hang-timeout); where each one is:",
                       opt_.spec.hang_timeout_s()));
   console_.Text(FormatHangTable(dump, quietest));
-  const std::string path = WriteHangDump(text);
-  if (path.empty()) {
-    console_.Text(text);
+  if (record.file.empty()) {
+    console_.Text(record.text);
   } else {
-    Log(absl::StrCat("every rank's full stack: ", path));
+    Log(absl::StrCat("every rank's full stack: ", record.file));
   }
-  report_.hang_dump = text;
   WorkerExit e;
   e.exit_code = kExitHung;
   e.when = now;

@@ -50,13 +50,17 @@ bool HangMonitor::Hung(TimePoint now) const {
 int HangMonitor::QuietestRank() const {
   int best = -1;
   std::optional<TimePoint> oldest;
+  bool tie = false;
   for (const auto& [rank, r] : ranks_) {
     if (!oldest || r.last_output < *oldest) {
       oldest = r.last_output;
       best = rank;
+      tie = false;
+    } else if (r.last_output == *oldest) {
+      tie = true;
     }
   }
-  return best;
+  return tie ? -1 : best;
 }
 
 }  // namespace drun

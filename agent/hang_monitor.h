@@ -5,10 +5,12 @@
 // Progress of a rank between two samples (the signal, documented in
 // docs/hangs.md):
 //  - its output grew by at least one byte, on either stream; or
-//  - its CPU time grew by at least kCpuShare of the interval. A rank blocked in
-//    a collective, in sleep(), on a lock or on I/O uses none; an idle Python
-//    interpreter's housekeeping stays far below 1 %. A busy-waiting library
-//    (NCCL spinning on a GPU) counts as progress: such a hang is not detected.
+//  - its CPU time grew by at least kCpuShare (10 %) of the interval. A rank
+//    blocked in a collective, in sleep(), on a lock or on I/O uses none; a
+//    polling wait stays below (torch 1.13's store-based barrier in
+//    init_process_group, waiting for a rank that never comes: 3 %); a rank
+//    that computes uses most of a core. A busy-waiting library (NCCL spinning
+//    on a GPU) counts as progress: such a hang is not detected.
 // The job hangs when the last progress of every rank is at least timeout ago.
 // Each rank also keeps when it last printed, so the report can say which rank
 // went quiet first.
@@ -26,7 +28,7 @@ namespace drun {
 
 class HangMonitor {
  public:
-  static constexpr double kCpuShare = 0.01;
+  static constexpr double kCpuShare = 0.10;
 
   struct Sample {
     int rank = 0;
@@ -56,7 +58,8 @@ class HangMonitor {
   std::optional<TimePoint> NextSample() const { return next_sample_; }
 
   const std::map<int, RankState>& ranks() const { return ranks_; }
-  // The rank that printed last the longest ago (-1 when none is watched).
+  // The rank that printed last the longest ago; -1 when none is watched or
+  // several went quiet in the same sample interval (no one was first).
   int QuietestRank() const;
 
  private:

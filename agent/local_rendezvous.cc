@@ -36,6 +36,9 @@ void LocalRendezvous::Send(const v1::AgentMessage& msg, TimePoint now) {
     case v1::AgentMessage::kHeartbeat:
       Deliver(state_.OnHeartbeat(kSelf, now));
       break;
+    case v1::AgentMessage::kLeaving:
+      Deliver(state_.OnLeaving(kSelf, msg.leaving().signal(), now));
+      break;
     case v1::AgentMessage::KIND_NOT_SET:
       break;
   }

@@ -84,6 +84,11 @@ int ChildMain(void* p) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != a.parent) _exit(137);  // drun died before prctl took effect
+  // Under Yama ptrace_scope 1 only an ancestor may ptrace a worker; the tools
+  // drun stacks runs (eu-stack, gdb) are the agent's children, not the
+  // workers' ancestors: name the agent as this process's ptracer, which
+  // covers its descendants (the relation outlives execve). EINVAL without Yama.
+  prctl(PR_SET_PTRACER, a.parent, 0, 0, 0);
   // Every signal is blocked here (see SpawnProcessGroup): reset dispositions
   // first, then unblock, so no handler of drun's ever runs in the child.
   for (int s = 1; s < NSIG; ++s) signal(s, SIG_DFL);

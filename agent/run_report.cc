@@ -58,6 +58,11 @@ std::string FormatSummaryTable(const RunReport& report) {
   return out;
 }
 
+void RunReport::AddDump(Dump d) {
+  if (stack_dumps.size() == kKeptDumps) stack_dumps.erase(stack_dumps.begin());
+  stack_dumps.push_back(std::move(d));
+}
+
 std::string RenderReportJson(const RunReport& report) {
   using google::protobuf::Struct;
   using google::protobuf::Value;
@@ -85,7 +90,16 @@ std::string RenderReportJson(const RunReport& report) {
   f["rounds_total"].set_number_value(
       static_cast<double>(std::max<int64_t>(report.rounds_total, static_cast<int64_t>(report.rounds.size()))));
   f["log_dir"].set_string_value(report.log_dir);
-  if (!report.hang_dump.empty()) f["hang_stacks"].set_string_value(report.hang_dump);
+  auto* dumps = f["stack_dumps"].mutable_list_value();
+  for (const auto& d : report.stack_dumps) {
+    Struct s;
+    auto& sf = *s.mutable_fields();
+    sf["time_unix_s"].set_number_value(d.time_unix_s);
+    sf["reason"].set_string_value(d.hang ? "hang-timeout" : "drun stacks");
+    sf["file"].set_string_value(d.file);
+    sf["text"].set_string_value(d.text);
+    *dumps->add_values()->mutable_struct_value() = s;
+  }
   auto* incomplete = f["incomplete_logs"].mutable_list_value();
   for (const auto& path : report.incomplete_logs) incomplete->add_values()->set_string_value(path);
   auto* rounds = f["rounds"].mutable_list_value();

@@ -48,8 +48,17 @@ struct RunReport {
   std::vector<std::string> incomplete_logs;  // log files a write error cut short
   std::map<int, RankStats> ranks;  // by global rank
   double wall_s = 0;
-  // --hang-timeout fired: every rank's stack at that moment (agent/stack_dump.h).
-  std::string hang_dump;
+  // Stack dumps taken during the run (drun stacks, --hang-timeout), the last
+  // kKeptDumps of them: when, why, and every rank's stack (agent/stack_dump.h).
+  struct Dump {
+    double time_unix_s = 0;
+    bool hang = false;  // false: asked for with drun stacks
+    std::string file;   // where it was written under --log-dir ("" when not)
+    std::string text;
+  };
+  static constexpr size_t kKeptDumps = 10;
+  std::vector<Dump> stack_dumps;
+  void AddDump(Dump d);
 
   void AddRound(const RoundStats& r);
   // Folds one finished worker group of `round` into the per-rank stats.

@@ -15,6 +15,8 @@
 namespace drun {
 namespace {
 
+constexpr std::chrono::milliseconds kCpuWindow{250};
+
 std::string StateText(const RankStack& r) {
   if (r.state == '?') return "gone";
   std::string s(1, r.state);
@@ -102,7 +104,7 @@ std::vector<int> OddRanks(const StackDump& dump) {
 
 std::string FormatHangTable(const StackDump& dump, int quietest) {
   const std::vector<int> odd = OddRanks(dump);
-  std::string out = absl::StrFormat("drun: %-5s %-6s %-8s %-16s %-6s %-7s %s\n", "rank", "host",
+  std::string out = absl::StrFormat("drun: %-5s %-8s %-8s %-22s %-5s %-7s %s\n", "rank", "host",
                                     "pid", "state", "CPU", "quiet", "where");
   for (const RankStack& r : dump.ranks) {
     const RankTarget& t = r.target;
@@ -110,8 +112,8 @@ std::string FormatHangTable(const StackDump& dump, int quietest) {
     if (std::find(odd.begin(), odd.end(), t.rank) != odd.end()) mark = "  <- not where the others are";
     if (t.rank == quietest) absl::StrAppend(&mark, mark.empty() ? "  <- " : "; ", "went quiet first");
     std::string state = StateText(r);
-    if (state.size() > 16) state = state.substr(0, 15) + "~";
-    absl::StrAppend(&out, absl::StrFormat("drun: %-5d %-6s %-8d %-16s %-6s %-7s %s%s\n", t.rank,
+    if (state.size() > 22) state = state.substr(0, 21) + "~";
+    absl::StrAppend(&out, absl::StrFormat("drun: %-5d %-8s %-8d %-22s %-5s %-7s %s%s\n", t.rank,
                                           t.host, t.pid, state, CpuText(t), QuietText(t),
                                           r.where.empty() ? "?" : r.where, mark));
   }
@@ -134,6 +136,11 @@ void DumpJob::Work(std::vector<RankTarget> targets, CaptureFn capture) {
   for (const RankTarget& t : targets) before.push_back(ReadProcStat(t.pid));
   StackDump dump;
   for (const RankTarget& t : targets) dump.ranks.push_back(capture(t));
+  // CPU use over a few milliseconds of capture says nothing: measure at least
+  // kCpuWindow (this thread only; the agent's loop goes on).
+  if (std::any_of(targets.begin(), targets.end(), [](const RankTarget& t) { return t.cpu_last_interval < 0; })) {
+    std::this_thread::sleep_until(start + kCpuWindow);
+  }
   const double window =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (size_t i = 0; i < targets.size(); ++i) {

@@ -8,7 +8,8 @@
 // the agent's library does not depend on how stacks are read.
 //
 // DumpJob runs the captures on one thread of its own, so the agent's loop
-// keeps pumping output while it works; the thread signals an eventfd when it
+// keeps pumping output while it works (ranks that --hang-timeout does not
+// sample get their CPU use measured over the capture, 250 ms at least); the thread signals an eventfd when it
 // is done and is joined by Take() or the destructor (never detached).
 #ifndef DRUN_AGENT_STACK_DUMP_H_
 #define DRUN_AGENT_STACK_DUMP_H_

@@ -17,6 +17,7 @@
 #include "launcher/job/cli.h"
 #include "launcher/job/config_file.h"
 #include "launcher/node.h"
+#include "launcher/stacks_command.h"
 #include "rendezvous/base/exit_code.h"
 
 extern char** environ;
@@ -46,6 +47,9 @@ namespace {
 int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "agent") ExecNet(argv);
   EnvMap env = EnvironToMap(environ);
+  if (argc >= 2 && std::string(argv[1]) == "stacks") {
+    return RunStacksCommand(std::vector<std::string>(argv + 2, argv + argc), env);
+  }
   auto cl = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
   if (!cl.ok()) return Fail(kExitBadInput, std::string(cl.status().message()));
   if (cl->help) return WriteAll(1, HelpText()), 0;

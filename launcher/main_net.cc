@@ -95,6 +95,7 @@ int AgentMain() {
   options.lifeline_fd = 0;
   options.launcher_reports_end = launch->launcher_reports_end();
   options.quiet = spec.quiet();
+  EnableStacks(options.base_env, &options);
   options.advertise_addr = launch->local_addr();
   if (options.advertise_addr.empty()) {
     auto ep = ParseEndpoint(copt.target, 0);
@@ -144,7 +145,9 @@ HostDecision DecideHost(const v1::JobSpec& spec, const Endpoint& ep, const std::
 // A node of a multi-node job typed on every node (JobMode::kStatic, kC10d, or
 // a task of an srun step): hosts the rendezvous server when it is the host,
 // and runs its agent against it.
-[[noreturn]] void RunNetworkNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const std::string& token) {
+// `members_are_tasks`: a task of an srun step in task mode (slurm_env.h).
+[[noreturn]] void RunNetworkNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env,
+                                 const std::string& token, bool members_are_tasks) {
   auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
   if (!nproc.ok()) QuickExit(Fail(kExitBadInput, std::string(nproc.status().message())));
   Guardian guardian = Guardian::Start();
@@ -188,6 +191,8 @@ HostDecision DecideHost(const v1::JobSpec& spec, const Endpoint& ep, const std::
   options.summary = cl.summary;
   options.report_path = cl.report_path;
   options.quiet = spec.quiet();
+  EnableStacks(options.base_env, &options);
+  options.members_are_tasks = members_are_tasks;
   auto agent = std::make_unique<Agent>(std::move(options), std::move(client.value()), &guardian);
   const int code = agent->Run();
   if (server) {
@@ -214,7 +219,10 @@ int Main(int argc, char** argv) {
   if (cl->help) return WriteAll(1, HelpText()), 0;
   if (cl->print_config) return WriteAll(1, RenderJobFile(cl->resolved)), 0;
   if (cl->version) return WriteAll(1, VersionText()), 0;
-  if (auto st = ApplySlurmEnvironment(&*cl, &env); !st.ok()) return Fail(kExitBadInput, std::string(st.message()));
+  SlurmMode slurm_mode = SlurmMode::kOff;
+  if (auto st = ApplySlurmEnvironment(&*cl, &env, &slurm_mode); !st.ok()) {
+    return Fail(kExitBadInput, std::string(st.message()));
+  }
   v1::JobSpec spec = cl->spec;
   const bool remote_workers = cl->mode == JobMode::kSsh || cl->mode == JobMode::kSlurmLauncher;
   if (int code = PrepareJob(*cl, env, !remote_workers, &spec); code != 0) return code;
@@ -228,7 +236,8 @@ int Main(int argc, char** argv) {
     case JobMode::kSingleNode:
       RunSingleNode(*cl, std::move(spec), std::move(env), *token);
     default:
-      RunNetworkNode(*cl, std::move(spec), std::move(env), *token);
+      RunNetworkNode(*cl, std::move(spec), std::move(env), *token,
+                     slurm_mode == SlurmMode::kPerTask);
   }
 }
 

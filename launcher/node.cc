@@ -13,6 +13,7 @@
 #include "agent/nproc.h"
 #include "agent/output.h"
 #include "agent/process.h"
+#include "agent/stacks/rank_capture.h"
 #include "rendezvous/base/exit_code.h"
 #include "rendezvous/base/random.h"
 
@@ -39,6 +40,13 @@ int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::
   if (workers_here) {
     if (absl::Status st = CheckEntrypoint(*spec, env); !st.ok()) return Fail(kExitBadInput, std::string(st.message()));
   }
+  if (spec->hang_timeout_s() > 0 && spec->max_nodes() > 1) {
+    // Each agent sees only its own ranks; a job-wide verdict needs every node's.
+    return Fail(kExitBadInput,
+                absl::StrCat(cl.Describe("hang-timeout"), " watches the ranks of one node, and this job may have ",
+                             spec->max_nodes(), " nodes; multi-node hang detection is not built yet "
+                             "(drun stacks works on every node)"));
+  }
   const bool logs = spec->redirects().all() != 0 || spec->redirects().has_per_rank() ||
                     spec->tee().all() != 0 || spec->tee().has_per_rank();
   if (logs && spec->log_dir().empty()) {
@@ -49,6 +57,16 @@ int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::
     Say(absl::StrCat("log directory set to ", *dir));
   }
   return 0;
+}
+
+void EnableStacks(const EnvMap& env, AgentOptions* options) {
+  options->capture = CaptureRank;
+  absl::StatusOr<std::string> dir = ControlDir(env, /*create=*/true);
+  if (dir.ok()) {
+    options->control_dir = *dir;
+  } else {
+    Say(absl::StrCat("drun stacks will not find this job: ", dir.status().message()));
+  }
 }
 
 void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const std::string& token) {
@@ -73,6 +91,7 @@ void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const st
   options.summary = cl.summary;
   options.report_path = cl.report_path;
   options.quiet = spec.quiet();
+  EnableStacks(options.base_env, &options);
   auto rdzv = std::make_unique<LocalRendezvous>(std::move(config));
   // Not destroyed: see QuickExit.
   Agent* agent = new Agent(std::move(options), std::move(rdzv), &guardian);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "agent/agent.h"
 #include "agent/worker_env.h"
 #include "launcher/job/cli.h"
 
@@ -21,6 +22,10 @@ int Fail(int code, const std::string& message);
 [[noreturn]] void QuickExit(int code);
 
 std::string Hostname();
+
+// Lets `drun stacks` find this node's agent (its control socket) and read its
+// workers' stacks; says in one line why not when the control directory is unusable.
+void EnableStacks(const EnvMap& env, AgentOptions* options);
 
 // What every mode does before anything starts: prints the command line's
 // notices, checks the entrypoint on this machine (for modes whose workers run

@@ -238,6 +238,9 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
     case v1::AgentMessage::kHeartbeat:
       Dispatch(state_.OnHeartbeat(id, now));
       break;
+    case v1::AgentMessage::kLeaving:
+      Dispatch(state_.OnLeaving(id, m.leaving().signal(), now));
+      break;
     case v1::AgentMessage::KIND_NOT_SET:
       break;
   }

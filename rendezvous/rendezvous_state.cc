@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "rendezvous/base/signal_name.h"
 
 namespace drun {
@@ -21,6 +22,7 @@ v1::ServerMessage RejectMessage(const std::string& text) {
 std::string DescribeFailure(const v1::Failure& f) {
   std::string who = f.rank() < 0 ? absl::StrCat("the --node-setup command on host ", f.host())
                                  : absl::StrCat("rank ", f.rank(), " on host ", f.host());
+  if (f.hung()) return absl::StrCat(who, " hung (--hang-timeout, exit code ", f.exit_code(), ")");
   std::string how;
   if (f.signal() > 0) {
     how = absl::StrCat("killed by ", SignalName(f.signal()));
@@ -32,6 +34,19 @@ std::string DescribeFailure(const v1::Failure& f) {
 
 std::string HostOf(const v1::Hello& hello) {
   return hello.hostname().empty() ? std::string("?") : hello.hostname();
+}
+
+// "host vm was lost (node rank 2, 10.213.1.3)": several agents may share a
+// machine's name, never its rank in the round and address together.
+std::string NodeEvent(const v1::Hello& hello, int group_rank, const std::string& peer_addr,
+                      absl::string_view what) {
+  const std::string& addr = hello.addr().empty() ? peer_addr : hello.addr();
+  std::vector<std::string> ids;
+  if (group_rank >= 0) ids.push_back(absl::StrCat("node rank ", group_rank));
+  if (!addr.empty()) ids.push_back(addr);
+  std::string out = absl::StrCat("host ", HostOf(hello), " ", what);
+  if (!ids.empty()) absl::StrAppend(&out, " (", absl::StrJoin(ids, ", "), ")");
+  return out;
 }
 
 }  // namespace
@@ -232,11 +247,24 @@ RendezvousState::Outbox RendezvousState::OnHeartbeat(NodeId node, TimePoint now)
   return {};
 }
 
+RendezvousState::Outbox RendezvousState::OnLeaving(NodeId node, int signal, TimePoint now) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return {};
+  Touch(node, it->second, now);
+  it->second.leaving_signal = signal;
+  return {};
+}
+
 RendezvousState::Outbox RendezvousState::OnLost(NodeId node, TimePoint now) {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return {};
   const NodeState state = it->second.state;
   const std::string host = HostOf(it->second.hello);
+  const Node& gone = it->second;
+  const std::string lost = NodeEvent(
+      gone.hello, gone.group_rank, gone.addr,
+      gone.leaving_signal > 0 ? absl::StrCat("stopped on ", SignalName(gone.leaving_signal))
+                              : std::string("was lost"));
   lost_hosts_.push_back(host);
   SetState(it->second, NodeState::kHello);  // keeps the counts right
   by_seen_.erase(it->second.seen_pos);
@@ -247,7 +275,7 @@ RendezvousState::Outbox RendezvousState::OnLost(NodeId node, TimePoint now) {
   switch (phase_) {
     case Phase::kRunning:
       if (state == NodeState::kRunning || state == NodeState::kSucceeded) {
-        return StopRound(absl::StrCat("host ", host, " was lost"), now);
+        return StopRound(lost, now);
       }
       return {};
     case Phase::kStopping:

@@ -88,6 +88,8 @@ class RendezvousState {
   Outbox OnSucceeded(NodeId node, int64_t round, TimePoint now);
   Outbox OnFailed(NodeId node, int64_t round, const v1::Failure& failure, TimePoint now);
   Outbox OnHeartbeat(NodeId node, TimePoint now);
+  // The node stops on `signal`: its loss, when it comes, is named that way.
+  Outbox OnLeaving(NodeId node, int signal, TimePoint now);
   // The node's stream ended or its keepalive expired.
   Outbox OnLost(NodeId node, TimePoint now);
   // Deadlines: last call, join timeout, keepalives.
@@ -122,6 +124,7 @@ class RendezvousState {
     std::string addr;
     int free_port = 0;
     int group_rank = -1;  // in the last round it took part in
+    int leaving_signal = 0;  // it said it stops on this signal
     int64_t join_seq = 0;
     // Time of the node's last message on the stall-free clock (now - stalled_).
     TimePoint seen;

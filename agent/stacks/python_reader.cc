@@ -199,8 +199,6 @@ bool ReadString(Remote& mem, const PythonTarget& t, uint64_t addr, std::string* 
     out->resize(n);
     return mem.Read(addr + off::kAsciiSize, out->data(), n);
   }
-  hdr.resize(off::kCompactSize);
-  if (!mem.Read(addr, hdr.data(), hdr.size())) return false;
   const unsigned kind = (state & off::kStateKindMask) >> off::kStateKindShift;
   if (kind != 1 && kind != 2 && kind != 4) return false;
   std::vector<char> data(n * kind);
@@ -211,7 +209,9 @@ bool ReadString(Remote& mem, const PythonTarget& t, uint64_t addr, std::string* 
     if (kind == 1) c = static_cast<uint8_t>(data[i]);
     if (kind == 2) c = At<uint16_t>(data, i * 2);
     if (kind == 4) c = At<uint32_t>(data, i * 4);
-    AppendUtf8(c > 0x10FFFF ? 0xFFFD : c, out);
+    // Lone surrogates (surrogateescape'd file names) have no UTF-8 form.
+    const bool invalid = c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF);
+    AppendUtf8(invalid ? 0xFFFD : c, out);
   }
   return true;
 }

@@ -97,6 +97,19 @@ ThreadStack* ThreadFor(ProcessStacks* s, int tid, const std::string& name) {
   return &s->threads.back();
 }
 
+// "[<0>] kernel_clone+0x1af/0x3e0" lines -> "kernel_clone+0x1af/0x3e0".
+std::vector<std::string> ReadKernelStack(pid_t pid, int tid) {
+  std::vector<std::string> frames;
+  absl::StatusOr<std::string> text =
+      ReadSmallFile(absl::StrCat("/proc/", pid, "/task/", tid, "/stack"), 1 << 16);
+  if (!text.ok()) return frames;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    size_t bracket = line.find("] ");
+    frames.emplace_back(bracket == absl::string_view::npos ? line : line.substr(bracket + 2));
+  }
+  return frames;
+}
+
 void ReadProcInfo(pid_t pid, const ProcStat& st, ProcessStacks* s) {
   s->pid = pid;
   s->state = st.state;
@@ -111,6 +124,7 @@ void ReadProcInfo(pid_t pid, const ProcStat& st, ProcessStacks* s) {
       t.name = ts->comm;
       t.state = ts->state;
     }
+    if (t.state == 'D') t.kernel = ReadKernelStack(pid, tid);
     s->threads.push_back(std::move(t));
   }
 }
@@ -169,6 +183,14 @@ std::string CapturePython(pid_t pid, const PythonTarget& target, const CaptureOp
 
 // Native frames: eu-stack, else gdb. Returns a reason when neither gave frames.
 std::string CaptureNative(pid_t pid, const CaptureOptions& o, ProcessStacks* s) {
+  // A ptrace attach waits for every thread to stop, which a thread in state D
+  // does not do until the kernel lets it go: the tools would only time out.
+  for (const ThreadStack& t : s->threads) {
+    if (t.state == 'D') {
+      return absl::StrCat("no native frames: thread ", t.tid,
+                          " is in state D (uninterruptible), which a ptrace attach would wait for");
+    }
+  }
   struct Tool {
     const char* name;
     Method method;
@@ -193,6 +215,8 @@ std::string CaptureNative(pid_t pid, const CaptureOptions& o, ProcessStacks* s) 
     if (!any) {
       failures.push_back(out.ok() ? absl::StrCat(tool.name, " gave no frames")
                                   : std::string(out.status().message()));
+      // What made one tool overrun (a process that does not stop) stalls the next too.
+      if (absl::IsDeadlineExceeded(out.status())) break;
       continue;
     }
     s->native_method = tool.method;
@@ -258,6 +282,7 @@ void FormatFrames(const ThreadStack& t, std::string* out) {
     absl::StrAppend(out, "  File \"", f.file, "\", line ", f.line, ", in ", f.function, "\n");
   }
   if (t.python_truncated) absl::StrAppend(out, "  ... (stack changed while being read; partial)\n");
+  for (const std::string& k : t.kernel) absl::StrAppend(out, "  kernel: ", k, "\n");
   for (size_t i = 0; i < t.native.size(); ++i) {
     const Frame& f = t.native[i];
     absl::StrAppend(out, "  #", i, " ", f.function);

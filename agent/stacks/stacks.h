@@ -11,7 +11,10 @@
 //  - Native (a process with no Python interpreter, a Python process whose
 //    Python frames could not be read, or CaptureOptions::native):
 //    `eu-stack -m -p PID` (elfutils), else `gdb -batch`. Both attach with ptrace
-//    for the duration of the unwind (milliseconds), the only stop involved.
+//    for the duration of the unwind (milliseconds), the only stop involved;
+//    neither runs on a process with a thread in state D (the attach would wait
+//    for it), gdb not after eu-stack overran.
+//  - Kernel: a thread in state D gets its /proc/PID/task/TID/stack (root only).
 // External tools run without a shell, stdin from /dev/null, and are killed
 // (their process group, by pid) when they overrun CaptureOptions::tool_timeout.
 //
@@ -54,6 +57,10 @@ struct ThreadStack {
   std::vector<Frame> python;      // innermost first
   std::vector<Frame> native;      // innermost first
   bool python_truncated = false;  // the frame chain changed while being read, or was too deep
+  // For a thread in state D (uninterruptible: I/O, a driver), its kernel stack
+  // from /proc/PID/task/TID/stack, innermost first ("kernel_clone+0x1af/0x3e0");
+  // empty for other states or when not readable (needs root).
+  std::vector<std::string> kernel;
 };
 
 enum class Method { kNone, kBuiltinPython, kPySpy, kEuStack, kGdb };

@@ -1086,6 +1086,7 @@ std::string HelpText() {
                   "  drun --hostfile hosts --nproc-per-node 2 -x WANDB_API_KEY train.py\n"
                   "  srun drun --nproc-per-node 2 train.py          (inside sbatch)\n"
                   "  drun --config configs/one_lab_pc.yaml\n"
+                  "  drun stacks [RUN_ID]   every rank's stack of your running job (another shell)\n"
                   "\nmodes: --standalone or --nnodes 1: this process is the node. --rdzv-endpoint\n"
                   "HOST:PORT on every node: the node whose address HOST is hosts the rendezvous.\n"
                   "--hostfile/-H: agents start over ssh. Under srun (SLURM_STEP_ID set, none of\n"
@@ -1095,7 +1096,7 @@ std::string HelpText() {
                   "(RANK=SLURM_PROCID, LOCAL_RANK=SLURM_LOCALID). --launcher slurm in a batch\n"
                   "script runs that srun for you (docs/slurm.md).\n"
                   "\nexit status: 0 when every worker exits 0; else the first failing worker's\n"
-                  "exit code (128+N for signal N); 2 for a bad command line.\n");
+                  "exit code (128+N for signal N); 124 for --hang-timeout; 2 for a bad command line.\n");
   return out;
 }
 

@@ -87,7 +87,30 @@ std::string SectionSynopsis() {
   m += ".B drun\n[\\fIoptions\\fR] \\fItraining_script\\fR [\\fIscript args\\fR ...]\n.br\n";
   m += ".B drun\n\\fB\\-\\-config\\fR \\fIjob.yaml\\fR [\\fIoptions\\fR] "
        "[\\fItraining_script\\fR [\\fIscript args\\fR ...]]\n.br\n";
-  m += ".B drun\n\\fB\\-\\-help\\fR | \\fB\\-\\-version\\fR\n";
+  m += ".B drun\n\\fB\\-\\-help\\fR | \\fB\\-\\-version\\fR\n.br\n";
+  m += ".B drun stacks\n[\\fIRUN_ID\\fR]\n";
+  return m;
+}
+
+std::string SectionStacks() {
+  std::string m;
+  m += ".SH DRUN STACKS\n";
+  m += Line(
+      "drun stacks [RUN_ID] prints, for every rank of a running job on this machine, its pid, "
+      "process state and kernel wait channel, the CPU it used lately, how long it has been quiet, "
+      "the last line it printed and its stack: Python frames (file:line function, every thread) "
+      "for Python workers, native frames with function names otherwise (eu-stack or gdb). It does "
+      "not stop or signal the workers. The job is found through a per-user directory "
+      "($XDG_RUNTIME_DIR/drun, else /tmp/drun-UID); with several jobs running, RUN_ID picks one. "
+      "Another user's jobs are never shown. Under --log-dir each dump is also kept as "
+      "stacks_<time>.txt in the attempt's directory, and --report lists it. On a multi-node job "
+      "it shows the ranks of this machine's agents.");
+  m += Line(
+      "--hang-timeout SECONDS does the same by itself when no rank made progress (a byte of "
+      "output, or CPU above 10 % of a core) for that long: a table of the ranks marks the one not "
+      "where the others are, the full dump goes to hang_stacks.txt under --log-dir (else to "
+      "standard error), and the job ends with exit code 124, or restarts while --max-restarts "
+      "allows. One node only for now. See docs/hangs.md.");
   return m;
 }
 
@@ -245,6 +268,8 @@ std::string SectionExitStatus() {
        Line(
            "a bad command line, environment variable, job file, host file or token file, or a "
            "training script or program that cannot be run.");
+  m += ".TP\n" + Bold("124") + "\n" +
+       Line("--hang-timeout: no rank made progress for that long, and no restart was left.");
   m += ".TP\n" + Bold("127") + "\n" +
        Line(
            "a multi-node, ssh or Slurm job, --version or `drun agent', and drun-net (the "
@@ -291,6 +316,7 @@ std::string SectionExamples() {
   m += Example("Inside an sbatch script (one task per node):",
                "srun drun --nproc-per-node 4 train.py");
   m += Example("Show the resolved job as a job file:", "drun --config job.yaml --print-config");
+  m += Example("Where is every rank of my running job? (from another shell)", "drun stacks");
   return m;
 }
 
@@ -321,6 +347,7 @@ std::string ManPage() {
   m += SectionDescription();
   m += SectionOptions(options);
   m += SectionJobFiles();
+  m += SectionStacks();
   m += SectionEnvironment(options);
   m += SectionExitStatus();
   m += SectionFiles();

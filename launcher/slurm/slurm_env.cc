@@ -355,7 +355,8 @@ absl::Status SlurmLauncherDefaults(CommandLine* cl, const Env& env) {
   return absl::OkStatus();
 }
 
-absl::Status ApplySlurmEnvironment(CommandLine* cl, Env* env) {
+absl::Status ApplySlurmEnvironment(CommandLine* cl, Env* env, SlurmMode* mode) {
+  if (mode) *mode = SlurmMode::kOff;
   auto plan = PlanSlurmStep(*cl, *env, "");
   if (!plan.ok()) return plan.status();
   if (cl->launcher == Launcher::kSlurm) return SlurmLauncherDefaults(cl, *env);
@@ -384,6 +385,7 @@ absl::Status ApplySlurmEnvironment(CommandLine* cl, Env* env) {
   }
   cl->spec = p.spec;
   cl->mode = NodeMode(*cl);
+  if (mode) *mode = p.mode;
   cl->token_file.clear();
   (*env)["DRUN_RDZV_TOKEN"] = p.token;
   if (p.is_host) {

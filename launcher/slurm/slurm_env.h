@@ -103,8 +103,10 @@ absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl,
 // main reads it; --rdzv-token-file is consumed as the secret), checks that the
 // port is free on the hosting task, and has the hosting task print one line
 // saying what was chosen. Also rejects --launcher slurm outside an allocation
-// and fills its defaults (SlurmLauncherDefaults).
-absl::Status ApplySlurmEnvironment(CommandLine* cl, std::map<std::string, std::string>* env);
+// and fills its defaults (SlurmLauncherDefaults). `mode`, when given, gets the
+// step's mode (kOff when nothing was applied).
+absl::Status ApplySlurmEnvironment(CommandLine* cl, std::map<std::string, std::string>* env,
+                                   SlurmMode* mode = nullptr);
 
 // --launcher slurm: nnodes defaults to the allocation's node count (and may not
 // exceed it), the run id to slurm-<job>, --nproc-per-node to

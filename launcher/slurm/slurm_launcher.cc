@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/agent.h"
+#include "agent/agent_launch.h"
 #include "agent/output.h"
 #include "agent/process.h"
 #include "agent/worker_group.h"
@@ -176,7 +177,9 @@ class StepSupervisor {
   SrunStep step_;
   RendezvousServer* server_;
   std::optional<TimePoint> deadline_;
-  int escalation_ = 0;  // 0: none; 1: lifeline closed; 2: srun told to kill; 3: srun killed
+  // 0: none; 1: the agents were told (a signal's notice, or the lifeline
+  // closed); 2: srun told to kill; 3: srun killed.
+  int escalation_ = 0;
   std::optional<v1::Finish> finish_;
   std::vector<std::string> lost_;
   std::set<std::string> lost_seen_;
@@ -208,7 +211,15 @@ void StepSupervisor::OnSignal(int sig, TimePoint now) {
     stop_signal_ = sig;
     Say(absl::StrCat("got ", SignalName(sig), ": stopping the agents (", SignalName(sig),
                      " again stops them at once)"));
-    escalation_ = 0;
+    if (escalation_ == 0 && step_.lifeline.valid()) {
+      // srun hands the notice to every agent, which stops its workers with
+      // this same signal and the grace. The lifeline stays open: its end
+      // would be news of its own (the launcher's loss).
+      WriteAll(step_.lifeline.get(), EncodeLifelineSignal(sig));
+      escalation_ = 1;
+      deadline_ = now + grace_;
+      return;
+    }
   } else {
     Say(absl::StrCat("got ", SignalName(sig), " again: srun ends the step now"));
   }

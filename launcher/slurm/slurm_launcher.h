@@ -8,16 +8,19 @@
 // The job (JobSpec, token, rendezvous address) goes to every agent as the
 // launch message on srun's standard input, which srun broadcasts to all tasks
 // (--input=all), so no argument is ever re-quoted through a shell. That pipe
-// then stays open as the agents' lifeline: when it closes (drun stopped, or
-// died) every agent stops its workers and exits.
+// then stays open as the agents' lifeline: when it closes with no signal's
+// notice first (drun died) every agent stops its workers (SIGHUP) and exits.
 //
 // The end: the job's Finish (exit code, root-cause summary), or a signal. On
 // SIGINT/SIGTERM/SIGHUP/SIGQUIT (Ctrl-C in salloc, scancel, the time limit)
-// drun says so at once, closes the lifeline so every agent stops its workers
-// with the usual grace, waits for srun, and prints the summary; a second
-// signal has srun kill the step at once. SIGUSR1/SIGUSR2 reach the workers
-// through srun. If srun ends before the job does (an agent died, so
-// --kill-on-bad-exit ended the step), drun names the lost node(s).
+// drun says so at once and writes the signal's notice on the lifeline
+// (agent_launch.h), so every agent stops its workers with that same signal
+// and the --shutdown-timeout grace (under scancel Slurm signals the agents'
+// step as well; the agents take both for one stop), waits for srun, and
+// prints the summary; a second signal has srun kill the step at once.
+// SIGUSR1/SIGUSR2 reach the workers through srun. If srun ends before the
+// job does (an agent died, so --kill-on-bad-exit ended the step), drun names
+// the lost node(s).
 #ifndef DRUN_LAUNCHER_SLURM_SLURM_LAUNCHER_H_
 #define DRUN_LAUNCHER_SLURM_SLURM_LAUNCHER_H_
 

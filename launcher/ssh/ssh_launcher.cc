@@ -41,7 +41,10 @@ namespace drun {
 
 namespace {
 
-constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+// Taken through a signalfd: the stop signals, and SIGUSR1/SIGUSR2, which the
+// workers get too (a checkpoint request) without stopping anything.
+constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+bool IsUserSignal(int sig) { return sig == SIGUSR1 || sig == SIGUSR2; }
 constexpr int kCheckTimeoutMs = 30000;
 
 // Whole lines from several threads to this process's stdout/stderr, one
@@ -121,6 +124,18 @@ struct Control {
   std::mutex mu;
   std::shared_ptr<RemoteProcess> proc ABSL_GUARDED_BY(mu);
   int level ABSL_GUARDED_BY(mu) = 0;  // 1: stop (close stdin), 2: abort
+  // Forwards a signal to the agent (its lifeline's notice). A stop signal
+  // stops its workers with it, and an agent not started yet is not started
+  // at all; SIGUSR1/SIGUSR2 reach its workers.
+  void Forward(int sig) {
+    std::shared_ptr<RemoteProcess> p;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      p = proc;
+      if (!p && !IsUserSignal(sig)) level = std::max(level, 1);
+    }
+    if (p) p->Signal(sig);
+  }
   void Request(int l) {
     std::shared_ptr<RemoteProcess> p;
     {
@@ -451,6 +466,8 @@ class SshLauncher {
   void OnEnded(Event e);
   void OnLost(const std::string& host);
   void CheckViable();
+  // A stop signal to every agent (they stop their workers with it).
+  void ForwardAll(int sig);
   void StopAll(int level);
   bool AllEnded() const;
   Host* FindHost(const std::string& name);
@@ -595,6 +612,13 @@ void SshLauncher::CheckViable() {
   StopAll(1);
 }
 
+void SshLauncher::ForwardAll(int sig) {
+  stop_level_ = std::max(stop_level_, 1);
+  for (Host& h : hosts_) {
+    if (h.control) h.control->Forward(sig);
+  }
+}
+
 void SshLauncher::StopAll(int level) {
   stop_level_ = std::max(stop_level_, level);
   for (Host& h : hosts_) {
@@ -693,7 +717,8 @@ std::optional<int> SshLauncher::RunPreflight(int sig_fd) {
     if (PollUntil(fds, 2, std::nullopt) < 0) break;
     if (fds[1].revents) {
       signalfd_siginfo si;
-      if (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+      if (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si) &&
+          !IsUserSignal(static_cast<int>(si.ssi_signo))) {  // no worker to tell yet
         SayLocked(absl::StrCat("got ", SignalName(static_cast<int>(si.ssi_signo)),
                          " during the pre-flight checks: nothing was started"));
         // The checks still running are aborted; the destructor joins them.
@@ -763,11 +788,14 @@ void SshLauncher::OnStopSignal(int sig, Duration end_bound) {
     stop_signal_ = sig;
     SayLocked(absl::StrCat("got ", SignalName(sig), ": stopping the agents on every host (",
                      "again to drop them at once)"));
-    StopAll(1);
+    // Every agent stops its workers with this very signal and the grace.
+    ForwardAll(sig);
     end_deadline_ = Clock::now() + end_bound;
   } else {
     SayLocked(absl::StrCat("got ", SignalName(sig), " again: dropping every connection"));
     if (stop_signal_ == 0) stop_signal_ = sig;
+    // The second notice has the agents kill their workers; the drop follows it.
+    ForwardAll(sig);
     StopAll(2);
     end_deadline_ = Clock::now() + std::chrono::seconds(5);
   }
@@ -805,7 +833,15 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
       end_deadline_ = Clock::now() + std::chrono::seconds(5);
     }
     if (fds[0].revents) {
-      DrainSignalFd(sig_fd, [&](int sig, const signalfd_siginfo&) { OnStopSignal(sig, end_bound); });
+      DrainSignalFd(sig_fd, [&](int sig, const signalfd_siginfo&) {
+        if (IsUserSignal(sig)) {
+          for (Host& h : hosts_) {
+            if (h.control) h.control->Forward(sig);
+          }
+        } else {
+          OnStopSignal(sig, end_bound);
+        }
+      });
     }
     DrainServer(server, end_bound);
     while (auto ev = queue_->Pop()) OnEnded(std::move(*ev));
@@ -833,7 +869,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   // The stop signals come through a signalfd; blocked before any thread.
   sigset_t stop_set;
   sigemptyset(&stop_set);
-  for (int s : kStopSignals) sigaddset(&stop_set, s);
+  for (int s : kHandledSignals) sigaddset(&stop_set, s);
   pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   const UniqueFd sig_fd(signalfd(-1, &stop_set, SFD_CLOEXEC | SFD_NONBLOCK));

@@ -16,9 +16,13 @@
 //    others and wait in the rendezvous, which puts one in the place of a lost
 //    node. A host whose agent ended or was lost is started again (as a spare
 //    if the job is full) unless its agent has failed twice.
-//  - Ctrl-C/SIGTERM/SIGHUP close every agent's standard input (they stop their
-//    workers and exit), a second one drops the connections. If this process
-//    dies, the connections drop and the agents stop the same way.
+//  - Ctrl-C/SIGTERM/SIGHUP/SIGQUIT go to every agent as a notice on its
+//    standard input (agent_launch.h): each stops its workers with that same
+//    signal and --shutdown-timeout's grace, as a local drun would. A second
+//    one has them kill their workers, and drops the connections. If this
+//    process dies or a connection is lost, the agent's standard input ends
+//    with no notice: it stops its workers with SIGHUP (and the grace).
+//    SIGUSR1/SIGUSR2 go the same way to every worker, stopping nothing.
 #ifndef DRUN_LAUNCHER_SSH_SSH_LAUNCHER_H_
 #define DRUN_LAUNCHER_SSH_SSH_LAUNCHER_H_
 

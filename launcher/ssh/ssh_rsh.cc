@@ -12,8 +12,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "agent/agent_launch.h"
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
@@ -129,6 +132,7 @@ class RshProcess : public RemoteProcess {
     const TimePoint deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     char buf[16384];
     while (out_.valid() || err_.valid()) {
+      WritePending();
       if (wake_.load() >= 1) in_.reset();
       if (wake_.load() >= 2 && !killed_) {
         killed_ = true;
@@ -177,10 +181,35 @@ class RshProcess : public RemoteProcess {
     return outcome;
   }
 
+  void Signal(int sig) override {
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      pending_ += EncodeLifelineSignal(sig);
+    }
+    Wake(0);
+  }
   void Stop() override { Wake(1); }
   void Abort() override { Wake(2); }
 
  private:
+  // Writes what Signal() asked for, on Run's thread (which owns in_). A child
+  // that is gone fails the write (EPIPE); its end shows on the output pipes.
+  void WritePending() {
+    std::string data;
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      data.swap(pending_);
+    }
+    if (data.empty() || !in_.valid()) return;
+    size_t off = 0;
+    while (off < data.size()) {
+      ssize_t n = write(in_.get(), data.data() + off, data.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      off += static_cast<size_t>(n);
+    }
+  }
+
   void Wake(int level) {
     int cur = wake_.load();
     while (cur < level && !wake_.compare_exchange_weak(cur, level)) {
@@ -192,6 +221,8 @@ class RshProcess : public RemoteProcess {
   pid_t pid_ = -1;
   UniqueFd in_, out_, err_, wake_fd_;
   std::atomic<int> wake_{0};
+  std::mutex pending_mu_;
+  std::string pending_ ABSL_GUARDED_BY(pending_mu_);  // notices for its stdin
   bool killed_ = false;
 };
 

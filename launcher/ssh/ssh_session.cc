@@ -12,8 +12,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "agent/agent_launch.h"
 #include "absl/strings/strip.h"
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/unique_fd.h"
@@ -280,6 +283,7 @@ class SshExec : public RemoteProcess {
       }
       if (!outcome_.error.empty()) break;
       if (ssh_channel_is_closed(channel_)) break;
+      if (!eof_sent) WritePending();
       if (!conn_->connected()) {
         outcome_.error = Lost();
         break;
@@ -313,10 +317,33 @@ class SshExec : public RemoteProcess {
     return outcome_;
   }
 
+  void Signal(int sig) override {
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      pending_ += EncodeLifelineSignal(sig);
+    }
+    Wake(0);
+  }
   void Stop() override { Wake(1); }
   void Abort() override { Wake(2); }
 
  private:
+  // Writes what Signal() asked for; on Run's thread, the only one using the
+  // session. A failed write is the connection's loss, which Run sees next.
+  void WritePending() {
+    std::string data;
+    {
+      std::lock_guard<std::mutex> lock(pending_mu_);
+      data.swap(pending_);
+    }
+    size_t off = 0;
+    while (off < data.size()) {
+      const int n = ssh_channel_write(channel_, data.data() + off,
+                                      static_cast<uint32_t>(data.size() - off));
+      if (n <= 0) return;
+      off += static_cast<size_t>(n);
+    }
+  }
   std::string Lost() {
     std::string e = conn_->LastError();
     return absl::StrCat("the ssh connection was lost", e.empty() ? "" : ": ", e);
@@ -347,6 +374,8 @@ class SshExec : public RemoteProcess {
   ssh_channel_callbacks_struct callbacks_{};
   UniqueFd wake_fd_;
   std::atomic<int> wake_{0};
+  std::mutex pending_mu_;
+  std::string pending_ ABSL_GUARDED_BY(pending_mu_);  // notices for the channel
   Outcome outcome_;
 };
 

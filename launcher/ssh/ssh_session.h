@@ -69,9 +69,12 @@ class SshConnection {
 
 // A remote command whose standard input stays open: the remote `drun agent`
 // (over an ssh channel, or a local `--rsh` child). Run() pumps its output
-// until it ends; Stop() closes its standard input (the agent's lifeline: it
-// stops its workers and exits), Abort() drops it at once. Stop() and Abort()
-// may be called from any thread, Run() from one.
+// until it ends; Signal() writes a signal notice to its standard input (the
+// agent's lifeline: it stops its workers with that signal, agent_launch.h),
+// Stop() closes its standard input (the agent takes that for its launcher's
+// loss: it stops its workers and exits), Abort() drops it at once, after any
+// notice already asked for. Signal(), Stop() and Abort() may be called from
+// any thread, Run() from one.
 class RemoteProcess {
  public:
   struct Outcome {
@@ -84,6 +87,7 @@ class RemoteProcess {
   // on_data(1 for stdout, 2 for stderr, bytes) as they come. timeout_ms < 0:
   // no bound; on timeout the process is aborted and error says so.
   virtual Outcome Run(const DataFn& on_data, int timeout_ms = -1) = 0;
+  virtual void Signal(int sig) = 0;
   virtual void Stop() = 0;
   virtual void Abort() = 0;
 };

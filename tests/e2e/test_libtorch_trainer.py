@@ -116,6 +116,37 @@ class LibTorchTrainerTest(DrunTestCase):
         self.assertCountEqual(printed, [{0, 1}, {2, 3}],
                               first.describe() + "\n\n" + second.describe())
 
+    def test_stuck_in_a_collective_shows_native_frames(self):
+        # Rank 0 is the trainer, rank 1 a Python rank that joins the gloo group and never
+        # takes part: the trainer blocks in its first broadcast, rank 1 polls torch's
+        # store-based barrier in init_process_group (3 % of a core: not progress).
+        # --hang-timeout's dump shows the trainer's native frames by function name,
+        # rank 1's Python line.
+        wrapper = os.path.join(self.tmp, "rank.sh")
+        sleeper = os.path.join(self.tmp, "never_joins.py")
+        with open(sleeper, "w") as f:
+            f.write("import time, torch.distributed as dist\n"
+                    "dist.init_process_group('gloo')\n"
+                    "time.sleep(10**6)\n")
+        with open(wrapper, "w") as f:
+            f.write(f'#!/bin/sh\nif [ "$RANK" = 0 ]; then exec {self.trainer}; fi\n'
+                    f'exec /usr/bin/python3 {sleeper}\n')
+        os.chmod(wrapper, 0o755)
+        logs = os.path.join(self.tmp, "logs")
+        run = self.drun("--nproc-per-node", 2, "--hang-timeout", 3, "--log-dir", logs,
+                        "--no-python", wrapper)
+        self.assertExit(run, 124)
+        dumps = [os.path.join(d, "hang_stacks.txt") for d, _, files in os.walk(logs)
+                 if "hang_stacks.txt" in files]
+        self.assertEqual(len(dumps), 1, run.describe())
+        with open(dumps[0]) as f:
+            text = f.read()
+        rank0, rank1 = text.split("=== rank 1 ", 1)
+        self.assertIn("c10d::Work::wait", rank0, text)
+        self.assertIn("Train", rank0, text)
+        self.assertIn(f'File "{sleeper}", line 2, in <module>', rank1, text)
+        self.assertIn("in init_process_group", rank1, text)
+
     def test_without_a_launcher_says_so(self):
         # Started by hand, the trainer names the missing variable instead of hanging.
         proc = subprocess.run([self.trainer], env=base_env(), stdin=subprocess.DEVNULL,

@@ -62,6 +62,9 @@ echo "srun exit code: $?"
         # The rendezvous host noticed at once and stopped the others' workers; srun then
         # ended the step with SIGTERM, which each surviving agent obeys (exit 128+15).
         self.assertIn("drun: stopping round 0: host node3 was lost", out)
+        # Named by node rank and address too: several agents may share a machine's name.
+        self.assertRegex(out, r"drun: stopping round 0: host node3 was lost \(node rank 2, "
+                              r"10\.213\.61\.\d+\)")
         self.assertIn("srun: error: node3: task 2: Killed", out)
         self.assertIn("srun: error: node1: task 0: Exited with exit code 143", out)
         self.assertIn("srun: error: node2: task 1: Exited with exit code 143", out)

@@ -45,5 +45,21 @@ class SharedLogDirTest(t.SshTestCase):
         self.assertHostsClean()
 
 
+class NamesTest(t.SshTestCase):
+    HOSTS = ["red01", "orange07", "purple11"]
+
+    def test_node_setup_lines_name_their_host(self):
+        p = self.drun(["-H", ",".join(self.HOSTS), "--node-setup", "echo prepared; hostname",
+                       "--no-python", "/bin/true"])
+        self.assertEqual(self.finish(p), 0, p[1].describe())
+        out = p[1].lines()
+        for host in self.HOSTS:
+            # The prefix names the host it ran on, which the command's own output confirms.
+            self.assertIn(f"[{host}:setup]: prepared", out, p[1].describe())
+            self.assertIn(f"[{host}:setup]: {host}", out, p[1].describe())
+        self.assertEqual([l for l in out if l.startswith("[setup]")], [])
+        self.assertHostsClean()
+
+
 if __name__ == "__main__":
     t.main()

@@ -38,7 +38,8 @@ class TeardownTest(t.SshTestCase):
         err = p[1].lines("stderr")
         self.assertIn("drun: got SIGINT: stopping the agents on every host (again to drop them "
                       "at once)", err)
-        self.assertEqual(len([e for e in err if "the launcher's channel closed" in e]), 3, err)
+        # Each agent got the launcher's SIGINT itself (not its channel's end, once a SIGHUP).
+        self.assertEqual(len([e for e in err if "got SIGINT: stopping the workers" in e]), 3, err)
         self.assertHostsClean()
 
     def test_kill9_of_one_agent_restarts_it_there(self):
@@ -50,6 +51,9 @@ class TeardownTest(t.SshTestCase):
         # Whichever comes first: the rendezvous losing its stream, or the channel's end.
         p[1].wait_for(r"^drun: orange07: (the rendezvous lost its agent|the agent was killed by "
                       r"SIGKILL); starting a new agent there", stream="stderr")
+        # The survivors name the lost node by host, node rank and address.
+        p[1].wait_for(r"^drun: (red01|purple11): stopping round 0: host orange07 was lost "
+                      rf"\(node rank [0-2], {self.bed.addr['orange07']}\)$", stream="stderr")
         # A second round on the same three hosts.
         recs = self.running_hosts(p[1], 6)
         self.assertEqual(sorted(r["host"] for r in recs[3:]), ["orange07", "purple11", "red01"])

@@ -43,24 +43,24 @@ TEST(HangMonitorTest, ARankThatPrintsKeepsTheJobAlive) {
   EXPECT_EQ(m.QuietestRank(), 0);
 }
 
-// CPU use counts from 1 % of the interval; less is idle housekeeping.
-TEST(HangMonitorTest, CpuAboveOnePercentIsProgress) {
+// CPU use counts from 10 % of the interval; less is a polling wait.
+TEST(HangMonitorTest, CpuAboveTenPercentIsProgress) {
   HangMonitor m(seconds(2));
   const TimePoint t0{};
   m.Start({{0, 0, 0}}, t0);
   double cpu = 0;
   for (int s = 1; s <= 10; ++s) {
-    cpu += 0.02;  // 2 % of a 1 s interval
+    cpu += 0.2;  // 20 % of a 1 s interval
     m.Observe({{0, 0, cpu}}, t0 + seconds(s));
     ASSERT_FALSE(m.Hung(t0 + seconds(s)));
   }
   for (int s = 11; s <= 13; ++s) {
-    cpu += 0.005;  // 0.5 %
+    cpu += 0.05;  // 5 %
     m.Observe({{0, 0, cpu}}, t0 + seconds(s));
   }
   EXPECT_FALSE(m.Hung(t0 + seconds(11)));
   EXPECT_TRUE(m.Hung(t0 + seconds(12)));
-  EXPECT_NEAR(m.ranks().at(0).cpu_last_interval, 0.005, 1e-9);
+  EXPECT_NEAR(m.ranks().at(0).cpu_last_interval, 0.05, 1e-9);
 }
 
 // A restart begins a new round: the clock of every rank starts again.
@@ -92,6 +92,16 @@ TEST(HangMonitorTest, QuietestRankIsTheOneThatStoppedPrintingFirst) {
   m.Observe({{0, 9, 0}, {1, 5, 0}, {2, 9, 0}}, t0 + seconds(2));
   m.Observe({{0, 9, 0}, {1, 5, 0}, {2, 12, 0}}, t0 + seconds(3));
   EXPECT_EQ(m.QuietestRank(), 1);
+}
+
+// Ranks that went quiet in the same interval: none of them was first.
+TEST(HangMonitorTest, NoQuietestRankOnATie) {
+  HangMonitor m(seconds(10));
+  const TimePoint t0{};
+  m.Start({{0, 0, 0}, {1, 0, 0}}, t0);
+  m.Observe({{0, 5, 0}, {1, 5, 0}}, t0 + seconds(1));
+  m.Observe({{0, 5, 0}, {1, 5, 0}}, t0 + seconds(2));
+  EXPECT_EQ(m.QuietestRank(), -1);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // time is a value the test advances.
 #include "rendezvous/rendezvous_state.h"
 
+#include <csignal>
+
 #include <gtest/gtest.h>
 
 namespace drun {
@@ -291,6 +293,26 @@ TEST_F(RendezvousStateTest, LostNodeAboveMinContinuesSmaller) {
   EXPECT_EQ(For(out, 2, kAssign)[0]->assignment().group_rank(), 0);
   EXPECT_EQ(For(out, 2, kAssign)[0]->assignment().world_size(), 4);
   EXPECT_EQ(For(out, 2, kAssign)[0]->assignment().master_addr(), "10.0.0.2");
+}
+
+TEST_F(RendezvousStateTest, StopNamesTheNodeByRankAndAddressAndSaysWhyItLeft) {
+  // Three agents on one machine: the name alone would not tell which one went.
+  RendezvousState s(Config(2, 3, 0));
+  Arrive(s, 1, "vm");
+  Arrive(s, 2, "vm");
+  Arrive(s, 3, "vm");
+  Outbox out = s.OnLost(2, now);
+  ASSERT_EQ(For(out, 1, kStop).size(), 1u);
+  EXPECT_EQ(For(out, 1, kStop)[0]->stop().reason(), "host vm was lost (node rank 1, 10.0.0.2)");
+  s.OnJoin(1, 1, now);
+  out = s.OnJoin(3, 3, now);
+  ASSERT_EQ(Count(out, kAssign), 2);
+  // A node stopping on a signal says so first: its end is named as that stop.
+  s.OnLeaving(3, SIGINT, now);
+  out = s.OnLost(3, now);
+  ASSERT_EQ(For(out, 1, kStop).size(), 1u);
+  EXPECT_EQ(For(out, 1, kStop)[0]->stop().reason(),
+            "host vm stopped on SIGINT (node rank 1, 10.0.0.3)");
 }
 
 // Ticks the way the server's timer does: at every deadline, from `from` to

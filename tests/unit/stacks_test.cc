@@ -239,6 +239,40 @@ TEST_F(StacksTest, SharedLibpythonPieInterpreterIsRead) {
   EXPECT_EQ(main->python[1].function, "<module>");
 }
 
+// Names in each compact str kind: ASCII, Latin-1 (1 byte), UCS-2 and UCS-4,
+// and a file name that is not ASCII, all come out as UTF-8.
+TEST_F(StacksTest, NonAsciiNamesAreUtf8) {
+  const std::string path = dir_ + "/st\u00e4ck.py";
+  std::ofstream(path) << "import os, time\n"
+                         "def \U00020000():\n"
+                         "    os.write(1, b'ready\\n') and time.sleep(10**6)\n"
+                         "def \u7720\u308b():\n"
+                         "    \U00020000()\n"
+                         "def schl\u00e4ft():\n"
+                         "    \u7720\u308b()\n"
+                         "schl\u00e4ft()\n";
+  UniqueFd r, w;
+  ASSERT_TRUE(MakePipe(&r, &w));
+  SpawnRequest req{{kPython, path}, {"PATH=/usr/bin:/bin"}, "", -1, w.get(), -1};
+  absl::StatusOr<pid_t> pid = SpawnProcessGroup(req);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  Child child(*pid);
+  w.reset();
+  char c;
+  ASSERT_EQ(read(r.get(), &c, 1), 1);
+  absl::StatusOr<ProcessStacks> s = Capture(*pid, CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const ThreadStack* main = FindThread(*s, *pid);
+  ASSERT_NE(main, nullptr);
+  ASSERT_EQ(main->python.size(), 4u) << FormatText(*s);
+  EXPECT_EQ(main->python[0].function, "\U00020000");
+  EXPECT_EQ(main->python[0].file, path);
+  EXPECT_EQ(main->python[0].line, 3);
+  EXPECT_EQ(main->python[1].function, "\u7720\u308b");
+  EXPECT_EQ(main->python[2].function, "schl\u00e4ft");
+  EXPECT_EQ(main->python[3].function, "<module>");
+}
+
 TEST_F(StacksTest, ProcessInfoStateWchanAndCpu) {
   const std::string script =
       "import os, time\n"
@@ -504,6 +538,45 @@ TEST_F(StacksTest, LibTorchTrainerStuckInACollectiveShowsNativeFrames) {
   EXPECT_TRUE(HasFunctionPrefix(*s, "(anonymous namespace)::Train")) << FormatText(*s);
   EXPECT_TRUE(HasFunctionPrefix(*s, "gloo::broadcast")) << FormatText(*s);
   EXPECT_EQ(s->python_method, Method::kNone);
+}
+
+// A process in state D: the parent of a vfork() waits uninterruptibly (but
+// killably) until its child execs or exits. Its kernel stack says where.
+TEST_F(StacksTest, ThreadInStateDShowsItsKernelStack) {
+  if (geteuid() != 0) GTEST_SKIP() << "/proc/PID/stack is readable by root only";
+  UniqueFd ready_r, ready_w, block_r, block_w;
+  ASSERT_TRUE(MakePipe(&ready_r, &ready_w));
+  ASSERT_TRUE(MakePipe(&block_r, &block_w));
+  pid_t parent = fork();
+  if (parent == 0) {
+    if (vfork() == 0) {
+      // The vfork child: system calls only. It tells its pid, then blocks.
+      pid_t me = getpid();
+      (void)!write(ready_w.get(), &me, sizeof me);
+      char c;
+      (void)!read(block_r.get(), &c, 1);
+      _exit(0);
+    }
+    _exit(0);
+  }
+  Child parent_child(parent);
+  pid_t grandchild = 0;
+  ASSERT_EQ(read(ready_r.get(), &grandchild, sizeof grandchild),
+            static_cast<ssize_t>(sizeof grandchild));
+  Child vfork_child(grandchild);
+  absl::StatusOr<ProcessStacks> s = Capture(parent, CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->state, 'D');
+  ASSERT_EQ(s->threads.size(), 1u);
+  EXPECT_EQ(s->threads[0].state, 'D');
+  bool vfork_seen = false;
+  for (const std::string& k : s->threads[0].kernel)
+    vfork_seen = vfork_seen || absl::StrContains(k, "vfork");
+  EXPECT_TRUE(vfork_seen) << FormatText(*s);
+  EXPECT_NE(FormatText(*s).find("  kernel: "), std::string::npos);
+  // No ptrace tool was left to wait for a thread that cannot stop.
+  EXPECT_EQ(s->native_method, Method::kNone);
+  EXPECT_NE(s->unavailable.find("state D"), std::string::npos) << s->unavailable;
 }
 
 TEST_F(StacksTest, GdbOutputParsesToTheBlockedFunction) {

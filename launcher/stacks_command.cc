@@ -1,0 +1,98 @@
+#include "launcher/stacks_command.h"
+
+#include <unistd.h>
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "agent/control_socket.h"
+#include "rendezvous/base/exit_code.h"
+#include "rendezvous/base/say.h"
+
+namespace drun {
+namespace {
+
+constexpr const char kUsage[] =
+    "usage: drun stacks [RUN_ID]\n"
+    "Prints every rank's state and stack (Python frames, or native ones) for the drun job\n"
+    "of yours running on this machine; RUN_ID picks one when several run.\n";
+
+// A dump can take a while for native frames (eu-stack, gdb): wait up to this.
+constexpr int kAskTimeoutMs = 60000;
+
+int Say1(int code, const std::string& line) {
+  Say(line);
+  return code;
+}
+
+std::string Describe(const std::vector<RunningJob>& jobs) {
+  std::vector<std::string> parts;
+  for (const RunningJob& j : jobs) {
+    parts.push_back(absl::StrCat("run id '", j.info.run_id(), "' (pid ", j.info.pid(), ")"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// Asks each agent of one job for its ranks' stacks and prints them.
+int DumpJob(const std::vector<RunningJob>& agents) {
+  int failed = 0;
+  for (const RunningJob& j : agents) {
+    absl::StatusOr<v1::ControlReply> r = AskAgent(j.socket_path, v1::ControlRequest::STACKS, kAskTimeoutMs);
+    if (!r.ok()) {
+      ++failed;
+      Say(absl::StrCat("host ", j.info.host(), " (pid ", j.info.pid(), "): ", r.status().message()));
+      continue;
+    }
+    if (!r->error().empty()) {
+      ++failed;
+      Say(absl::StrCat("run '", r->run_id(), "' on ", r->host(), ": ", r->error()));
+      continue;
+    }
+    std::string scope = absl::StrCat(r->local_ranks(), " ranks on ", r->host());
+    if (r->world_size() > r->local_ranks()) {
+      absl::StrAppend(&scope, " (of ", r->world_size(), "; run drun stacks on the other nodes for theirs)");
+    }
+    WriteAll(1, absl::StrFormat("drun stacks: run '%s', %s, taken in %.0f ms%s\n", r->run_id(), scope,
+                                r->capture_ms(),
+                                r->dump_file().empty() ? "" : absl::StrCat(", kept in ", r->dump_file())));
+    WriteAll(1, r->dump());
+  }
+  return failed == static_cast<int>(agents.size()) ? kExitLauncherFailed : 0;
+}
+
+}  // namespace
+
+int RunStacksCommand(const std::vector<std::string>& args,
+                     const std::map<std::string, std::string>& env) {
+  if (!args.empty() && (args[0] == "-h" || args[0] == "--help")) return WriteAll(1, kUsage), 0;
+  if (args.size() > 1 || (!args.empty() && !args[0].empty() && args[0][0] == '-')) {
+    return Say1(kExitBadInput, absl::StrCat("drun stacks takes one RUN_ID at most; ", kUsage));
+  }
+  const std::string wanted = args.empty() ? "" : args[0];
+  absl::StatusOr<std::string> dir = ControlDir(env, /*create=*/false);
+  std::vector<RunningJob> all = dir.ok() ? ListRunningJobs(*dir) : std::vector<RunningJob>{};
+  if (!dir.ok() && !absl::IsNotFound(dir.status())) return Say1(kExitLauncherFailed, std::string(dir.status().message()));
+  if (all.empty()) {
+    return Say1(kExitLauncherFailed,
+                absl::StrCat("no drun job of yours (uid ", geteuid(), ") is running on this machine"));
+  }
+  std::map<std::string, std::vector<RunningJob>> by_run;
+  for (const RunningJob& j : all) by_run[j.info.run_id()].push_back(j);
+  if (!wanted.empty()) {
+    auto it = by_run.find(wanted);
+    if (it == by_run.end()) {
+      return Say1(kExitLauncherFailed,
+                  absl::StrCat("no running drun job has run id '", wanted, "'; running: ", Describe(all)));
+    }
+    return DumpJob(it->second);
+  }
+  if (by_run.size() > 1) {
+    return Say1(kExitBadInput, absl::StrCat(by_run.size(), " drun jobs of yours are running: ", Describe(all),
+                                            "; name one: drun stacks RUN_ID"));
+  }
+  return DumpJob(by_run.begin()->second);
+}
+
+}  // namespace drun

@@ -1,0 +1,184 @@
+"""Hangs (issue #15, docs/hangs.md): --hang-timeout notices a job where no rank makes
+progress, says where every rank is and ends the job with exit 124 (or restarts it);
+`drun stacks` shows every rank's stack on demand, finding the job by itself.
+
+Real PyTorch 1.13 gloo workers. Tests that count running jobs give drun a private
+XDG_RUNTIME_DIR, so jobs of tests running beside them are not seen."""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+from drun_testlib import (DrunTestCase, base_env, drun_path, main, program, rank_lines,
+                          wait_pids_dead)
+
+
+def line_of(path, marker):
+    with open(path) as f:
+        for number, text in enumerate(f, 1):
+            if marker in text:
+                return number
+    raise AssertionError(f"{marker} not in {path}")
+
+
+DUMP_HEADER = re.compile(r"^=== rank (\d+) \(local \d+\) on \S+, pid (\d+): state (\S)")
+
+
+def dump_sections(text):
+    """{rank: (pid, text of its section)} of a FormatDump text."""
+    sections, rank, pid, lines = {}, None, None, []
+    for line in text.splitlines():
+        m = DUMP_HEADER.match(line)
+        if m:
+            if rank is not None:
+                sections[rank] = (pid, "\n".join(lines))
+            rank, pid, lines = int(m.group(1)), int(m.group(2)), [line]
+        elif rank is not None:
+            lines.append(line)
+    if rank is not None:
+        sections[rank] = (pid, "\n".join(lines))
+    return sections
+
+
+class HangTimeoutTest(DrunTestCase):
+
+    def hang_env(self, **extra):
+        return base_env(HANG_MARK=os.path.join(self.tmp, "hang_mark"), **extra)
+
+    def test_a_rank_asleep_is_found_within_seven_seconds_and_named(self):
+        script = program("hang_allreduce.py")
+        sleep_line = line_of(script, "HANG LINE")
+        logs = os.path.join(self.tmp, "logs")
+        report = os.path.join(self.tmp, "report.json")
+        run = self.start("--nproc-per-node", 4, "--hang-timeout", 5, "--log-dir", logs,
+                         "--run-id", "hang4", "--report", report, script, env=self.hang_env())
+        run.wait_for_line(r"no rank made progress", stream="stderr", timeout=120)
+        detected = time.time()
+        with open(os.path.join(self.tmp, "hang_mark")) as f:
+            hung_at = float(f.read())
+        self.assertEqual(run.wait(), 124, run.describe())
+        # Progress stops when rank 2 falls asleep; the verdict comes 5 s later, within 7 s.
+        self.assertGreaterEqual(detected - hung_at, 4.5, run.describe())
+        self.assertLessEqual(detected - hung_at, 7.0, run.describe())
+        table = [l for l in run.stderr_lines if re.match(r"drun: \d+\s+\S+\s+\d+\s+[A-Z] ", l)]
+        self.assertEqual(len(table), 4, run.describe())
+        rank2 = [l for l in table if l.startswith("drun: 2 ")][0]
+        self.assertIn(f"hang_allreduce.py:{sleep_line} in stuck", rank2)
+        self.assertIn("not where the others are", rank2)
+        for l in table:
+            if not l.startswith("drun: 2 "):
+                self.assertIn("in all_reduce", l)
+                self.assertNotIn("not where the others are", l)
+        # The full dump is in the run's log directory and in the report.
+        dump_path = [os.path.join(d, "hang_stacks.txt") for d, _, files in os.walk(logs)
+                     if "hang_stacks.txt" in files]
+        self.assertEqual(len(dump_path), 1, run.describe())
+        with open(dump_path[0]) as f:
+            sections = dump_sections(f.read())
+        self.assertEqual(sorted(sections), [0, 1, 2, 3])
+        self.assertIn(f'File "{script}", line {sleep_line}, in stuck', sections[2][1])
+        for r in (0, 1, 3):
+            self.assertRegex(sections[r][1], r'distributed_c10d\.py", line \d+, in all_reduce')
+        with open(report) as f:
+            dumps = json.load(f)["stack_dumps"]
+        self.assertEqual([d["reason"] for d in dumps], ["hang-timeout"])
+        self.assertEqual(dumps[0]["file"], dump_path[0])
+        self.assertIn("hung (--hang-timeout)", run.stderr)
+        # Nothing is left behind: every rank of the dump is gone.
+        self.assertEqual(wait_pids_dead([pid for pid, _ in sections.values()]), [])
+
+    def test_with_restarts_left_a_hang_restarts_the_job(self):
+        logs = os.path.join(self.tmp, "logs")
+        run = self.drun("--nproc-per-node", 3, "--hang-timeout", 2, "--max-restarts", 1,
+                        "--log-dir", logs, "--run-id", "again", program("hang_allreduce.py"),
+                        env=self.hang_env(HANG_RANK="1", HANG_STEP="1"), timeout=180)
+        self.assertExit(run, 124)
+        found = sorted(os.path.relpath(d, logs) for d, _, files in os.walk(logs)
+                       if "hang_stacks.txt" in files)
+        self.assertEqual([os.path.basename(d) for d in found], ["attempt_0", "attempt_1"], found)
+        self.assertEqual(len([l for l in run.stderr_lines if l.startswith("drun: no rank made progress")]), 2)
+
+    def test_slow_but_alive_is_never_hung(self):
+        run = self.drun("--nproc-per-node", 2, "--hang-timeout", 5, program("slow_printer.py"),
+                        env=base_env(SECONDS="14"))
+        self.assertExit(run, 0)
+        self.assertEqual([l for l in run.stderr_lines if "progress" in l], [])
+        self.assertEqual(len([t for _, t in rank_lines(run.stdout_lines, 0) if t == "still working"]), 7)
+
+    def test_refused_where_one_agent_cannot_see_the_whole_job(self):
+        run = self.drun("--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:29999", "--hang-timeout", 5,
+                        program("streams.py"))
+        self.assertExit(run, 2)
+        self.assertIn("--hang-timeout 5 watches the ranks of one node", run.stderr_lines[-1])
+
+
+class DrunStacksTest(DrunTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.xdg = os.path.join(self.tmp, "xdg")
+        os.mkdir(self.xdg, 0o700)
+        self.env = base_env(XDG_RUNTIME_DIR=self.xdg)
+
+    def stacks(self, *args, env=None, user=None):
+        cmd = [drun_path(), "stacks", *args]
+        if user:
+            cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
+        return subprocess.run(cmd, env=env or self.env, capture_output=True, text=True, timeout=120)
+
+    def test_deadlocked_threads_show_both_frames(self):
+        script = program("deadlock_threads.py")
+        logs = os.path.join(self.tmp, "logs")
+        run = self.start("--nproc-per-node", 1, "--log-dir", logs, "--run-id", "locks", script,
+                         env=self.env)
+        run.wait_for_line(r"deadlocked$")
+        out = self.stacks()
+        self.assertEqual(out.returncode, 0, out.stderr)
+        first, second = line_of(script, "FIRST WAITS"), line_of(script, "SECOND WAITS")
+        self.assertIn(f'File "{script}", line {first}, in first', out.stdout)
+        self.assertIn(f'File "{script}", line {second}, in second', out.stdout)
+        self.assertRegex(out.stdout, r'threading\.py", line \d+, in Thread\.join')
+        self.assertRegex(out.stdout, r"CPU 0% of a core over 0\.[2-9]")  # measured while taken
+        self.assertRegex(out.stdout.splitlines()[0], r"^drun stacks: run 'locks', 1 ranks on \S+, taken in \d+ ms, kept in ")
+        kept = out.stdout.splitlines()[0].rsplit("kept in ", 1)[1]
+        self.assertTrue(kept.startswith(logs) and os.path.isfile(kept), kept)
+        # Asking took nothing from the job: it is still deadlocked, and ends on Ctrl-C.
+        self.assertIsNone(run.proc.poll())
+        run.send_signal(signal.SIGINT)
+        self.assertEqual(run.wait(), 130, run.describe())
+
+    def test_nothing_running_two_jobs_and_another_user(self):
+        out = self.stacks()
+        self.assertEqual(out.returncode, 1)
+        self.assertEqual(out.stderr, f"drun: no drun job of yours (uid {os.geteuid()}) is running on this machine\n")
+        jobs = [self.start("--nproc-per-node", 1, "--run-id", rid, program("wait_printing.py"),
+                           env=self.env) for rid in ("alpha", "beta")]
+        for j in jobs:
+            j.wait_for_line(r"waiting$")
+        out = self.stacks()
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertRegex(out.stderr, r"^drun: 2 drun jobs of yours are running: run id 'alpha' \(pid \d+\), "
+                                     r"run id 'beta' \(pid \d+\); name one: drun stacks RUN_ID\n$")
+        out = self.stacks("beta")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertRegex(out.stdout, r"^drun stacks: run 'beta', 1 ranks")
+        self.assertEqual(len(dump_sections(out.stdout)), 1)
+        out = self.stacks("gamma")
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("no running drun job has run id 'gamma'", out.stderr)
+        if os.geteuid() == 0:
+            # Another user sees none of them, with or without our XDG_RUNTIME_DIR.
+            for env in (self.env, base_env(XDG_RUNTIME_DIR=None)):
+                out = self.stacks(env=env, user=65534)
+                self.assertEqual(out.returncode, 1, out.stderr)
+                self.assertEqual(out.stderr,
+                                 "drun: no drun job of yours (uid 65534) is running on this machine\n")
+        for j in jobs:
+            j.send_signal(signal.SIGTERM)
+            self.assertEqual(j.wait(), 128 + signal.SIGTERM, j.describe())
+
+
+if __name__ == "__main__":
+    main()
