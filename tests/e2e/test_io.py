@@ -329,17 +329,21 @@ class LogFileTest(DrunTestCase):
         # With -r the log pump alone reads the worker's pipe; its bytes still count as
         # progress for --hang-timeout. The worker prints slowly and uses no CPU meanwhile
         # (the pauses are the scenario: a rank that prints while it waits), for three
-        # times the timeout.
+        # times the timeout (12 s against 4 s).
+        # It prints before importing torch: on a busy machine the import alone may use less
+        # CPU than --hang-timeout counts as progress.
         script = write_program(self.tmp, "slow_printer.py", (
-            "import sys, time, torch\n"
-            "for i in range(30):\n"
+            "import sys, time\n"
+            "print('step', -1, flush=True)\n"
+            "import torch\n"
+            "for i in range(60):\n"
             "    print('step', i, flush=True); time.sleep(0.2)\n"))
         logs = os.path.join(self.tmp, "logs")
         run = self.drun("--standalone", "--nproc-per-node", "1", "--run-id", "alive", "-r", "1",
-                        "--log-dir", logs, "--hang-timeout", "2", script)
+                        "--log-dir", logs, "--hang-timeout", "4", script)
         self.assertExit(run, 0)
         with open(os.path.join(logs, "alive", "attempt_0", "0", "stdout.log")) as f:
-            self.assertEqual(f.read(), "".join(f"step {i}\n" for i in range(30)))
+            self.assertEqual(f.read(), "".join(f"step {i}\n" for i in range(-1, 60)))
 
     def test_one_mib_line(self):
         script = write_program(self.tmp, "big.py", (
