@@ -368,6 +368,40 @@ void Console::EmitNow(int id, Source& s, absl::string_view text, bool end) {
   }
 }
 
+size_t Console::AppendWholeLines(Source& s, absl::string_view data) {
+  // Nothing is open on screen and nothing waits: each whole line goes to the
+  // queue as prefix + the line with its own '\n'. Lines are copied into room
+  // made once per batch (no per-line append with its checks). Stops at
+  // anything else (an overlong line, congestion that drops lines, a partial
+  // line at the end) and returns what it took.
+  std::string& b = Buf(s.stream);
+  const size_t plen = s.prefix.size();
+  constexpr size_t kBatchLines = 1024;
+  // A batch holds at least one whole line of up to max_line bytes.
+  const size_t batch_bytes = std::max<size_t>(128 * 1024, s.max_line + 1);
+  const char* p = data.data();
+  const char* const end = p + data.size();
+  while (p < end && !(s.has_file && congested())) {
+    const char* const batch_end = p + std::min(batch_bytes, static_cast<size_t>(end - p));
+    const size_t old = b.size();
+    b.resize(old + static_cast<size_t>(batch_end - p) + kBatchLines * plen);
+    char* out = &b[old];
+    const char* const first = p;
+    for (size_t lines = 0; lines < kBatchLines && p < batch_end; ++lines) {
+      const char* nl = static_cast<const char*>(memchr(p, '\n', static_cast<size_t>(batch_end - p)));
+      if (nl == nullptr || static_cast<size_t>(nl - p) > s.max_line) break;
+      const size_t len = static_cast<size_t>(nl + 1 - p);
+      memcpy(out, s.prefix.data(), plen);
+      memcpy(out + plen, p, len);
+      out += plen + len;
+      p = nl + 1;
+    }
+    b.resize(static_cast<size_t>(out - b.data()));
+    if (p == first) break;  // no whole line here: the caller takes over
+  }
+  return static_cast<size_t>(p - data.data());
+}
+
 void Console::Write(int id, absl::string_view data) {
   auto it = sources_.find(id);
   if (it == sources_.end()) return;
@@ -376,6 +410,11 @@ void Console::Write(int id, absl::string_view data) {
   const bool has_cr = memchr(data.data(), '\r', data.size()) != nullptr;
   std::string& b = Buf(s.stream);
   while (!data.empty()) {
+    if (!has_cr && s.pending.empty() && open_owner_ < 0 && held_.empty() && s.need_prefix &&
+        !s.continued && !s.dropping) {
+      data.remove_prefix(AppendWholeLines(s, data));  // the common case
+      if (data.empty()) break;
+    }
     const char* nl = static_cast<const char*>(memchr(data.data(), '\n', data.size()));
     if (nl == nullptr) {
       s.pending.append(data.data(), data.size());
@@ -389,11 +428,7 @@ void Console::Write(int id, absl::string_view data) {
       break;
     }
     const size_t len = static_cast<size_t>(nl - data.data());
-    if (!has_cr && s.pending.empty() && open_owner_ < 0 && held_.empty() && s.need_prefix && !s.continued &&
-        !s.dropping && len <= s.max_line && !(s.has_file && congested())) {
-      // The common case: one whole line, nothing open on screen.
-      b.append(s.prefix).append(data.data(), len).push_back('\n');
-    } else if (s.pending.empty()) {
+    if (s.pending.empty()) {
       Emit(id, s, data.substr(0, len), true);
     } else {
       s.pending.append(data.data(), len);
@@ -450,9 +485,7 @@ std::optional<OutClock::time_point> Console::NextDeadline() const {
 }
 
 bool Console::congested() const {
-  size_t queued = 0;
-  for (int s : {1, 2}) queued += queue_[s].size() - queue_off_[s];
-  return queued > kQueueLimit;
+  return queue_[1].size() - queue_off_[1] + queue_[2].size() - queue_off_[2] > kQueueLimit;
 }
 
 std::vector<int> Console::BlockedFds() const {

@@ -159,6 +159,9 @@ class Console {
     bool dropping = false;     // the current line is being dropped
     bool closing = false;      // removed; forgotten once nothing of it waits
   };
+  // Queues the whole lines at the start of `data` on the fast path; returns
+  // how many bytes it took.
+  size_t AppendWholeLines(Source& s, absl::string_view data);
   void Emit(int id, Source& s, absl::string_view text, bool end_of_line);
   void EmitPiece(int id, Source& s, absl::string_view text, bool end_of_line);
   void EmitRaw(int id, Source& s, absl::string_view text, bool end_of_line);

@@ -36,18 +36,33 @@ std::string QuietText(const RankTarget& t) {
 }  // namespace
 
 void LastLine::Add(absl::string_view data) {
-  while (!data.empty()) {
-    const size_t end = data.find_first_of("\r\n");
-    const absl::string_view piece = data.substr(0, end);
-    if (current_.size() < kMax) {
-      const absl::string_view kept = piece.substr(0, kMax - current_.size());
-      current_.append(kept.data(), kept.size());
-    }
-    if (end == absl::string_view::npos) return;
-    if (!current_.empty()) last_ = std::move(current_);
-    current_.clear();
-    data.remove_prefix(end + 1);
+  // Only a chunk's end matters (it may hold thousands of lines; worker
+  // output passes here at GiB/s): the bytes after its last terminator are
+  // the line being written, the last non-empty line before them the last
+  // line. Found from the end, with no work (or allocation) per line.
+  auto append_capped = [](std::string* to, absl::string_view piece) {
+    if (to->size() < kMax) to->append(piece.data(), std::min(piece.size(), kMax - to->size()));
+  };
+  const size_t last_term = data.find_last_of("\r\n");
+  if (last_term == absl::string_view::npos) {
+    append_capped(&current_, data);
+    return;
   }
+  for (size_t end = last_term;;) {
+    const size_t prev = end == 0 ? absl::string_view::npos : data.find_last_of("\r\n", end - 1);
+    if (prev == absl::string_view::npos) {
+      append_capped(&current_, data.substr(0, end));  // the chunk's first line continues it
+      if (!current_.empty()) last_ = current_;
+      break;
+    }
+    if (end > prev + 1) {
+      last_ = std::string(data.substr(prev + 1, std::min(end - prev - 1, kMax)));
+      break;
+    }
+    end = prev;  // an empty line: look further back
+  }
+  current_.clear();
+  append_capped(&current_, data.substr(last_term + 1));
 }
 
 std::string LastLine::Get() const { return current_.empty() ? last_ : current_; }

@@ -4,10 +4,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <thread>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -40,10 +43,21 @@ std::string ReadErrorFileMessage(const std::string& path) {
 
 namespace {
 
-// Bigger pipes mean fewer wake-ups per megabyte; the kernel may refuse
-// (pipe-user-pages-soft), which only costs speed.
-constexpr int kPipeSize = 256 * 1024;
-constexpr size_t kReadSize = 256 * 1024;
+// Bigger pipes mean fewer wake-ups and system calls per megabyte: a worker's
+// 1 MB write fits at once and drun moves it in one call. Pipe pages count
+// against the user's pipe-user-pages-soft (64 MiB by default, shared with
+// everything the user runs, the workers' own pipes included; past it new
+// pipes get 8 KiB), so drun's pipes share a budget of kPipeBudget.
+constexpr size_t kMaxPipeSize = 1 << 20;
+constexpr size_t kMinPipeSize = 64 * 1024;
+constexpr size_t kPipeBudget = 16 << 20;
+constexpr size_t kReadSize = kMaxPipeSize;
+
+size_t PipeSizeFor(size_t streams) {
+  size_t size = kMaxPipeSize;
+  while (size > kMinPipeSize && size * streams > kPipeBudget) size /= 2;
+  return size;
+}
 
 }  // namespace
 
@@ -53,68 +67,149 @@ WorkerGroup::WorkerGroup(Guardian* guardian, Console* console)
 WorkerGroup::~WorkerGroup() {
   for (auto& w : workers_) {
     if (w->pid > 0 && !w->group_gone) kill(-w->pid, SIGKILL);
-    CloseStreams(*w);
+  }
+  pumps_.clear();  // joins them; normally every stream ended already
+  for (auto& w : workers_) CloseStreams(*w);
+}
+
+void WorkerGroup::MakePumps(const std::vector<WorkerLaunch>& launches) {
+  size_t logs = 0;
+  for (const auto& l : launches) logs += (l.stdout_file.empty() ? 0 : 1) + (l.stderr_file.empty() ? 0 : 1);
+  // As many threads as cores, at most one per log: the copy into the page
+  // cache is the cost, and it scales with cores.
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  for (size_t i = 0; i < std::min(logs, cores); ++i) pumps_.push_back(std::make_unique<LogPump>());
+}
+
+absl::Status WorkerGroup::PumpStream(Stream& st, bool loop_reads, size_t pipe_size) {
+  // stdout logs from the first pump on, stderr logs from the last one back,
+  // so the (usually heavier) stdout logs spread over every pump.
+  const size_t n = pumps_.size();
+  LogPump* pump = st.is_err ? pumps_[n - 1 - next_err_pump_++ % n].get()
+                            : pumps_[next_out_pump_++ % n].get();
+  UniqueFd pump_end;
+  if (loop_reads) {
+    // This loop reads the worker's pipe; what it reads it first tee(2)s
+    // (no copy) into the pump's own pipe.
+    if (!MakePipe(&pump_end, &st.log_pipe)) return absl::ErrnoToStatus(errno, "pipe");
+    fcntl(pump_end.get(), F_SETFL, O_NONBLOCK);
+    fcntl(st.log_pipe.get(), F_SETFL, O_NONBLOCK);
+    fcntl(st.log_pipe.get(), F_SETPIPE_SZ, static_cast<int>(pipe_size));  // may be refused: speed only
+  } else {
+    pump_end = std::move(st.fd);  // the pump alone reads the worker's pipe
+    st.pump_reads = true;
+  }
+  st.pump_id = pump->Add(std::move(pump_end), std::move(st.file));
+  st.pump = pump;
+  st.pumping = true;
+  return absl::OkStatus();
+}
+
+void WorkerGroup::OnPumpEvents(LogPump* pump) {
+  for (const LogPump::Event& e : pump->TakeEvents()) {
+    for (auto& w : workers_) {
+      for (Stream* st : {&w->out, &w->err}) {
+        if (st->pump != pump || st->pump_id != e.id) continue;
+        if (e.error != 0) LogFailed(*st, e.error);
+        if (e.ended) {
+          st->pumping = false;
+          if (!st->log_pipe) CloseStream(*st);  // the pump read the worker's pipe: it is done
+        }
+      }
+    }
   }
 }
 
-absl::Status WorkerGroup::OpenStreams(Worker& w, SpawnRequest* req) {
+absl::Status WorkerGroup::OpenStreams(Worker& w, size_t pipe_size, ChildEnds* ends) {
   for (Stream* st : {&w.out, &w.err}) {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe");
-    fcntl(p[0], F_SETFL, O_NONBLOCK);
-    fcntl(p[0], F_SETPIPE_SZ, kPipeSize);
-    st->fd = p[0];
-    (st->is_err ? req->stderr_fd : req->stdout_fd) = p[1];
+    UniqueFd* child_end = st->is_err ? &ends->err : &ends->out;
+    if (!MakePipe(&st->fd, child_end)) return absl::ErrnoToStatus(errno, "pipe");
+    fcntl(st->fd.get(), F_SETFL, O_NONBLOCK);
+    // The kernel may refuse (the user is past the soft limit): it only costs speed.
+    fcntl(st->fd.get(), F_SETPIPE_SZ, static_cast<int>(pipe_size));
     st->path = st->is_err ? w.launch.stderr_file : w.launch.stdout_file;
     if (!st->path.empty()) {
-      st->file = open(st->path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      if (st->file < 0) {
+      st->file.reset(open(st->path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      if (!st->file) {
         // Checked before the job started; a failure now is a disk that went away.
         console_->Text(absl::StrCat("drun: warning: cannot open the log ", st->path, ": ",
                                     strerror(errno), "; this stream goes to the console only\n"));
         incomplete_logs_.push_back(st->path);
       }
     }
-    if (st->is_err ? w.launch.console_stderr : w.launch.console_stdout) {
+    const bool shown = st->is_err ? w.launch.console_stderr : w.launch.console_stdout;
+    if (shown) {
       st->console_id = console_->AddSource(st->is_err ? 2 : 1, w.launch.prefix,
-                                           w.launch.cont_prefix, w.launch.colour, st->file >= 0);
+                                           w.launch.cont_prefix, w.launch.colour, st->file.valid());
+    }
+    // A pump thread writes the log. This loop reads the bytes too when the
+    // console shows them or, for stderr, to keep the tail for the root cause.
+    if (st->file && !pumps_.empty()) {
+      const bool on_screen = shown && !console_->discards(st->is_err ? 2 : 1);
+      absl::Status pumped = PumpStream(*st, on_screen || st->is_err, pipe_size);
+      if (!pumped.ok()) return pumped;
     }
   }
-  int in[2];
   if (w.launch.reads_drun_stdin) {
-    if (pipe2(in, O_CLOEXEC) != 0) return absl::ErrnoToStatus(errno, "pipe");
-    fcntl(in[1], F_SETFL, O_NONBLOCK);
-    w.stdin_fd = in[1];
-    req->stdin_fd = in[0];
+    if (!MakePipe(&ends->in, &w.stdin_fd)) return absl::ErrnoToStatus(errno, "pipe");
+    fcntl(w.stdin_fd.get(), F_SETFL, O_NONBLOCK);
   } else {
-    req->stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (req->stdin_fd < 0) return absl::ErrnoToStatus(errno, "open /dev/null");
+    ends->in.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!ends->in) return absl::ErrnoToStatus(errno, "open /dev/null");
   }
   return absl::OkStatus();
 }
 
 absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint now) {
+  MakePumps(launches);
+  // Each stream's pipe, and the pump's pipe for a log this loop reads too.
+  const size_t pipe_size = PipeSizeFor(4 * launches.size());
+  absl::Status status = absl::OkStatus();
   for (auto& launch : launches) {
     auto w = std::make_unique<Worker>();
     w->launch = std::move(launch);
     w->err.is_err = true;
     SpawnRequest req = w->launch.request;
-    absl::Status opened = OpenStreams(*w, &req);
-    absl::StatusOr<pid_t> pid = opened.ok() ? SpawnProcessGroup(req) : absl::StatusOr<pid_t>(opened);
-    for (int fd : {req.stdin_fd, req.stdout_fd, req.stderr_fd}) {
-      if (fd >= 0) close(fd);  // the child's ends
+    absl::StatusOr<pid_t> pid;
+    {
+      ChildEnds ends;  // closed in drun at the end of this block, spawned or not
+      absl::Status opened = OpenStreams(*w, pipe_size, &ends);
+      req.stdin_fd = ends.in.get();
+      req.stdout_fd = ends.out.get();
+      req.stderr_fd = ends.err.get();
+      pid = opened.ok() ? SpawnProcessGroup(req) : absl::StatusOr<pid_t>(opened);
     }
     if (!pid.ok()) {
       CloseStreams(*w);
-      Stop(SIGKILL, now, Duration::zero());
-      return pid.status();
+      status = pid.status();
+      break;
     }
     w->pid = *pid;
     w->start = now;
     guardian_->Watch(w->pid);
     workers_.push_back(std::move(w));
   }
-  return absl::OkStatus();
+  // Started even when a spawn failed: the workers already running are
+  // drained until they are gone.
+  for (auto& pump : pumps_) {
+    absl::Status started = pump->Start();
+    if (started.ok()) continue;
+    if (status.ok()) status = started;
+    for (auto& w : workers_) {  // nobody will write these logs: give them up
+      for (Stream* st : {&w->out, &w->err}) {
+        if (st->pump != pump.get()) continue;
+        st->pumping = false;
+        if (st->log_pipe) {
+          st->log_pipe.reset();
+        } else {
+          CloseStream(*st);
+        }
+        incomplete_logs_.push_back(st->path);
+      }
+    }
+  }
+  if (!status.ok()) Stop(SIGKILL, now, Duration::zero());
+  return status;
 }
 
 void WorkerGroup::AppendPollFds(std::vector<pollfd>* fds) const {
@@ -123,96 +218,127 @@ void WorkerGroup::AppendPollFds(std::vector<pollfd>* fds) const {
   const bool congested = console_->congested();
   for (const auto& w : workers_) {
     for (const Stream* st : {&w->out, &w->err}) {
-      if (st->fd < 0 || (congested && st->console_id >= 0 && st->file < 0)) continue;
-      fds->push_back({st->fd, POLLIN, 0});
+      if (!st->fd || (congested && st->console_id >= 0 && !st->has_log())) continue;
+      // A full pump pipe (the disk is slower than the worker): wait for room.
+      if (st->log_full) {
+        fds->push_back({st->log_pipe.get(), POLLOUT, 0});
+      } else {
+        fds->push_back({st->fd.get(), POLLIN, 0});
+      }
     }
-    if (w->stdin_fd >= 0 && !w->stdin_pending.empty()) fds->push_back({w->stdin_fd, POLLOUT, 0});
+    if (w->stdin_fd && !w->stdin_pending.empty()) fds->push_back({w->stdin_fd.get(), POLLOUT, 0});
   }
+  for (const auto& pump : pumps_) fds->push_back({pump->wake_fd(), POLLIN, 0});
+}
+
+void WorkerGroup::LogFailed(Stream& st, int err) {
+  console_->Text(absl::StrCat("drun: warning: cannot write the log ", st.path, ": ", strerror(err),
+                              "; it is incomplete from here, the console goes on\n"));
+  incomplete_logs_.push_back(st.path);
+  st.file.reset();
 }
 
 void WorkerGroup::Deliver(Worker& w, Stream& st, absl::string_view data) {
-  if (st.file >= 0) {
-    if (int err = WriteAll(st.file, data); err != 0) {
-      console_->Text(absl::StrCat("drun: warning: cannot write the log ", st.path, ": ",
-                                  strerror(err), "; it is incomplete from here, the console goes on\n"));
-      incomplete_logs_.push_back(st.path);
-      close(st.file);
-      st.file = -1;
-    }
+  if (st.file) {
+    if (int err = WriteAll(st.file.get(), data); err != 0) LogFailed(st, err);
   }
   if (st.is_err) w.tail.Add(data);
   w.last_line.Add(data);
   if (st.console_id >= 0) console_->Write(st.console_id, data);
 }
 
-bool WorkerGroup::SpliceToFile(Stream& st, ssize_t* n) {
-  // Only the log file wants these bytes (-r, or a /dev/null console, and no
-  // stderr tail): move them pipe -> file in the kernel, no copy through drun.
-  if (st.file < 0 || st.is_err || st.no_splice ||
-      (st.console_id >= 0 && !console_->discards(1))) {
-    return false;
+int WorkerGroup::TeeToPump(Stream& st) {
+  ssize_t n = tee(st.fd.get(), st.log_pipe.get(), kReadSize, SPLICE_F_NONBLOCK);
+  if (n >= 0) return static_cast<int>(n);  // 0: end-of-file
+  if (errno == EINTR) return -1;
+  if (errno == EAGAIN) {
+    // Either the worker's pipe is empty or the pump's is full: ask the former.
+    int queued = 0;
+    ioctl(st.fd.get(), FIONREAD, &queued);
+    st.log_full = queued > 0;
+    if (!st.log_full && st.draining) CloseStream(st);  // drained: see Drain()
+    return -2;
   }
-  *n = splice(st.fd, nullptr, st.file, nullptr, kReadSize, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-  if (*n >= 0 || errno == EAGAIN || errno == EINTR) return true;
-  if (errno == EINVAL) {  // this file system cannot splice: read and write
-    st.no_splice = true;
-    return false;
-  }
-  console_->Text(absl::StrCat("drun: warning: cannot write the log ", st.path, ": ", strerror(errno),
-                              "; it is incomplete from here, the console goes on\n"));
+  // The pump's pipe broke (it cannot happen while the stream lives): the
+  // console goes on alone, the log is incomplete.
+  st.log_pipe.reset();
   incomplete_logs_.push_back(st.path);
-  close(st.file);
-  st.file = -1;
-  return false;
+  return -1;
+}
+
+void WorkerGroup::CloseStream(Stream& st) {
+  st.fd.reset();
+  st.log_pipe.reset();  // the pump reaches end-of-file and ends the log
+  st.log_full = false;
+  console_->RemoveSource(st.console_id);  // shows a last line that lacks its newline
+  st.console_id = -1;
 }
 
 bool WorkerGroup::ReadStream(Worker& w, Stream& st, int max_reads) {
-  for (int i = 0; i < max_reads && st.fd >= 0; ++i) {
-    ssize_t n;
-    if (SpliceToFile(st, &n)) {
-      if (n > 0) w.output_bytes += static_cast<std::uint64_t>(n);
-      if (n > 0 || (n < 0 && errno == EINTR)) continue;
-      if (n < 0) return false;  // EAGAIN
-      close(st.fd);  // end-of-file
-      st.fd = -1;
-      console_->RemoveSource(st.console_id);
-      st.console_id = -1;
-      continue;
+  for (int i = 0; i < max_reads && st.fd; ++i) {
+    // With a pump's pipe, read exactly what was tee'd into it, so the log
+    // and the console get the same bytes.
+    size_t want = kReadSize;
+    if (st.log_pipe) {
+      const int teed = TeeToPump(st);
+      if (teed == -1) continue;
+      if (teed == -2) return false;
+      want = teed == 0 ? 1 : static_cast<size_t>(teed);  // 0: read sees the end-of-file too
     }
-    n = read(st.fd, buf_.get(), kReadSize);
+    ssize_t n = read(st.fd.get(), buf_.get(), want);
+    while (st.log_pipe && n > 0 && static_cast<size_t>(n) < want) {
+      // The pipe holds all `want` bytes, so one read takes them; never leave
+      // a tee'd byte unread (the next tee would give the log it twice).
+      ssize_t more = read(st.fd.get(), buf_.get() + n, want - static_cast<size_t>(n));
+      if (more > 0) n += more;
+      if (more == 0 || (more < 0 && errno != EINTR)) break;
+    }
     if (n > 0) {
       w.output_bytes += static_cast<std::uint64_t>(n);
       Deliver(w, st, absl::string_view(buf_.get(), static_cast<size_t>(n)));
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return false;
-    // EOF or error: the console shows a last line that lacks its newline.
-    close(st.fd);
-    st.fd = -1;
-    console_->RemoveSource(st.console_id);
-    st.console_id = -1;
+    if (n < 0 && errno == EAGAIN) {
+      if (st.draining) CloseStream(st);
+      return false;
+    }
+    CloseStream(st);  // end-of-file or error
   }
-  return st.fd >= 0;
+  return st.fd.valid();
 }
 
 void WorkerGroup::Drain(Worker& w, Stream& st) {
+  if (st.pumping && !st.fd) {
+    // The pump alone reads this pipe: it drains it and ends the stream.
+    if (!st.finish_sent) st.pump->Finish(st.pump_id);
+    st.finish_sent = true;
+    return;
+  }
+  // What the pipe holds now is read, then the stream closes. A full pump
+  // pipe makes this wait in the loop (the stream stays polled) until the
+  // pump has made room.
+  st.draining = true;
   while (ReadStream(w, st, 1 << 20)) {
   }
-  if (st.fd >= 0) {
-    close(st.fd);
-    st.fd = -1;
-  }
-  console_->RemoveSource(st.console_id);
-  st.console_id = -1;
+  if (!st.log_full) CloseStream(st);
 }
 
 void WorkerGroup::OnReady(int fd, short revents) {
+  for (auto& pump : pumps_) {
+    if (fd == pump->wake_fd()) return OnPumpEvents(pump.get());
+  }
   for (auto& w : workers_) {
+    for (Stream* st : {&w->out, &w->err}) {
+      if (st->log_full && fd == st->log_pipe.get()) {
+        st->log_full = false;  // the pump made room
+        return (void)ReadStream(*w, *st, 16);
+      }
+    }
     // Bounded per call so one chatty worker cannot starve the others.
-    if (fd == w->out.fd) return (void)ReadStream(*w, w->out, 16);
-    if (fd == w->err.fd) return (void)ReadStream(*w, w->err, 16);
-    if (fd == w->stdin_fd) {
+    if (fd == w->out.fd.get()) return (void)ReadStream(*w, w->out, 16);
+    if (fd == w->err.fd.get()) return (void)ReadStream(*w, w->err, 16);
+    if (fd == w->stdin_fd.get()) {
       if (revents & (POLLERR | POLLHUP)) w->stdin_pending.clear();  // the reader is gone
       return WriteStdin(*w);
     }
@@ -220,8 +346,8 @@ void WorkerGroup::OnReady(int fd, short revents) {
 }
 
 void WorkerGroup::WriteStdin(Worker& w) {
-  while (w.stdin_fd >= 0 && !w.stdin_pending.empty()) {
-    ssize_t n = write(w.stdin_fd, w.stdin_pending.data(), w.stdin_pending.size());
+  while (w.stdin_fd && !w.stdin_pending.empty()) {
+    ssize_t n = write(w.stdin_fd.get(), w.stdin_pending.data(), w.stdin_pending.size());
     if (n > 0) {
       w.stdin_pending.erase(0, static_cast<size_t>(n));
     } else if (n < 0 && errno == EINTR) {
@@ -232,16 +358,13 @@ void WorkerGroup::WriteStdin(Worker& w) {
       w.stdin_pending.clear();  // EPIPE: the worker closed its stdin or exited
     }
   }
-  if (w.stdin_fd >= 0 && w.stdin_end && w.stdin_pending.empty()) {
-    close(w.stdin_fd);
-    w.stdin_fd = -1;
-  }
+  if (w.stdin_fd && w.stdin_end && w.stdin_pending.empty()) w.stdin_fd.reset();
 }
 
 bool WorkerGroup::WantsStdin() const {
   bool any = false;
   for (const auto& w : workers_) {
-    if (w->stdin_fd < 0) continue;
+    if (!w->stdin_fd) continue;
     if (!w->stdin_pending.empty()) return false;
     any = true;
   }
@@ -250,7 +373,7 @@ bool WorkerGroup::WantsStdin() const {
 
 void WorkerGroup::FeedStdin(absl::string_view data) {
   for (auto& w : workers_) {
-    if (w->stdin_fd < 0) continue;
+    if (!w->stdin_fd) continue;
     w->stdin_pending.append(data.data(), data.size());
     WriteStdin(*w);
   }
@@ -265,15 +388,10 @@ void WorkerGroup::EndStdin() {
 
 void WorkerGroup::CloseStreams(Worker& w) {
   for (Stream* st : {&w.out, &w.err}) {
-    for (int* fd : {&st->fd, &st->file}) {
-      if (*fd >= 0) close(*fd);
-      *fd = -1;
-    }
-    console_->RemoveSource(st->console_id);
-    st->console_id = -1;
+    CloseStream(*st);
+    st->file.reset();
   }
-  if (w.stdin_fd >= 0) close(w.stdin_fd);
-  w.stdin_fd = -1;
+  w.stdin_fd.reset();
 }
 
 void WorkerGroup::CheckGroup(Worker& w) {
@@ -286,7 +404,9 @@ void WorkerGroup::CheckGroup(Worker& w) {
   // for EOF.
   Drain(w, w.out);
   Drain(w, w.err);
-  CloseStreams(w);
+  w.out.file.reset();
+  w.err.file.reset();
+  w.stdin_fd.reset();
 }
 
 bool WorkerGroup::OnChildExit(pid_t pid, int status, long maxrss_kb, TimePoint now) {
@@ -362,7 +482,7 @@ std::optional<TimePoint> WorkerGroup::NextDeadline() const {
 
 bool WorkerGroup::done() const {
   for (const auto& w : workers_) {
-    if (!w->group_gone || w->out.fd >= 0 || w->err.fd >= 0) return false;
+    if (!w->group_gone || w->out.fd || w->err.fd || w->out.pumping || w->err.pumping) return false;
   }
   return true;
 }
@@ -402,7 +522,11 @@ std::vector<WorkerGroup::Activity> WorkerGroup::activity() const {
   std::vector<Activity> out;
   for (const auto& w : workers_) {
     if (w->launch.local_rank < 0 || w->exited) continue;  // the node-setup command, or gone
-    out.push_back({w->launch.local_rank, w->launch.rank, w->pid, w->output_bytes, w->last_line.Get()});
+    std::uint64_t bytes = w->output_bytes;
+    for (const Stream* st : {&w->out, &w->err}) {
+      if (st->pump_reads) bytes += st->pump->moved(st->pump_id);  // bytes this loop never sees
+    }
+    out.push_back({w->launch.local_rank, w->launch.rank, w->pid, bytes, w->last_line.Get()});
   }
   return out;
 }

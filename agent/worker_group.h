@@ -12,10 +12,17 @@
 //  - Stop() sends the signal to every live group and SIGKILL once the grace
 //    period has passed;
 //  - the first non-zero exit seen while not stopping is the group's failure;
-//  - log files get the workers' bytes exactly, one write per read (or a
-//    splice when only the file wants them); a log
-//    that cannot be written (ENOSPC, EIO) is closed with one warning line on
-//    the console and listed in incomplete_logs(); the worker goes on;
+//  - log files get the workers' bytes exactly, written by LogPump threads
+//    (splice(2) pipe -> file) so that the logs' page-cache copies run beside
+//    this loop, on other cores. When this loop needs the bytes too (the
+//    console shows them, or a stderr tail), it tee(2)s them into the pump's
+//    pipe and then reads exactly those; otherwise the pump reads the
+//    worker's pipe itself. A log that cannot be written (ENOSPC, EIO) is
+//    closed with one warning line on the console and listed in
+//    incomplete_logs(); the worker goes on. A disk slower than the worker
+//    holds the worker back (the log loses nothing);
+//  - the pump threads are joined when the group goes; a stream is finished
+//    only once its pump has drained it;
 //  - no worker ever reads drun's terminal: its stdin is a pipe fed by the
 //    agent or /dev/null, so it cannot stop on SIGTTIN.
 #ifndef DRUN_AGENT_WORKER_GROUP_H_
@@ -30,11 +37,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "agent/log_pump.h"
 #include "agent/output.h"
 #include "agent/process.h"
 #include "agent/stack_dump.h"
 #include "rendezvous/rendezvous_state.h"
 #include "rendezvous/base/signal_name.h"
+#include "rendezvous/base/unique_fd.h"
 
 namespace drun {
 
@@ -129,17 +138,28 @@ class WorkerGroup {
  private:
   struct Stream {
     bool is_err = false;
-    int fd = -1;       // the pipe's read end
-    int file = -1;     // the log file, or -1
+    UniqueFd fd;       // the pipe's read end
+    UniqueFd file;     // the log file, or none
     std::string path;  // of the log file
     int console_id = -1;  // -1: not shown on the console
-    bool no_splice = false;  // the log's file system refused splice(2)
+    // A pump thread writes the log (`file` is theirs) until it says the
+    // stream ended. Either it reads the worker's pipe itself (`fd` is none),
+    // or this loop reads it and first tee(2)s the bytes into `log_pipe`.
+    LogPump* pump = nullptr;
+    int pump_id = -1;
+    bool pumping = false;
+    bool finish_sent = false;
+    bool pump_reads = false;  // the pump reads the worker's pipe itself
+    UniqueFd log_pipe;      // write end of the pump's pipe
+    bool log_full = false;  // the pump's pipe is full: wait for POLLOUT on it
+    bool draining = false;  // the group is gone: close once the pipe is empty
+    bool has_log() const { return file.valid() || pumping; }
   };
   struct Worker {
     WorkerLaunch launch;
     pid_t pid = -1;
     Stream out, err;
-    int stdin_fd = -1;  // write end of the worker's stdin pipe
+    UniqueFd stdin_fd;  // write end of the worker's stdin pipe
     std::string stdin_pending;
     bool stdin_end = false;  // close stdin_fd once stdin_pending is written
     RawTail tail;
@@ -152,12 +172,26 @@ class WorkerGroup {
     TimePoint end;
     long maxrss_kb = 0;
   };
-  absl::Status OpenStreams(Worker& w, SpawnRequest* req);
+  // The child's ends of its pipes, closed in drun once it is spawned.
+  struct ChildEnds {
+    UniqueFd in, out, err;
+  };
+  absl::Status OpenStreams(Worker& w, size_t pipe_size, ChildEnds* ends);
+  // Hands a stream's log file to a pump thread; loop_reads: this loop reads
+  // the worker's pipe too (console, stderr tail).
+  absl::Status PumpStream(Stream& st, bool loop_reads, size_t pipe_size);
+  // tee(2)s what the worker's pipe holds into the pump's: the byte count,
+  // 0 at end-of-file, -1 to try again, -2 to wait (log_full says for what).
+  int TeeToPump(Stream& st);
+  // Creates the pump threads' objects for `launches` (none without log files).
+  void MakePumps(const std::vector<WorkerLaunch>& launches);
+  void OnPumpEvents(LogPump* pump);
+  // Ends the stream: closes its pipe and shows the console's last partial line.
+  void CloseStream(Stream& st);
+  // Stops writing a log that failed, with one warning line.
+  void LogFailed(Stream& st, int err);
   // Reads at most max_reads chunks; true if the stream may have more.
   bool ReadStream(Worker& w, Stream& st, int max_reads);
-  // Moves the pipe's bytes straight to the log file when nothing else needs
-  // them; false when that does not apply (then read and Deliver).
-  bool SpliceToFile(Stream& st, ssize_t* n);
   void Drain(Worker& w, Stream& st);
   void Deliver(Worker& w, Stream& st, absl::string_view data);
   void WriteStdin(Worker& w);
@@ -172,6 +206,11 @@ class WorkerGroup {
   std::optional<WorkerExit> first_failure_;
   std::vector<std::string> incomplete_logs_;
   std::unique_ptr<char[]> buf_;  // one read buffer for every stream
+  // Threads that write the logs (agent/log_pump.h says why); joined
+  // when the group goes.
+  std::vector<std::unique_ptr<LogPump>> pumps_;
+  size_t next_out_pump_ = 0;
+  size_t next_err_pump_ = 0;
 };
 
 // The message of a TORCHELASTIC_ERROR_FILE written by torch's @record

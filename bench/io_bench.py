@@ -10,6 +10,8 @@ Measures:
   1 throughput  4 workers (bench/programs/line_writer.c, static C, --no-python) each write
                 SIZE (default 256 MiB) of 100-byte lines in 1 MB writes. Set-ups:
                   direct      the 4 writers started by this script, each writing its own file
+                  pipe floor  each writer into a pipe, and per pipe a process of its own that
+                              splices it into the file (the least a pipe-based logger costs)
                   tee/null    drun --tee 3 --log-dir, console to /dev/null
                   tee/pipe    drun --tee 3 --log-dir, console to a pipe this script drains
                   redirect    drun -r 3 --log-dir (files only)
@@ -49,6 +51,46 @@ PROGRAMS = os.path.join(REPO, "bench", "programs")
 PYTHON = "/usr/bin/python3"
 NPROC = 4
 MIB = 1 << 20
+BEFORE = " (before)"  # a set-up run with --drun-before, e.g. the previous commit's drun
+GIB = 1 << 30
+
+
+# The least any logger that keeps a pipe between the worker and its log can cost (drun
+# must: a full disk must not fail the worker's writes): per stream, one process of its
+# own that splice(2)s the pipe into the file, all in parallel. Set-up "pipe floor".
+PIPE_FLOOR_C = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char** argv) {  /* N WRITER SIZE DIR */
+  int n = atoi(argv[1]);
+  for (int r = 0; r < n; ++r) {
+    int p[2];
+    if (pipe(p) != 0) return 1;
+    fcntl(p[0], F_SETPIPE_SZ, 1 << 20);
+    if (fork() == 0) {
+      dup2(p[1], 1); close(p[0]); close(p[1]);
+      execl(argv[2], argv[2], argv[3], "100", "-", (char*)0);
+      _exit(127);
+    }
+    close(p[1]);
+    if (fork() == 0) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%d.log", argv[4], r);
+      int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      while (splice(p[0], NULL, f, NULL, 1 << 20, SPLICE_F_MOVE) > 0) {}
+      _exit(0);
+    }
+    close(p[0]);
+  }
+  int status, bad = 0;
+  while (wait(&status) > 0) bad |= status != 0;
+  return bad;
+}
+"""
 
 
 class Reader(threading.Thread):
@@ -89,6 +131,7 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.drun = os.path.abspath(args.drun)
+        self.drun_before = os.path.abspath(args.drun_before) if args.drun_before else None
         self.work = tempfile.mkdtemp(prefix="drun_io_bench_")
         self.size = args.size_mib * MIB
         self.cpu = {}  # set-up -> CPU seconds (drun and its workers, or the writers)
@@ -97,6 +140,11 @@ class Bench:
         src = os.path.join(PROGRAMS, "line_writer.c")
         if subprocess.run([cc, "-O2", "-static", "-o", self.writer, src]).returncode != 0:
             subprocess.run([cc, "-O2", "-o", self.writer, src], check=True)
+        self.floor = os.path.join(self.work, "pipe_floor")
+        floor_src = os.path.join(self.work, "pipe_floor.c")
+        with open(floor_src, "w") as f:
+            f.write(PIPE_FLOOR_C)
+        subprocess.run([cc, "-O2", "-o", self.floor, floor_src], check=True)
         self.rss_lib = os.path.join(self.work, "rss_probe.so")
         subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", self.rss_lib,
                         os.path.join(PROGRAMS, "rss_probe.c")], check=True)
@@ -120,10 +168,19 @@ class Bench:
         assert all(p.wait() == 0 for p in procs)
         return time.monotonic() - t0
 
-    def run_drun(self, opts, console, rate=None, size=None):
+    def pipe_floor(self):
+        out = self.fresh("logs")
+        t0 = time.monotonic()
+        subprocess.run([self.floor, str(NPROC), self.writer, str(self.size), out], check=True)
+        wall = time.monotonic() - t0
+        sizes = sorted(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+        assert sizes == [self.size] * NPROC, sizes
+        return wall
+
+    def run_drun(self, opts, console, rate=None, size=None, drun=None):
         """console: 'null' or 'pipe'. Returns (wall s, reader bytes, drun's stderr)."""
         size = size or self.size
-        argv = [self.drun, "--standalone", "--nproc-per-node", str(NPROC), "--no-python", *opts,
+        argv = [drun or self.drun, "--standalone", "--nproc-per-node", str(NPROC), "--no-python", *opts,
                 self.writer, str(size), "100", "-"]
         t0 = time.monotonic()
         if console == "null":
@@ -143,32 +200,55 @@ class Bench:
             wall, got = time.monotonic() - t0, reader.bytes
         return wall, got, err.decode(errors="replace")
 
-    def throughput(self, reps):
-        rows = {k: [] for k in ("direct", "tee/null", "tee/pipe", "redirect", "console")}
+    SETUPS = ("direct", "pipe floor", "tee/null", "tee/pipe", "redirect", "console")
+
+    def throughput(self, reps, setups):
+        rows = {k: [] for k in setups}
         self.cpu = {k: [] for k in rows}
+        self.ratios = {k: [] for k in rows}  # each run against the direct run of its round
+        self.tee_console = []  # tee/pipe: (console bytes delivered, lines reported as not shown)
         console_bytes = 0
 
-        def timed(name, fn):
-            c0 = child_cpu()
-            result = fn()
-            self.cpu[name].append(child_cpu() - c0)
-            rows[name].append(result if name == "direct" else result[0])
-            return result
+        def one(name):
+            if name == "direct":
+                return self.direct(), 0
+            if name == "pipe floor":
+                return self.pipe_floor(), 0
+            logs = self.fresh("logs")
+            before = name.endswith(BEFORE)
+            name = name[:-len(BEFORE)] if before else name
+            opts = {"tee/null": (["--tee", "3", "--log-dir", logs], "null"),
+                    "tee/pipe": (["--tee", "3", "--log-dir", logs], "pipe"),
+                    "redirect": (["-r", "3", "--log-dir", logs], "null"),
+                    "console": ([], "pipe")}[name]
+            wall, got, err = self.run_drun(*opts, drun=self.drun_before if before else None)
+            if name != "console":
+                self.check_logs(logs)
+            if name == "tee/pipe" and not before:
+                # A console slower than the workers loses whole lines (the logs have them).
+                dropped = sum(int(x) for x in re.findall(r"could not keep up: (\d+) line", err))
+                self.tee_console.append((got, dropped))
+            return wall, got
 
-        for _ in range(reps):
-            timed("direct", self.direct)
-            logs = self.fresh("logs")
-            timed("tee/null", lambda: self.run_drun(["--tee", "3", "--log-dir", logs], "null"))
-            self.check_logs(logs)
-            logs = self.fresh("logs")
-            timed("tee/pipe", lambda: self.run_drun(["--tee", "3", "--log-dir", logs], "pipe"))
-            self.check_logs(logs)
-            logs = self.fresh("logs")
-            timed("redirect", lambda: self.run_drun(["-r", "3", "--log-dir", logs], "null"))
-            self.check_logs(logs)
-            console_bytes = timed("console", lambda: self.run_drun([], "pipe"))[1]
-            shutil.rmtree(logs, ignore_errors=True)
-            shutil.rmtree(os.path.join(self.work, "direct"), ignore_errors=True)
+        for rep in range(reps):
+            # Rotate the order each round so no set-up always follows the same one.
+            order = list(setups[rep % len(setups):]) + list(setups[:rep % len(setups)])
+            walls = {}
+            for name in order:
+                # Start each run from a clean state: the previous run's 1 GiB must
+                # not be written back to disk during this one.
+                os.sync()
+                c0 = child_cpu()
+                walls[name], got = one(name)
+                self.cpu[name].append(child_cpu() - c0)
+                rows[name].append(walls[name])
+                if name == "console":
+                    console_bytes = got
+                shutil.rmtree(os.path.join(self.work, "logs"), ignore_errors=True)
+                shutil.rmtree(os.path.join(self.work, "direct"), ignore_errors=True)
+            if "direct" in walls:
+                for name, wall in walls.items():
+                    self.ratios[name].append(wall / walls["direct"])
         return rows, console_bytes
 
     def slow_console(self):
@@ -186,11 +266,12 @@ class Bench:
                 "console_only_expected_s": got2 / rate, "rate": rate, "small": small,
                 "said": m is not None}
 
-    def latency(self, count):
+    def latency(self, count, opts=()):
+        """opts: e.g. --tee 3 --log-dir DIR (the console then reads the log pump's mirror)."""
         stamps = os.path.join(self.work, "stamps")
         env = dict(os.environ, PROBE_OUT=stamps, PYTHON_EXEC=PYTHON)
         r, w = os.pipe()
-        proc = subprocess.Popen([self.drun, "--standalone", "--nproc-per-node", "1",
+        proc = subprocess.Popen([self.drun, "--standalone", "--nproc-per-node", "1", *opts,
                                  os.path.join(PROGRAMS, "latency_probe.py"), str(count)],
                                 stdout=w, env=env)
         os.close(w)
@@ -241,12 +322,15 @@ def pct(xs, q):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--drun", required=True)
+    ap.add_argument("--drun-before", help="another drun (e.g. before a change) run beside it")
     ap.add_argument("--size-mib", type=int, default=256)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--latency-count", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=100000)
     ap.add_argument("--quick", action="store_true", help="64 MiB, 1 rep, 20 latency probes, 10 000 rounds")
     ap.add_argument("--skip", default="", help="comma list of: throughput,slow,latency,memory")
+    ap.add_argument("--setups", help="comma list of throughput set-ups to run (default: all): "
+                    + ",".join(Bench.SETUPS))
     ap.add_argument("--markdown")
     args = ap.parse_args()
     if args.quick:
@@ -263,17 +347,31 @@ def main():
         lines.append(text)
 
     if "throughput" not in skip:
-        rows, console_bytes = b.throughput(args.reps)
+        setups = [k for k in Bench.SETUPS if args.setups is None or k in args.setups.split(",")]
+        if args.drun_before:  # the same drun set-ups with the other drun, in the same rounds
+            setups += [k + BEFORE for k in setups if k not in ("direct", "pipe floor")]
+        rows, console_bytes = b.throughput(args.reps, setups)
         total = NPROC * b.size
-        direct = statistics.median(rows["direct"])
+        direct = statistics.median(rows["direct"]) if "direct" in rows else None
         say(f"## 1 throughput: {NPROC} writers x {args.size_mib} MiB of 100-byte lines")
-        say("| set-up | wall | vs direct | MiB/s of worker output | CPU s (all processes) |")
-        say("| --- | --- | --- | --- | --- |")
+        say("| set-up | wall | vs direct (medians) | median of per-round ratios (min-max) "
+            "| MiB/s of worker output | CPU s (all processes) |")
+        say("| --- | --- | --- | --- | --- | --- |")
         for k, xs in rows.items():
             m = statistics.median(xs)
-            say(f"| {k} | {med(xs)} | {m / direct:.2f}x | {total / MIB / m:.0f} | "
+            rs = b.ratios[k]
+            per_round = (f"{statistics.median(rs):.2f}x ({min(rs):.2f}-{max(rs):.2f})"
+                         if rs else "-")
+            versus = f"{m / direct:.2f}x" if direct else "-"
+            say(f"| {k} | {med(xs)} | {versus} | {per_round} | {total / MIB / m:.0f} | "
                 f"{statistics.median(b.cpu[k]):.2f} |")
-        say(f"console bytes delivered through the pipe (prefixes included): {console_bytes / MIB:.0f} MiB")
+        if "tee/pipe" in rows:
+            shown = ", ".join(f"{g / MIB:.0f} MiB ({d} lines not shown)" for g, d in b.tee_console)
+            say(f"tee/pipe: the console got {shown} of {total / MIB:.0f} MiB of lines")
+        if "console" in rows:
+            say(f"console bytes delivered through the pipe (prefixes included): "
+                f"{console_bytes / MIB:.0f} MiB, "
+                f"{console_bytes / GIB / statistics.median(rows['console']):.2f} GiB/s")
         say()
     if "slow" not in skip:
         s = b.slow_console()
@@ -286,12 +384,14 @@ def main():
             f"{s['console_only_expected_s']:.2f} s): workers wait, nothing is lost")
         say()
     if "latency" not in skip:
-        lat = b.latency(args.latency_count)
         say(f"## 3 latency to drun's stdout ({args.latency_count} each)")
-        for k, name in (("p", "partial line"), ("f", "full line")):
-            xs = lat[k]
-            say(f"- {name}: median {statistics.median(xs):.2f} ms, p99 {pct(xs, 0.99):.2f} ms, "
-                f"max {max(xs):.2f} ms")
+        logs = b.fresh("latency_logs")
+        for label, opts in (("console only", ()), ("--tee 3 --log-dir", ("--tee", "3", "--log-dir", logs))):
+            lat = b.latency(args.latency_count, opts)
+            for k, name in (("p", "partial line"), ("f", "full line")):
+                xs = lat[k]
+                say(f"- {label}, {name}: median {statistics.median(xs):.2f} ms, "
+                    f"p99 {pct(xs, 0.99):.2f} ms, max {max(xs):.2f} ms")
         say()
     if "memory" not in skip:
         mem = b.memory(args.rounds)

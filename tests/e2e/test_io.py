@@ -258,6 +258,93 @@ class LogFileTest(DrunTestCase):
             with open(os.path.join(logs, "exact", "attempt_0", str(r), "stdout.log"), "rb") as f:
                 self.assertEqual(hashlib.sha256(f.read()).hexdigest(), want)
 
+    def test_logs_exact_with_the_console_on_screen_in_a_file_and_redirected(self):
+        # Four workers writing fast: stdout's log is written by drun's log pump (splice, or
+        # tee(2) into the console's mirror); the console gets the same lines, prefixed.
+        script = write_program(self.tmp, "fast.py", (
+            "import os, sys, torch\n"
+            "r = os.environ['RANK']\n"
+            "block = b''.join(b'%s line %07d %s\\n' % (r.encode(), i, b'x' * 70) for i in range(20000))\n"
+            "for _ in range(8): sys.stdout.buffer.write(block)\n"
+            "sys.stdout.buffer.write(b'tail without newline ' + r.encode())\n"))
+        want = {}
+        for r in range(4):
+            block = b"".join(b"%d line %07d %s\n" % (r, i, b"x" * 70) for i in range(20000))
+            want[r] = block * 8 + b"tail without newline %d" % r
+        for mode in ("--tee", "-r"):
+            logs = os.path.join(self.tmp, "logs" + mode)
+            out = os.path.join(self.tmp, "console" + mode)
+            with open(out, "wb") as console:  # a regular file: nothing is dropped
+                p = subprocess.run([drun_path(), "--standalone", "--nproc-per-node", "4", "--run-id", "fast",
+                                    mode, "1", "--log-dir", logs, script], env=base_env(), stdout=console,
+                                   stderr=subprocess.PIPE, timeout=RUN_BOUND)
+            self.assertEqual(p.returncode, 0, p.stderr[-2000:])
+            with open(out, "rb") as f:
+                shown = f.read().split(b"\n")
+            for r in range(4):
+                with open(os.path.join(logs, "fast", "attempt_0", str(r), "stdout.log"), "rb") as f:
+                    self.assertEqual(hashlib.sha256(f.read()).hexdigest(),
+                                     hashlib.sha256(want[r]).hexdigest(), f"{mode} rank {r}")
+                # A line cut on screen by another rank's goes on under "[rankN]+ ".
+                prefix, cont = b"[rank%d]: " % r, b"[rank%d]+ " % r
+                mine = []
+                for line in shown:
+                    if line.startswith(prefix):
+                        mine.append(line[len(prefix):])
+                    elif line.startswith(cont) and mine:
+                        mine[-1] += line[len(cont):]
+                if mode == "-r":
+                    self.assertEqual(mine, [], f"{mode} rank {r}")
+                else:
+                    self.assertEqual(b"\n".join(mine), want[r], f"{mode} rank {r}")
+
+    def test_log_is_complete_when_an_escaped_process_keeps_the_pipe_open(self):
+        # The worker leaves a process in its own session holding stdout: drun must not
+        # wait for end-of-file, yet the log holds everything the worker wrote.
+        pid_file = os.path.join(self.tmp, "escaped.pid")
+        script = write_program(self.tmp, "escape.py", (
+            "import os, subprocess, sys, torch\n"
+            "sys.stdout.write('before\\n' * 50000); sys.stdout.flush()\n"
+            "p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+            "open(sys.argv[1], 'w').write(str(p.pid))\n"
+            "sys.stdout.write('after\\n'); sys.stdout.flush()\n"))
+
+        def kill_escaped():
+            try:
+                with open(pid_file) as f:
+                    os.kill(int(f.read()), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+        self.addCleanup(kill_escaped)
+        logs = os.path.join(self.tmp, "logs")
+        run = self.drun("--standalone", "--nproc-per-node", "1", "--run-id", "esc", "--tee", "1",
+                        "--log-dir", logs, script, pid_file)
+        self.assertExit(run, 0)
+        with open(os.path.join(logs, "esc", "attempt_0", "0", "stdout.log")) as f:
+            self.assertEqual(f.read(), "before\n" * 50000 + "after\n")
+        self.assertEqual(run.stdout_lines.count("[rank0]: before"), 50000)
+        self.assertIn("[rank0]: after", run.stdout_lines)
+
+    def test_a_worker_printing_only_to_its_log_is_alive_for_the_hang_timeout(self):
+        # With -r the log pump alone reads the worker's pipe; its bytes still count as
+        # progress for --hang-timeout. The worker prints slowly and uses no CPU meanwhile
+        # (the pauses are the scenario: a rank that prints while it waits), for three
+        # times the timeout (12 s against 4 s).
+        # It prints before importing torch: on a busy machine the import alone may use less
+        # CPU than --hang-timeout counts as progress.
+        script = write_program(self.tmp, "slow_printer.py", (
+            "import sys, time\n"
+            "print('step', -1, flush=True)\n"
+            "import torch\n"
+            "for i in range(60):\n"
+            "    print('step', i, flush=True); time.sleep(0.2)\n"))
+        logs = os.path.join(self.tmp, "logs")
+        run = self.drun("--standalone", "--nproc-per-node", "1", "--run-id", "alive", "-r", "1",
+                        "--log-dir", logs, "--hang-timeout", "4", script)
+        self.assertExit(run, 0)
+        with open(os.path.join(logs, "alive", "attempt_0", "0", "stdout.log")) as f:
+            self.assertEqual(f.read(), "".join(f"step {i}\n" for i in range(-1, 60)))
+
     def test_one_mib_line(self):
         script = write_program(self.tmp, "big.py", (
             "import sys, torch\n"
