@@ -383,6 +383,9 @@ void Agent::OnWake(TimePoint now) {
 // After the loop: the job's end on the console and in the report, then the
 // workers' and the error files' cleanup. Returns the exit code.
 int Agent::Finish() {
+  // No more `drun stacks` callers: the socket file goes now, since drun may
+  // _exit without running destructors.
+  control_.reset();
   ClearStatus();
   console_.Flush();
   // The table first, the root cause last: it is what the user reads when

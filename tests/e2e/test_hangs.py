@@ -181,6 +181,8 @@ class DrunStacksTest(DrunTestCase):
         for j in jobs:
             j.send_signal(signal.SIGTERM)
             self.assertEqual(j.wait(), 128 + signal.SIGTERM, j.describe())
+        # A job that ended leaves no socket behind.
+        self.assertEqual(os.listdir(os.path.join(self.xdg, "drun")), [])
 
 
 if __name__ == "__main__":
