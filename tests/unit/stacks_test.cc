@@ -319,10 +319,12 @@ TEST_F(StacksTest, DeadlockedThreadsBothShownOnTheirTids) {
       "        os.write(1, say('second')) and a.acquire()\n"                         // 13
       "ts = [threading.Thread(target=f) for f in (take_a_then_b, take_b_then_a)]\n"  // 14
       "for t in ts: t.start()\n"                                                     // 15
-      "for t in ts: t.join()\n";                                                     // 16
+      // The main thread says so too, from the line it then blocks on (joining):
+      // before it, it could still be returning from start() on line 15.
+      "os.write(1, say('main')) and [t.join() for t in ts]\n";                        // 16
   std::string path;
   std::vector<std::string> said;
-  Child py = StartPython(script, 2, &path, &said);
+  Child py = StartPython(script, 3, &path, &said);
   std::map<std::string, int> tid;
   for (const std::string& line : said) {
     std::vector<std::string> f = absl::StrSplit(line, ' ');
