@@ -48,7 +48,9 @@ int main(int argc, char** argv) {
   P(kInterpNext, offsetof(PyInterpreterState, next));
   P(kInterpThreadsHead, offsetof(PyInterpreterState, threads.head));
   P(kTstateNext, offsetof(PyThreadState, next));
+  P(kTstateInterp, offsetof(PyThreadState, interp));
   P(kTstateCframe, offsetof(PyThreadState, cframe));
+  P(kTstateRootCframe, offsetof(PyThreadState, root_cframe));
   P(kTstateThreadId, offsetof(PyThreadState, thread_id));
   P(kTstateNativeThreadId, offsetof(PyThreadState, native_thread_id));
   P(kCframeCurrentFrame, offsetof(_PyCFrame, current_frame));

@@ -264,13 +264,22 @@ FrameRead ReadFrame(Remote& mem, const PythonTarget& t, uint64_t addr, Frame* fr
   return FrameRead::kFrame;
 }
 
-PythonThread ReadThread(Remote& mem, const PythonTarget& t, const std::vector<char>& ts) {
+// The thread state at `ts_addr`, whose first bytes are `ts`.
+PythonThread ReadThread(Remote& mem, const PythonTarget& t, uint64_t ts_addr,
+                        const std::vector<char>& ts) {
   PythonThread thread;
   thread.native_thread_id = At<uint64_t>(ts, off::kTstateNativeThreadId);
   uint64_t frame_addr = 0;
   const uint64_t cframe = At<uint64_t>(ts, off::kTstateCframe);
   if (cframe == 0) return thread;  // a thread state not running Python code
   if (!mem.Get(cframe + off::kCframeCurrentFrame, &frame_addr)) {
+    thread.truncated = true;
+    return thread;
+  }
+  // Only the root cframe is empty at rest. Any other was read between
+  // _PyEval_EvalFrameDefault setting tstate->cframe and filling its
+  // current_frame (a few instructions): torn, so the caller reads again.
+  if (frame_addr == 0 && cframe != ts_addr + off::kTstateRootCframe) {
     thread.truncated = true;
     return thread;
   }
@@ -330,14 +339,18 @@ absl::StatusOr<PythonStacks> ReadPythonStacks(pid_t pid, const PythonTarget& t) 
   if (!mem.Get(t.runtime + off::kRuntimeInterpretersHead, &interp)) {
     return ReadError(mem, "reading _PyRuntime");
   }
+  static_assert(off::kTstateInterp < off::kTstateNativeThreadId, "one read covers both");
   std::vector<char> ts(off::kTstateNativeThreadId + sizeof(uint64_t));
   int threads = 0;
   for (int i = 0; interp != 0 && i < kMaxInterpreters; ++i) {
     uint64_t tstate = 0;
     if (!mem.Get(interp + off::kInterpThreadsHead, &tstate)) break;
     for (; tstate != 0 && threads < kMaxThreads; ++threads) {
-      if (!mem.Read(tstate, ts.data(), ts.size())) break;
-      out.threads.push_back(ReadThread(mem, t, ts));
+      if (!mem.Read(tstate, ts.data(), ts.size()) || At<uint64_t>(ts, off::kTstateInterp) != interp) {
+        out.torn = true;
+        break;
+      }
+      out.threads.push_back(ReadThread(mem, t, tstate, ts));
       tstate = At<uint64_t>(ts, off::kTstateNext);
     }
     if (!mem.Get(interp + off::kInterpNext, &interp)) break;

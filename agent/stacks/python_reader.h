@@ -52,6 +52,10 @@ struct PythonThread {
 struct PythonStacks {
   std::string version;  // "3.11.2"
   std::vector<PythonThread> threads;
+  // The thread list was read while a thread state left it (a link led to
+  // memory that is not one of this interpreter's thread states): threads may
+  // be missing, so read again.
+  bool torn = false;
 };
 
 // Reads every thread of every interpreter. Errors: FailedPrecondition when

@@ -134,7 +134,7 @@ absl::StatusOr<PythonStacks> ReadBuiltin(pid_t pid, const PythonTarget& target) 
   for (int attempt = 0; attempt < kPythonTries; ++attempt) {
     read = ReadPythonStacks(pid, target);
     if (!read.ok()) return read;
-    bool torn = false;
+    bool torn = read->torn;
     for (const PythonThread& t : read->threads) torn = torn || t.truncated;
     if (!torn) break;
   }
