@@ -498,6 +498,12 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
       }
       return;
     }
+    case v1::ServerMessage::kStacksWanted:
+      OnStacksWanted(msg.stacks_wanted().request_id(), now);
+      return;
+    case v1::ServerMessage::kStacksGathered:
+      OnStacksGathered(msg.stacks_gathered());
+      return;
     case v1::ServerMessage::kHeartbeat:
     case v1::ServerMessage::KIND_NOT_SET:
       return;

@@ -10,6 +10,7 @@
 
 #include <poll.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -114,6 +115,15 @@ class Agent {
   // agent_stacks.cc: the control socket, stack dumps and --hang-timeout.
   void OpenControl();
   void OnControl(TimePoint now);
+  // Who this agent is, for control replies: run id, host, pid, ranks now.
+  v1::ControlReply ControlHeader() const;
+  // Why this node has no stacks to give now ("" when it has).
+  std::string NoStacksReason() const;
+  // The server asks this node's stacks for a `drun stacks` somewhere (request `id`).
+  void OnStacksWanted(uint64_t id, TimePoint now);
+  // The answer to this agent's StacksRequest: every node's reply.
+  void OnStacksGathered(const v1::StacksGathered& g);
+  void SendStacksReply(uint64_t id, const v1::ControlReply& reply, TimePoint now);
   std::vector<RankTarget> DumpTargets(TimePoint now) const;
   void StartDump(bool for_hang, TimePoint now);
   void OnDumpDone(TimePoint now);
@@ -174,6 +184,10 @@ class Agent {
   bool status_tty_ = false;
   std::optional<ControlListener> control_;
   std::vector<UniqueFd> stack_callers_;  // waiting for the dump under way
+  std::vector<uint64_t> stack_asks_;      // the server's requests the dump under way answers
+  // `drun stacks` callers waiting for every node's answer, by StacksRequest number.
+  std::map<uint64_t, std::vector<UniqueFd>> gather_callers_;
+  uint64_t gather_seq_ = 0;
   std::unique_ptr<DumpJob> dump_;
   bool dump_for_hang_ = false;  // the dump under way answers a hang
   std::optional<HangMonitor> hang_;  // watching this round's workers (--hang-timeout)

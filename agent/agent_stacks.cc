@@ -18,6 +18,7 @@
 #include "agent/process.h"
 #include "rendezvous/base/exit_code.h"
 #include "rendezvous/base/say.h"
+#include "rendezvous/stacks_relay.h"
 
 namespace drun {
 
@@ -31,30 +32,71 @@ void Agent::OpenControl() {
   control_.emplace(*std::move(l));
 }
 
-// A caller on the control socket: INFO is answered at once; STACKS waits for
-// a dump (one dump serves every caller waiting when it completes).
-void Agent::OnControl(TimePoint now) {
-  v1::ControlRequest request;
-  UniqueFd caller = control_->Accept(&request);
-  if (!caller) return;
+v1::ControlReply Agent::ControlHeader() const {
   v1::ControlReply reply;
   reply.set_run_id(opt_.spec.run_id());
   reply.set_host(opt_.hostname);
   reply.set_pid(getpid());
   reply.set_local_ranks(group_ && !group_is_setup_ ? static_cast<int>(group_->activity().size()) : 0);
   reply.set_world_size(assignment_ ? assignment_->world_size() : 0);
-  if (request.kind() == v1::ControlRequest::INFO) return SendControlReply(caller, reply);
-  if (!opt_.capture) {
-    reply.set_error("this drun was built without the stack reader");
+  return reply;
+}
+
+std::string Agent::NoStacksReason() const {
+  if (!opt_.capture) return "this drun was built without the stack reader";
+  if (group_ && !group_is_setup_ && !group_->activity().empty()) return "";
+  return phase_ == Phase::kRendezvous ? "no worker runs yet: the rendezvous is waiting"
+                                      : "no worker runs on this node now";
+}
+
+// A caller on the control socket: INFO is answered at once. STACKS, on one
+// node, waits for a dump (one dump serves every caller waiting when it
+// completes); on many, for every node's answer through the rendezvous.
+void Agent::OnControl(TimePoint now) {
+  v1::ControlRequest request;
+  UniqueFd caller = control_->Accept(&request);
+  if (!caller) return;
+  v1::ControlReply reply = ControlHeader();
+  if (request.kind() == v1::ControlRequest::INFO) {
+    reply.set_whole_job(rdzv_->relays_stacks());
     return SendControlReply(caller, reply);
   }
-  if (reply.local_ranks() == 0) {
-    reply.set_error(phase_ == Phase::kRendezvous ? "no worker runs yet: the rendezvous is waiting"
-                                                 : "no worker runs on this node now");
-    return SendControlReply(caller, reply);
+  if (rdzv_->relays_stacks()) {
+    v1::AgentMessage ask;
+    ask.mutable_stacks_request()->set_request_id(++gather_seq_);
+    rdzv_->Send(ask, now);
+    gather_callers_[gather_seq_].push_back(std::move(caller));
+    return;
   }
+  reply.set_error(NoStacksReason());
+  if (!reply.error().empty()) return SendControlReply(caller, reply);
   stack_callers_.push_back(std::move(caller));
   StartDump(/*for_hang=*/false, now);
+}
+
+void Agent::OnStacksWanted(uint64_t id, TimePoint now) {
+  v1::ControlReply reply = ControlHeader();
+  reply.set_error(NoStacksReason());
+  if (!reply.error().empty()) return SendStacksReply(id, reply, now);
+  stack_asks_.push_back(id);
+  StartDump(/*for_hang=*/false, now);
+}
+
+void Agent::SendStacksReply(uint64_t id, const v1::ControlReply& reply, TimePoint now) {
+  v1::AgentMessage m;
+  m.mutable_stacks_reply()->set_request_id(id);
+  *m.mutable_stacks_reply()->mutable_reply() = reply;
+  StacksRelay::CapDump(m.mutable_stacks_reply()->mutable_reply(), StacksRelay::kAnswerBudget);
+  rdzv_->Send(m, now);
+}
+
+void Agent::OnStacksGathered(const v1::StacksGathered& g) {
+  auto it = gather_callers_.find(g.request_id());
+  if (it == gather_callers_.end()) return;
+  const v1::ControlReply reply =
+      GatheredReply(ControlHeader(), std::vector<v1::ControlReply>(g.nodes().begin(), g.nodes().end()));
+  for (const UniqueFd& caller : it->second) SendControlReply(caller, reply);
+  gather_callers_.erase(it);
 }
 
 // What the agent knows of each live worker, for a dump.
@@ -99,18 +141,14 @@ void Agent::OnDumpDone(TimePoint now) {
   record.hang = hang;
   record.file = WriteDumpFile(text, hang);
   record.text = text;
-  for (UniqueFd& caller : stack_callers_) {
-    v1::ControlReply reply;
-    reply.set_run_id(opt_.spec.run_id());
-    reply.set_host(opt_.hostname);
-    reply.set_pid(getpid());
-    reply.set_local_ranks(static_cast<int>(dump->ranks.size()));
-    reply.set_world_size(assignment_ ? assignment_->world_size() : 0);
-    reply.set_dump(text);
-    reply.set_dump_file(record.file);
-    reply.set_capture_ms(dump->capture_ms);
-    SendControlReply(caller, reply);
-  }
+  v1::ControlReply reply = ControlHeader();
+  reply.set_local_ranks(static_cast<int>(dump->ranks.size()));
+  reply.set_dump(text);
+  reply.set_dump_file(record.file);
+  reply.set_capture_ms(dump->capture_ms);
+  for (UniqueFd& caller : stack_callers_) SendControlReply(caller, reply);
+  for (uint64_t id : stack_asks_) SendStacksReply(id, reply, now);
+  stack_asks_.clear();
   stack_callers_.clear();
   if (hang) OnHang(*dump, record, now);
   report_.AddDump(std::move(record));

@@ -108,6 +108,20 @@ void SendControlReply(const UniqueFd& fd, const v1::ControlReply& reply) {
   WriteAll(fd.get(), EncodeFrame(reply.SerializeAsString()));
 }
 
+v1::ControlReply GatheredReply(v1::ControlReply header, std::vector<v1::ControlReply> nodes) {
+  header.set_whole_job(true);
+  int ranks = 0;
+  int world = 0;
+  for (v1::ControlReply& n : nodes) {
+    ranks += n.local_ranks();
+    world = std::max(world, n.world_size());
+    *header.add_nodes() = std::move(n);
+  }
+  header.set_local_ranks(ranks);
+  header.set_world_size(world);
+  return header;
+}
+
 absl::StatusOr<v1::ControlReply> AskAgent(const std::string& socket_path,
                                           v1::ControlRequest::Kind kind, int timeout_ms) {
   absl::StatusOr<sockaddr_un> addr = UnixAddress(socket_path);

@@ -56,6 +56,10 @@ void SendControlReply(const UniqueFd& fd, const v1::ControlReply& reply);
 absl::StatusOr<v1::ControlReply> AskAgent(const std::string& socket_path,
                                           v1::ControlRequest::Kind kind, int timeout_ms);
 
+// The answer of a whole_job socket: `header` (run id, host and pid of whoever
+// gathered) with every node's reply, their ranks counted.
+v1::ControlReply GatheredReply(v1::ControlReply header, std::vector<v1::ControlReply> nodes);
+
 struct RunningJob {
   std::string socket_path;
   v1::ControlReply info;

@@ -102,6 +102,7 @@ class GrpcClient : public RendezvousClient {
                     seen_ + stalled_ + opt_.silence + std::chrono::milliseconds(1));
   }
 
+  bool relays_stacks() const override { return true; }
   std::string server_host() const override {
     auto ep = ParseEndpoint(opt_.target, 0);
     return ep.ok() ? ep->host : opt_.target;

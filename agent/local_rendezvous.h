@@ -26,6 +26,7 @@ class LocalRendezvous : public RendezvousClient {
   std::optional<TimePoint> NextDeadline() const override { return state_.NextDeadline(); }
   std::string Describe() const override { return "in-process rendezvous"; }
   std::string server_host() const override { return "127.0.0.1"; }
+  bool relays_stacks() const override { return false; }
 
  private:
   void Deliver(RendezvousState::Outbox out);

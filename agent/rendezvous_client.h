@@ -28,6 +28,9 @@ class RendezvousClient {
   // The host this agent dials to reach the server; with the agent store it is
   // also the workers' MASTER_ADDR (the store runs beside the server).
   virtual std::string server_host() const = 0;
+  // True when the server relays `drun stacks` to every node (StacksRequest,
+  // StacksWanted): a multi-node rendezvous. LocalRendezvous has one node.
+  virtual bool relays_stacks() const = 0;
 };
 
 }  // namespace drun

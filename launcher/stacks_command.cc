@@ -17,7 +17,8 @@ namespace {
 constexpr const char kUsage[] =
     "usage: drun stacks [RUN_ID]\n"
     "Prints every rank's state and stack (Python frames, or native ones) for the drun job\n"
-    "of yours running on this machine; RUN_ID picks one when several run.\n";
+    "of yours running on this machine, on every node of it (from the machine that started\n"
+    "it or any of its nodes); RUN_ID picks one when several run.\n";
 
 // A dump can take a while for native frames (eu-stack, gdb): wait up to this.
 constexpr int kAskTimeoutMs = 60000;
@@ -35,31 +36,60 @@ std::string Describe(const std::vector<RunningJob>& jobs) {
   return absl::StrJoin(parts, ", ");
 }
 
-// Asks each agent of one job for its ranks' stacks and prints them.
-int DumpJob(const std::vector<RunningJob>& agents) {
+// One node's part: a header line and its dump, or its error in one line.
+// Returns false for an error.
+bool PrintNode(const v1::ControlReply& r, bool gathered) {
+  if (!r.error().empty()) {
+    Say(absl::StrCat("run '", r.run_id(), "' on ", r.host(),
+                     r.node_rank() >= 0 && gathered ? absl::StrCat(" (node rank ", r.node_rank(), ")") : "",
+                     ": ", r.error()));
+    return false;
+  }
+  std::string scope = absl::StrCat(r.local_ranks(), " ranks on ", r.host());
+  if (gathered && r.node_rank() >= 0) absl::StrAppend(&scope, " (node rank ", r.node_rank(), ")");
+  if (!gathered && r.world_size() > r.local_ranks()) {
+    absl::StrAppend(&scope, " (of ", r.world_size(), "; run drun stacks on the other nodes for theirs)");
+  }
+  WriteAll(1, absl::StrFormat("drun stacks: %s%s, taken in %.0f ms%s\n",
+                              gathered ? "" : absl::StrCat("run '", r.run_id(), "', "), scope, r.capture_ms(),
+                              r.dump_file().empty() ? "" : absl::StrCat(", kept in ", r.dump_file())));
+  WriteAll(1, r.dump());
+  return true;
+}
+
+// A whole job's answer: a line for the job, then every node's part.
+bool PrintGathered(const v1::ControlReply& r) {
+  WriteAll(1, absl::StrFormat("drun stacks: run '%s', %d ranks on %d hosts, gathered by pid %d on %s\n",
+                              r.run_id(), r.local_ranks(), r.nodes_size(), r.pid(), r.host()));
+  bool any = false;
+  for (const v1::ControlReply& n : r.nodes()) any = PrintNode(n, /*gathered=*/true) || any;
+  return any;
+}
+
+// Asks for one job's stacks and prints them: a socket that gathers every
+// node (a multi-node agent, the ssh or Slurm launcher) is asked alone; else
+// each agent of the job on this machine.
+int DumpJob(const std::vector<RunningJob>& sockets) {
+  std::vector<RunningJob> ask;
+  for (const RunningJob& j : sockets) {
+    if (j.info.whole_job()) {
+      ask = {j};
+      break;
+    }
+  }
+  if (ask.empty()) ask = sockets;
   int failed = 0;
-  for (const RunningJob& j : agents) {
+  for (const RunningJob& j : ask) {
     absl::StatusOr<v1::ControlReply> r = AskAgent(j.socket_path, v1::ControlRequest::STACKS, kAskTimeoutMs);
     if (!r.ok()) {
       ++failed;
       Say(absl::StrCat("host ", j.info.host(), " (pid ", j.info.pid(), "): ", r.status().message()));
       continue;
     }
-    if (!r->error().empty()) {
-      ++failed;
-      Say(absl::StrCat("run '", r->run_id(), "' on ", r->host(), ": ", r->error()));
-      continue;
-    }
-    std::string scope = absl::StrCat(r->local_ranks(), " ranks on ", r->host());
-    if (r->world_size() > r->local_ranks()) {
-      absl::StrAppend(&scope, " (of ", r->world_size(), "; run drun stacks on the other nodes for theirs)");
-    }
-    WriteAll(1, absl::StrFormat("drun stacks: run '%s', %s, taken in %.0f ms%s\n", r->run_id(), scope,
-                                r->capture_ms(),
-                                r->dump_file().empty() ? "" : absl::StrCat(", kept in ", r->dump_file())));
-    WriteAll(1, r->dump());
+    const bool ok = r->whole_job() ? PrintGathered(*r) : PrintNode(*r, /*gathered=*/false);
+    if (!ok) ++failed;
   }
-  return failed == static_cast<int>(agents.size()) ? kExitLauncherFailed : 0;
+  return failed == static_cast<int>(ask.size()) ? kExitLauncherFailed : 0;
 }
 
 }  // namespace
@@ -77,8 +107,8 @@ int RunStacksCommand(const std::vector<std::string>& args,
   if (all.empty()) {
     return Say1(kExitLauncherFailed,
                 absl::StrCat("no drun job of yours (uid ", geteuid(),
-                             ") is running on this machine (the ranks of a job started with --hostfile "
-                             "or --launcher slurm run on its hosts: run drun stacks there)"));
+                             ") is running on this machine (run drun stacks where the job was started, "
+                             "or on one of its nodes)"));
   }
   std::map<std::string, std::vector<RunningJob>> by_run;
   for (const RunningJob& j : all) by_run[j.info.run_id()].push_back(j);

@@ -29,6 +29,7 @@
 #include "rendezvous/first_bytes.h"
 #include "rendezvous/link_liveness.h"
 #include "rendezvous/round_store.h"
+#include "rendezvous/stacks_relay.h"
 
 namespace drun {
 
@@ -107,6 +108,14 @@ class Core {
     return PeerHost(grpc_peer);
   }
   void Lost(RendezvousState::NodeId id);
+  // The launcher's own `drun stacks` request (RendezvousServer::AskStacks).
+  uint64_t AskStacks() {
+    std::lock_guard<std::mutex> l(mu_);
+    const uint64_t id = ++local_stacks_id_;
+    StartStacks({StacksRelay::kLocal, id}, Clock::now());
+    WakeTimerIfEarlier();
+    return id;
+  }
 
   // One port: the store is reached through the rendezvous listener (before
   // any agent connects), which hands store connections over here.
@@ -116,12 +125,19 @@ class Core {
  private:
   void Dispatch(RendezvousState::Outbox out);  // mu_ held
   void WakeTimerIfEarlier();                   // mu_ held
+  std::optional<TimePoint> NextDeadline() const;  // mu_ held
+  void Notify();                                  // mu_ held: events_ grew
+  // mu_ held: `drun stacks` through the relay.
+  void StartStacks(StacksRelay::Asker asker, TimePoint now);
+  void DeliverStacks(TimePoint now);
   void TimerLoop();
 
   std::mutex mu_;
   std::condition_variable cv_;
   RendezvousState state_ ABSL_GUARDED_BY(mu_);
   RoundStore store_ ABSL_GUARDED_BY(mu_);
+  StacksRelay relay_ ABSL_GUARDED_BY(mu_);
+  uint64_t local_stacks_id_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<RendezvousState::NodeId, Stream*> streams_ ABSL_GUARDED_BY(mu_);
   std::deque<RendezvousServer::Event> events_ ABSL_GUARDED_BY(mu_);
   bool finish_reported_ ABSL_GUARDED_BY(mu_) = false;
@@ -241,6 +257,13 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
     case v1::AgentMessage::kLeaving:
       Dispatch(state_.OnLeaving(id, m.leaving().signal(), now));
       break;
+    case v1::AgentMessage::kStacksRequest:
+      StartStacks({id, m.stacks_request().request_id()}, now);
+      break;
+    case v1::AgentMessage::kStacksReply:
+      relay_.OnReply(id, m.stacks_reply().request_id(), m.stacks_reply().reply());
+      DeliverStacks(now);
+      break;
     case v1::AgentMessage::KIND_NOT_SET:
       break;
   }
@@ -249,14 +272,66 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
 
 void Core::Lost(RendezvousState::NodeId id) {
   std::lock_guard<std::mutex> l(mu_);
-  Dispatch(state_.OnLost(id, Clock::now()));
+  const TimePoint now = Clock::now();
+  Dispatch(state_.OnLost(id, now));
+  relay_.OnLost(id);
+  DeliverStacks(now);
   WakeTimerIfEarlier();
+}
+
+void Core::StartStacks(StacksRelay::Asker asker, TimePoint now) {
+  for (const StacksRelay::Ask& ask : relay_.Start(asker, state_.Members(), now)) {
+    auto it = streams_.find(ask.node);
+    if (it == streams_.end()) {
+      relay_.OnLost(ask.node);
+      continue;
+    }
+    v1::ServerMessage m;
+    m.mutable_stacks_wanted()->set_request_id(ask.id);
+    it->second->Enqueue(std::move(m), false);
+  }
+  DeliverStacks(now);
+}
+
+// Complete answers go to whoever asked: an agent's stream, or the launcher's events.
+void Core::DeliverStacks(TimePoint now) {
+  for (StacksRelay::Done& d : relay_.TakeDone(now)) {
+    if (d.asker.node == StacksRelay::kLocal) {
+      RendezvousServer::Event e{RendezvousServer::Event::kStacks, "", {}, 0, {}};
+      e.stacks_id = d.asker.request_id;
+      e.stacks = std::move(d.nodes);
+      events_.push_back(std::move(e));
+      Notify();
+      continue;
+    }
+    auto it = streams_.find(d.asker.node);
+    if (it == streams_.end()) continue;  // the asker is gone
+    v1::ServerMessage m;
+    v1::StacksGathered* g = m.mutable_stacks_gathered();
+    g->set_request_id(d.asker.request_id);
+    for (v1::ControlReply& r : d.nodes) *g->add_nodes() = std::move(r);
+    it->second->Enqueue(std::move(m), false);
+  }
+}
+
+std::optional<TimePoint> Core::NextDeadline() const {
+  std::optional<TimePoint> a = state_.NextDeadline();
+  std::optional<TimePoint> b = relay_.NextDeadline();
+  if (!a) return b;
+  if (!b) return a;
+  return std::min(*a, *b);
+}
+
+void Core::Notify() {
+  uint64_t one = 1;
+  ssize_t r = write(event_fd_.get(), &one, sizeof one);
+  (void)r;
 }
 
 void Core::WakeTimerIfEarlier() {
   // Most messages (heartbeats) only move deadlines later: the timer thread
   // needs waking only when something is due before what it waits for.
-  std::optional<TimePoint> next = state_.NextDeadline();
+  std::optional<TimePoint> next = NextDeadline();
   if (next && (!timer_waits_for_ || *next < *timer_waits_for_)) cv_.notify_one();
 }
 
@@ -271,19 +346,15 @@ void Core::Dispatch(RendezvousState::Outbox out) {
   }
   bool wake = false;
   for (std::string& host : state_.TakeLostHosts()) {
-    events_.push_back({RendezvousServer::Event::kNodeLost, std::move(host), {}});
+    events_.push_back({RendezvousServer::Event::kNodeLost, std::move(host), {}, 0, {}});
     wake = true;
   }
   if (state_.finished() && !finish_reported_) {
     finish_reported_ = true;
-    events_.push_back({RendezvousServer::Event::kFinished, "", state_.finish()});
+    events_.push_back({RendezvousServer::Event::kFinished, "", state_.finish(), 0, {}});
     wake = true;
   }
-  if (wake) {
-    uint64_t one = 1;
-    ssize_t r = write(event_fd_.get(), &one, sizeof one);
-    (void)r;
-  }
+  if (wake) Notify();
   for (auto& o : out) {
     auto it = streams_.find(o.node);
     if (it == streams_.end()) continue;
@@ -295,7 +366,7 @@ void Core::Dispatch(RendezvousState::Outbox out) {
 void Core::TimerLoop() {
   std::unique_lock<std::mutex> l(mu_);
   while (!stop_) {
-    std::optional<TimePoint> next = state_.NextDeadline();
+    std::optional<TimePoint> next = NextDeadline();
     timer_waits_for_ = next;
     if (next) {
       cv_.wait_until(l, *next);
@@ -305,7 +376,11 @@ void Core::TimerLoop() {
     timer_waits_for_.reset();
     if (stop_) break;
     const TimePoint now = Clock::now();
-    if (next && now >= *next) Dispatch(state_.OnTick(now));
+    if (next && now >= *next) {
+      std::optional<TimePoint> state_due = state_.NextDeadline();
+      if (state_due && now >= *state_due) Dispatch(state_.OnTick(now));
+      DeliverStacks(now);
+    }
   }
 }
 
@@ -392,6 +467,7 @@ class ServerImpl : public RendezvousServer {
   bool serves_store() const override { return shared_; }
   int event_fd() const override { return core_->event_fd(); }
   std::optional<Event> NextEvent() override { return core_->NextEvent(); }
+  uint64_t AskStacks() override { return core_->AskStacks(); }
   void Shutdown(Duration grace) override {
     if (acceptor_.joinable()) {
       uint64_t one = 1;

@@ -21,8 +21,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "drun/v1/control.pb.h"
 #include "rendezvous/rendezvous_state.h"
 
 namespace drun {
@@ -54,13 +56,18 @@ class RendezvousServer {
 
   // What a launcher that runs no agent itself needs to follow the job.
   struct Event {
-    enum Kind { kNodeLost, kFinished } kind;
+    enum Kind { kNodeLost, kFinished, kStacks } kind;
     std::string host;  // kNodeLost
     v1::Finish finish;  // kFinished
+    uint64_t stacks_id = 0;  // kStacks: AskStacks()'s number, and every node's reply
+    std::vector<v1::ControlReply> stacks;
   };
   // Readable when NextEvent() may return something.
   virtual int event_fd() const = 0;
   virtual std::optional<Event> NextEvent() = 0;
+  // Asks every node's agent for its ranks' stacks (rendezvous/stacks_relay.h);
+  // the answer comes as a kStacks event with the returned number.
+  virtual uint64_t AskStacks() = 0;
   // Stops accepting, gives open streams up to `grace` to finish, then cancels.
   virtual void Shutdown(Duration grace) = 0;
 };

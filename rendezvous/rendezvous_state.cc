@@ -56,6 +56,16 @@ RendezvousState::RendezvousState(Config config) : config_(std::move(config)) {
   if (config_.max_nodes < config_.min_nodes) config_.max_nodes = config_.min_nodes;
 }
 
+std::vector<RendezvousState::Member> RendezvousState::Members() const {
+  std::vector<Member> members;
+  for (const auto& [id, n] : nodes_) {
+    auto pos = std::find(participants_.begin(), participants_.end(), id);
+    const bool in_round = phase_ != Phase::kWaiting && pos != participants_.end();
+    members.push_back({id, n.hello.hostname(), in_round ? static_cast<int>(pos - participants_.begin()) : -1});
+  }
+  return members;
+}
+
 int RendezvousState::num_waiting() const { return joined_count_; }
 
 void RendezvousState::SetState(Node& n, NodeState s) {

@@ -108,6 +108,13 @@ class RendezvousState {
   int restarts_used() const { return restarts_used_; }
   // Nodes currently known (joined, running, stopping or spare).
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  struct Member {
+    NodeId node = 0;
+    std::string host;    // as its Hello named it
+    int node_rank = -1;  // its group rank in the current round; -1 when not in it
+  };
+  // Every node currently known, with its place in the current round.
+  std::vector<Member> Members() const;
   int num_waiting() const;
   std::string phase_name() const;
   // Total time the server was found not running (late ticks), excluded from

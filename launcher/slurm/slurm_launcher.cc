@@ -22,6 +22,7 @@
 #include "agent/process.h"
 #include "agent/worker_group.h"
 #include "launcher/hosts/hostlist.h"
+#include "launcher/job_control.h"
 #include "launcher/job_host.h"
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/endpoint.h"
@@ -160,10 +161,12 @@ absl::StatusOr<SrunStep> StartAgentStep(const std::vector<std::string>& argv,
 // the agents in escalating steps, and remembers what the job's end needs.
 class StepSupervisor {
  public:
-  StepSupervisor(const v1::JobSpec& spec, SrunStep step, RendezvousServer* server)
+  StepSupervisor(const v1::JobSpec& spec, SrunStep step, RendezvousServer* server,
+                 std::optional<JobControl> control)
       : grace_(SecondsToDuration(spec.shutdown_timeout_s() + 15)),
         step_(std::move(step)),
-        server_(server) {}
+        server_(server),
+        control_(std::move(control)) {}
 
   void Run(int signal_fd);
   int Report() const;
@@ -176,6 +179,7 @@ class StepSupervisor {
   const Duration grace_;
   SrunStep step_;
   RendezvousServer* server_;
+  std::optional<JobControl> control_;  // `drun stacks` on this machine
   std::optional<TimePoint> deadline_;
   // 0: none; 1: the agents were told (a signal's notice, or the lifeline
   // closed); 2: srun told to kill; 3: srun killed.
@@ -228,7 +232,9 @@ void StepSupervisor::OnSignal(int sig, TimePoint now) {
 
 void StepSupervisor::DrainEvents() {
   while (auto ev = server_->NextEvent()) {
-    if (ev->kind == RendezvousServer::Event::kFinished) {
+    if (ev->kind == RendezvousServer::Event::kStacks) {
+      if (control_) control_->OnStacks(*ev);
+    } else if (ev->kind == RendezvousServer::Event::kFinished) {
       if (!finish_) finish_ = ev->finish;
       if (!deadline_) deadline_ = Clock::now() + grace_;  // agents exit at once after Finish
     } else if (!finish_ && lost_seen_.insert(ev->host).second) {
@@ -241,14 +247,17 @@ void StepSupervisor::DrainEvents() {
 
 void StepSupervisor::Run(int signal_fd) {
   while (!srun_status_) {
-    pollfd fds[2] = {{signal_fd, POLLIN, 0}, {server_->event_fd(), POLLIN, 0}};
-    if (PollUntil(fds, 2, deadline_) < 0) {
+    pollfd fds[3] = {{signal_fd, POLLIN, 0},
+                     {server_->event_fd(), POLLIN, 0},
+                     {control_ ? control_->fd() : -1, POLLIN, 0}};
+    if (PollUntil(fds, 3, deadline_) < 0) {
       Say(absl::StrCat("poll failed: ", strerror(errno)));
       kill(step_.pid, SIGTERM);
       break;
     }
     const TimePoint now = Clock::now();
     DrainSignalFd(signal_fd, [&](int sig, const signalfd_siginfo&) { OnSignal(sig, now); });
+    if (fds[2].revents) control_->OnReadable();
     DrainEvents();
     if (deadline_ && now >= *deadline_) Escalate(now);
     int status;
@@ -323,7 +332,8 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::
     Say(std::string(step.status().message()));
     return 1;
   }
-  StepSupervisor supervisor(spec, std::move(*step), (*host)->server());
+  StepSupervisor supervisor(spec, std::move(*step), (*host)->server(),
+                            JobControl::Open(env, spec.run_id(), (*host)->server()));
   supervisor.Run(sfd.get());
   (*host)->server()->Shutdown(std::chrono::seconds(1));
   return supervisor.Report();

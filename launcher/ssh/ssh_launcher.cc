@@ -27,6 +27,7 @@
 #include "agent/output.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/event_loop.h"
+#include "launcher/job_control.h"
 #include "launcher/job_host.h"
 #include "launcher/ssh/ssh_plan.h"
 #include "launcher/ssh/ssh_rsh.h"
@@ -484,6 +485,7 @@ class SshLauncher {
   int exit_code_ = 0;
   std::optional<v1::Finish> finish_;
   std::optional<TimePoint> end_deadline_;
+  std::optional<JobControl> control_;  // `drun stacks` on this machine
   double keepalive_timeout_s_ = 2;
 };
 
@@ -811,6 +813,8 @@ void SshLauncher::DrainServer(RendezvousServer* server, Duration end_bound) {
       }
     } else if (ev->kind == RendezvousServer::Event::kNodeLost) {
       OnLost(ev->host);
+    } else if (ev->kind == RendezvousServer::Event::kStacks && control_) {
+      control_->OnStacks(*ev);
     }
   }
 }
@@ -824,8 +828,11 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
     const TimePoint now = Clock::now();
     std::optional<TimePoint> deadline = SettleDue(now);
     if (end_deadline_ && (!deadline || *end_deadline_ < *deadline)) deadline = end_deadline_;
-    pollfd fds[3] = {{sig_fd, POLLIN, 0}, {server->event_fd(), POLLIN, 0}, {queue_->fd(), POLLIN, 0}};
-    if (PollUntil(fds, 3, deadline) < 0) break;
+    pollfd fds[4] = {{sig_fd, POLLIN, 0},
+                     {server->event_fd(), POLLIN, 0},
+                     {queue_->fd(), POLLIN, 0},
+                     {control_ ? control_->fd() : -1, POLLIN, 0}};
+    if (PollUntil(fds, 4, deadline) < 0) break;
     if (end_deadline_ && Clock::now() >= *end_deadline_) {
       if (stop_level_ >= 2) break;  // dropped everything and still waiting: give up
       SayLocked("agents did not end in time; dropping their connections");
@@ -843,6 +850,7 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
         }
       });
     }
+    if (fds[3].revents) control_->OnReadable();
     DrainServer(server, end_bound);
     while (auto ev = queue_->Pop()) OnEnded(std::move(*ev));
   }
@@ -892,6 +900,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   }
   RendezvousServer* server = (*job)->server();
   for (Host& h : hosts_) h.info.port = (*job)->port();
+  control_ = JobControl::Open(env_, spec_in.run_id(), server);
   AnnounceAndStart(spec_in, (*job)->port());
 
   Supervise(sig_fd.get(), server,

@@ -155,8 +155,7 @@ class DrunStacksTest(DrunTestCase):
         out = self.stacks()
         self.assertEqual(out.returncode, 1)
         self.assertRegex(out.stderr, rf"^drun: no drun job of yours \(uid {os.geteuid()}\) is running on this machine "
-                                     r"\(the ranks of a job started with --hostfile or --launcher slurm run on its "
-                                     r"hosts: run drun stacks there\)\n$")
+                                     r"\(run drun stacks where the job was started, or on one of its nodes\)\n$")
         jobs = [self.start("--nproc-per-node", 1, "--run-id", rid, program("wait_printing.py"),
                            env=self.env) for rid in ("alpha", "beta")]
         for j in jobs:

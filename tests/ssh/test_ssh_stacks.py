@@ -1,0 +1,83 @@
+"""`drun stacks` over ssh (issue #15, docs/stacks.md): from the shell that started a job with
+--hostfile/-H, one command prints every rank of every host. The launcher answers on its own
+control socket and gathers each host's dump through the rendezvous. Real PyTorch gloo: 3 hosts
+x 2 ranks in an all_reduce loop where rank 2 stops in stuck() (tests/e2e/programs/
+hang_allreduce.py). The launcher and `drun stacks` share a private XDG_RUNTIME_DIR that the
+remote agents (started by sshd) do not have, so only the launcher can have answered."""
+import os
+import re
+import signal
+import subprocess
+import tempfile
+
+import ssh_testlib as t
+
+E2E_PROGRAMS = os.path.join(t.HERE, "..", "e2e", "programs")
+HEADER = re.compile(r"^=== rank (\d+) \(local (\d)\) on (\S+), pid (\d+): state (\S)")
+
+
+def sections(text):
+    """{rank: (host, text of its section)} of the dumps in `drun stacks` output."""
+    out, rank = {}, None
+    for line in text.splitlines():
+        m = HEADER.match(line)
+        if m:
+            rank = int(m.group(1))
+            out[rank] = [m.group(3), line]
+        elif rank is not None and not line.startswith("drun stacks:"):
+            out[rank][1] += "\n" + line
+        else:
+            rank = None
+    return {r: tuple(v) for r, v in out.items()}
+
+
+class StacksTest(t.SshTestCase):
+    def stacks(self, xdg, *args):
+        env = self.bed.env(XDG_RUNTIME_DIR=xdg)
+        return subprocess.run([self.bed.drun, "stacks", *args], env=env, capture_output=True,
+                              text=True, timeout=90)
+
+    def test_drun_stacks_from_the_launching_shell_gathers_every_host(self):
+        xdg = tempfile.mkdtemp(dir=self.bed.tmp)
+        os.chmod(xdg, 0o700)
+        mark = os.path.join(self.bed.tmp, "hang_mark")
+        p = self.drun(["-H", ",".join(self.HOSTS), "--nproc-per-node", "2", "--run-id", "gather",
+                       "-x", f"HANG_MARK={mark}", "-x", "STEPS=1000",
+                       os.path.join(E2E_PROGRAMS, "hang_allreduce.py")],
+                      env=self.bed.env(XDG_RUNTIME_DIR=xdg))
+        p[1].wait_for(r"\]: step 4$", count=6)
+        p[1].wait_for(r"\]: stuck at step 5$")
+        out = self.stacks(xdg)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertEqual(out.stderr, "")
+        lines = out.stdout.splitlines()
+        self.assertRegex(lines[0], r"^drun stacks: run 'gather', 6 ranks on 3 hosts, gathered by "
+                                   r"pid \d+ on \S+$")
+        # Each host's part, in node-rank order, then its ranks.
+        parts = [l for l in lines if l.startswith("drun stacks: 2 ranks on ")]
+        self.assertEqual(len(parts), 3, out.stdout)
+        for i, part in enumerate(parts):
+            self.assertRegex(part, rf"^drun stacks: 2 ranks on (\S+) \(node rank {i}\), taken in "
+                                   r"\d+ ms$")
+        self.assertEqual(sorted(re.match(r"drun stacks: 2 ranks on (\S+)", l).group(1)
+                                for l in parts), sorted(self.HOSTS))
+        got = sections(out.stdout)
+        self.assertEqual(sorted(got), list(range(6)), out.stdout)
+        for rank, (host, text) in got.items():
+            self.assertIn(host, self.HOSTS)
+            self.assertIn("hang_allreduce.py", text, text)
+            if rank == 2:
+                self.assertRegex(text, r"hang_allreduce\.py\", line \d+, in stuck", text)
+            else:
+                self.assertIn("all_reduce", text, text)
+        p[0].send_signal(signal.SIGTERM)
+        self.assertEqual(self.finish(p), 128 + signal.SIGTERM, p[1].describe())
+        self.assertHostsClean()
+        # The job is over: its socket went with it.
+        out = self.stacks(xdg)
+        self.assertEqual(out.returncode, 1)
+        self.assertIn("no drun job of yours", out.stderr)
+
+
+if __name__ == "__main__":
+    t.main()
