@@ -499,10 +499,13 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
       return;
     }
     case v1::ServerMessage::kStacksWanted:
-      OnStacksWanted(msg.stacks_wanted().request_id(), now);
+      OnStacksWanted(msg.stacks_wanted().request_id(), msg.stacks_wanted().for_hang(), now);
       return;
     case v1::ServerMessage::kStacksGathered:
       OnStacksGathered(msg.stacks_gathered());
+      return;
+    case v1::ServerMessage::kHangFound:
+      OnHangFound(msg.hang_found(), now);
       return;
     case v1::ServerMessage::kHeartbeat:
     case v1::ServerMessage::KIND_NOT_SET:

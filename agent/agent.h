@@ -120,7 +120,7 @@ class Agent {
   // Why this node has no stacks to give now ("" when it has).
   std::string NoStacksReason() const;
   // The server asks this node's stacks for a `drun stacks` somewhere (request `id`).
-  void OnStacksWanted(uint64_t id, TimePoint now);
+  void OnStacksWanted(uint64_t id, bool for_hang, TimePoint now);
   // The answer to this agent's StacksRequest: every node's reply.
   void OnStacksGathered(const v1::StacksGathered& g);
   void SendStacksReply(uint64_t id, const v1::ControlReply& reply, TimePoint now);
@@ -132,6 +132,10 @@ class Agent {
   void WatchHang(TimePoint now);
   std::string WriteDumpFile(const std::string& text, bool hang);
   void OnHang(const StackDump& dump, const RunReport::Dump& record, TimePoint now);
+  void OnHangFound(const v1::HangFound& found, TimePoint now);
+  static int Culprit(const StackDump& dump, int quietest);
+  void DeclareHang(const StackDump& dump, int quietest, const std::string& full_text,
+                   const std::string& files, TimePoint now);
   void Exit(int code, const std::string& message, const v1::Failure* failure);
   std::string AttemptDir(int local_rank) const;
   // Before anything joins: makes this run's log directory and proves the
@@ -191,6 +195,8 @@ class Agent {
   std::unique_ptr<DumpJob> dump_;
   bool dump_for_hang_ = false;  // the dump under way answers a hang
   std::optional<HangMonitor> hang_;  // watching this round's workers (--hang-timeout)
+  bool hang_quiet_sent_ = false;     // many nodes: this node said it is quiet (HangQuiet)
+  std::vector<RankStack> hang_ranks_;  // many nodes: this node's ranks in its hang dump
   bool status_shown_ = false;
   std::optional<v1::Waiting> waiting_;
   TimePoint waiting_at_;

@@ -6,12 +6,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/agent.h"
@@ -31,6 +33,40 @@ void Agent::OpenControl() {
   }
   control_.emplace(*std::move(l));
 }
+
+namespace {
+
+v1::RankSummary ToSummary(const RankStack& r) {
+  v1::RankSummary s;
+  s.set_rank(r.target.rank);
+  s.set_local_rank(r.target.local_rank);
+  s.set_host(r.target.host);
+  s.set_pid(r.target.pid);
+  s.set_state(std::string(1, r.state));
+  s.set_wchan(r.wchan);
+  s.set_where(r.where);
+  s.set_cpu_last_interval(r.target.cpu_last_interval);
+  s.set_window_s(r.target.window_s);
+  s.set_quiet_s(r.target.quiet_s);
+  return s;
+}
+
+RankStack FromSummary(const v1::RankSummary& s) {
+  RankStack r;
+  r.target.rank = s.rank();
+  r.target.local_rank = s.local_rank();
+  r.target.host = s.host();
+  r.target.pid = s.pid();
+  r.target.cpu_last_interval = s.cpu_last_interval();
+  r.target.window_s = s.window_s();
+  r.target.quiet_s = s.quiet_s();
+  r.state = s.state().empty() ? '?' : s.state()[0];
+  r.wchan = s.wchan();
+  r.where = s.where();
+  return r;
+}
+
+}  // namespace
 
 v1::ControlReply Agent::ControlHeader() const {
   v1::ControlReply reply;
@@ -74,12 +110,12 @@ void Agent::OnControl(TimePoint now) {
   StartDump(/*for_hang=*/false, now);
 }
 
-void Agent::OnStacksWanted(uint64_t id, TimePoint now) {
+void Agent::OnStacksWanted(uint64_t id, bool for_hang, TimePoint now) {
   v1::ControlReply reply = ControlHeader();
   reply.set_error(NoStacksReason());
   if (!reply.error().empty()) return SendStacksReply(id, reply, now);
   stack_asks_.push_back(id);
-  StartDump(/*for_hang=*/false, now);
+  StartDump(for_hang, now);
 }
 
 void Agent::SendStacksReply(uint64_t id, const v1::ControlReply& reply, TimePoint now) {
@@ -147,10 +183,15 @@ void Agent::OnDumpDone(TimePoint now) {
   reply.set_dump_file(record.file);
   reply.set_capture_ms(dump->capture_ms);
   for (UniqueFd& caller : stack_callers_) SendControlReply(caller, reply);
+  for (const RankStack& r : dump->ranks) *reply.add_ranks() = ToSummary(r);
   for (uint64_t id : stack_asks_) SendStacksReply(id, reply, now);
   stack_asks_.clear();
   stack_callers_.clear();
-  if (hang) OnHang(*dump, record, now);
+  if (hang && rdzv_->relays_stacks()) {
+    hang_ranks_ = dump->ranks;  // the server sends every node's (HangFound)
+  } else if (hang) {
+    OnHang(*dump, record, now);
+  }
   report_.AddDump(std::move(record));
 }
 
@@ -169,13 +210,25 @@ void Agent::StartHangWatch(TimePoint now) {
   if (opt_.spec.hang_timeout_s() <= 0) return;
   hang_.emplace(SecondsToDuration(opt_.spec.hang_timeout_s()));
   hang_->Start(SampleWorkers(), now);
+  hang_quiet_sent_ = false;
 }
 
 void Agent::WatchHang(TimePoint now) {
   if (!hang_ || phase_ != Phase::kRunning || !group_ || dump_for_hang_) return;
   if (!hang_->NextSample() || now < *hang_->NextSample()) return;
   hang_->Observe(SampleWorkers(), now);
-  if (hang_->Hung(now)) StartDump(/*for_hang=*/true, now);
+  const bool hung = hang_->Hung(now);
+  if (!rdzv_->relays_stacks()) {
+    if (hung) StartDump(/*for_hang=*/true, now);
+    return;
+  }
+  // Many nodes: the job hangs only when every node is quiet; the server decides.
+  if (hung == hang_quiet_sent_) return;
+  hang_quiet_sent_ = hung;
+  v1::AgentMessage m;
+  m.mutable_hang_quiet()->set_round(assignment_ ? assignment_->round() : 0);
+  m.mutable_hang_quiet()->set_quiet(hung);
+  rdzv_->Send(m, now);
 }
 
 // Under --log-dir, a dump is also kept as a file of the run's attempt:
@@ -196,24 +249,56 @@ std::string Agent::WriteDumpFile(const std::string& text, bool hang) {
   return path;
 }
 
-// No rank made progress for --hang-timeout: say where each one is, and end
-// the round as a failure of the odd rank (the quietest when none is odd).
+// No rank of this node made progress for --hang-timeout, on one node: say
+// where each one is, and end the round as a failure of the rank that stands out.
 void Agent::OnHang(const StackDump& dump, const RunReport::Dump& record, TimePoint now) {
-  if (phase_ != Phase::kRunning || reported_ || !group_) return;  // it ended meanwhile
-  const int quietest = hang_ ? hang_->QuietestRank() : -1;
+  DeclareHang(dump, hang_ ? hang_->QuietestRank() : -1,
+              record.file.empty() ? record.text : "", record.file, now);
+}
+
+// Every node of the round was quiet (HangFound): each node's summaries, and
+// where each kept its full dump. The agent of the rank that stands out says so.
+void Agent::OnHangFound(const v1::HangFound& found, TimePoint now) {
+  if (!assignment_ || found.round() != assignment_->round()) return;
+  StackDump all;
+  std::vector<std::string> files;
+  std::string unkept;  // the dumps of nodes without --log-dir are shown whole
+  for (const v1::ControlReply& node : found.nodes()) {
+    for (const v1::RankSummary& r : node.ranks()) all.ranks.push_back(FromSummary(r));
+    if (!node.dump_file().empty()) files.push_back(absl::StrCat(node.host(), ":", node.dump_file()));
+    if (!node.error().empty()) files.push_back(absl::StrCat(node.host(), ": ", node.error()));
+    if (node.dump_file().empty()) unkept += node.dump();
+  }
+  std::sort(all.ranks.begin(), all.ranks.end(),
+            [](const RankStack& a, const RankStack& b) { return a.target.rank < b.target.rank; });
+  const int culprit = Culprit(all, QuietestRank(all));
+  const bool mine = std::any_of(hang_ranks_.begin(), hang_ranks_.end(), [&](const RankStack& r) {
+    return r.target.rank == culprit;
+  });
+  if (!mine) return;  // its own agent reports it; the server stops this node's ranks
+  DeclareHang(all, QuietestRank(all), unkept, absl::StrJoin(files, ", "), now);
+}
+
+// The rank to blame: the odd one; else the one that went quiet first; else
+// (all alike) the first.
+int Agent::Culprit(const StackDump& dump, int quietest) {
   const std::vector<int> odd = OddRanks(dump);
-  // The odd rank; else the one that went quiet first; else (all alike) the first.
-  const int culprit = !odd.empty()  ? odd.front()
-                      : quietest >= 0 ? quietest
-                      : dump.ranks.empty() ? -1 : dump.ranks.front().target.rank;
+  if (!odd.empty()) return odd.front();
+  if (quietest >= 0) return quietest;
+  return dump.ranks.empty() ? -1 : dump.ranks.front().target.rank;
+}
+
+// Prints the table of every rank in `dump` (and `full_text`, or where the full
+// dumps are) and reports the round's failure as this node's rank's hang.
+void Agent::DeclareHang(const StackDump& dump, int quietest, const std::string& full_text,
+                        const std::string& files, TimePoint now) {
+  if (phase_ != Phase::kRunning || reported_ || !group_) return;  // it ended meanwhile
+  const int culprit = Culprit(dump, quietest);
   Log(absl::StrFormat("no rank made progress (output or CPU) for %gs (--hang-timeout); where each one is:",
                       opt_.spec.hang_timeout_s()));
   console_.Text(FormatHangTable(dump, quietest));
-  if (record.file.empty()) {
-    console_.Text(record.text);
-  } else {
-    Log(absl::StrCat("every rank's full stack: ", record.file));
-  }
+  if (!files.empty()) Log(absl::StrCat("every rank's full stack: ", files));
+  if (!full_text.empty()) console_.Text(full_text);
   WorkerExit e;
   e.exit_code = kExitHung;
   e.when = now;

@@ -83,6 +83,23 @@ std::string FormatDump(const StackDump& dump) {
   return out;
 }
 
+int QuietestRank(const StackDump& dump) {
+  const RankStack* first = nullptr;
+  double runner_up = -1;
+  double window = 0;
+  for (const RankStack& r : dump.ranks) {
+    window = std::max(window, r.target.window_s);
+    if (!first || r.target.quiet_s > first->target.quiet_s) {
+      if (first) runner_up = std::max(runner_up, first->target.quiet_s);
+      first = &r;
+    } else {
+      runner_up = std::max(runner_up, r.target.quiet_s);
+    }
+  }
+  if (!first || first->target.quiet_s < 0 || first->target.quiet_s - runner_up <= window) return -1;
+  return first->target.rank;
+}
+
 std::vector<int> OddRanks(const StackDump& dump) {
   std::vector<int> odd;
   for (const RankStack& r : dump.ranks) {

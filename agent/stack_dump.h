@@ -79,6 +79,11 @@ struct StackDump {
 // wchan, CPU, quiet time, last line) and its frames.
 std::string FormatDump(const StackDump& dump);
 
+// The rank that printed last the longest ago (quiet_s) by more than a sample
+// interval (window_s) over every other: across nodes, whose samples are taken
+// at different moments. -1 when none is known or no one was first.
+int QuietestRank(const StackDump& dump);
+
 // The ranks that look unlike the others: a rank in state D; else, when most
 // ranks are at the same place, the ones elsewhere. Sorted; empty when all agree.
 std::vector<int> OddRanks(const StackDump& dump);

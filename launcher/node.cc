@@ -40,13 +40,6 @@ int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::
   if (workers_here) {
     if (absl::Status st = CheckEntrypoint(*spec, env); !st.ok()) return Fail(kExitBadInput, std::string(st.message()));
   }
-  if (spec->hang_timeout_s() > 0 && spec->max_nodes() > 1) {
-    // Each agent sees only its own ranks; a job-wide verdict needs every node's.
-    return Fail(kExitBadInput,
-                absl::StrCat(cl.Describe("hang-timeout"), " watches the ranks of one node, and this job may have ",
-                             spec->max_nodes(), " nodes; multi-node hang detection is not built yet "
-                             "(drun stacks works on every node)"));
-  }
   const bool logs = spec->redirects().all() != 0 || spec->redirects().has_per_rank() ||
                     spec->tee().all() != 0 || spec->tee().has_per_rank();
   if (logs && spec->log_dir().empty()) {

@@ -112,7 +112,7 @@ class Core {
   uint64_t AskStacks() {
     std::lock_guard<std::mutex> l(mu_);
     const uint64_t id = ++local_stacks_id_;
-    StartStacks({StacksRelay::kLocal, id}, Clock::now());
+    StartStacks({StacksRelay::Asker::Kind::kLocal, 0, id}, Clock::now());
     WakeTimerIfEarlier();
     return id;
   }
@@ -129,7 +129,11 @@ class Core {
   void Notify();                                  // mu_ held: events_ grew
   // mu_ held: `drun stacks` through the relay.
   void StartStacks(StacksRelay::Asker asker, TimePoint now);
+  void AskNodes(StacksRelay::Asker asker, std::vector<StacksRelay::Member> members, TimePoint now);
   void DeliverStacks(TimePoint now);
+  void SendHangFound(int64_t round, std::vector<v1::ControlReply> nodes);
+  // Every node of the round is quiet (--hang-timeout): ask each for a hang dump.
+  void MaybeCallHang(TimePoint now);
   void TimerLoop();
 
   std::mutex mu_;
@@ -258,15 +262,19 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
       Dispatch(state_.OnLeaving(id, m.leaving().signal(), now));
       break;
     case v1::AgentMessage::kStacksRequest:
-      StartStacks({id, m.stacks_request().request_id()}, now);
+      StartStacks({StacksRelay::Asker::Kind::kNode, id, m.stacks_request().request_id()}, now);
       break;
     case v1::AgentMessage::kStacksReply:
       relay_.OnReply(id, m.stacks_reply().request_id(), m.stacks_reply().reply());
       DeliverStacks(now);
       break;
+    case v1::AgentMessage::kHangQuiet:
+      state_.OnQuiet(id, m.hang_quiet().round(), m.hang_quiet().quiet());
+      break;
     case v1::AgentMessage::KIND_NOT_SET:
       break;
   }
+  MaybeCallHang(now);  // a quiet node, or one whose workers are done
   WakeTimerIfEarlier();
 }
 
@@ -280,7 +288,19 @@ void Core::Lost(RendezvousState::NodeId id) {
 }
 
 void Core::StartStacks(StacksRelay::Asker asker, TimePoint now) {
-  for (const StacksRelay::Ask& ask : relay_.Start(asker, state_.Members(), now)) {
+  AskNodes(asker, state_.Members(), now);
+}
+
+void Core::MaybeCallHang(TimePoint now) {
+  std::optional<std::vector<StacksRelay::Member>> round = state_.TakeHangVerdict();
+  if (!round) return;
+  AskNodes({StacksRelay::Asker::Kind::kHang, 0, static_cast<uint64_t>(state_.round())}, *std::move(round),
+           now);
+}
+
+void Core::AskNodes(StacksRelay::Asker asker, std::vector<StacksRelay::Member> members, TimePoint now) {
+  const bool for_hang = asker.kind == StacksRelay::Asker::Kind::kHang;
+  for (const StacksRelay::Ask& ask : relay_.Start(asker, std::move(members), now)) {
     auto it = streams_.find(ask.node);
     if (it == streams_.end()) {
       relay_.OnLost(ask.node);
@@ -288,15 +308,32 @@ void Core::StartStacks(StacksRelay::Asker asker, TimePoint now) {
     }
     v1::ServerMessage m;
     m.mutable_stacks_wanted()->set_request_id(ask.id);
+    m.mutable_stacks_wanted()->set_for_hang(for_hang);
     it->second->Enqueue(std::move(m), false);
   }
   DeliverStacks(now);
 }
 
+// The hang dumps go to every node of the round, whose agents pick the rank
+// that stands out; that rank's agent reports the round's failure.
+void Core::SendHangFound(int64_t round, std::vector<v1::ControlReply> nodes) {
+  v1::ServerMessage m;
+  m.mutable_hang_found()->set_round(round);
+  for (v1::ControlReply& r : nodes) *m.mutable_hang_found()->add_nodes() = std::move(r);
+  for (const StacksRelay::Member& member : state_.Members()) {
+    auto it = streams_.find(member.node);
+    if (member.node_rank >= 0 && it != streams_.end()) it->second->Enqueue(m, false);
+  }
+}
+
 // Complete answers go to whoever asked: an agent's stream, or the launcher's events.
 void Core::DeliverStacks(TimePoint now) {
   for (StacksRelay::Done& d : relay_.TakeDone(now)) {
-    if (d.asker.node == StacksRelay::kLocal) {
+    if (d.asker.kind == StacksRelay::Asker::Kind::kHang) {
+      SendHangFound(static_cast<int64_t>(d.asker.request_id), std::move(d.nodes));
+      continue;
+    }
+    if (d.asker.kind == StacksRelay::Asker::Kind::kLocal) {
       RendezvousServer::Event e{RendezvousServer::Event::kStacks, "", {}, 0, {}};
       e.stacks_id = d.asker.request_id;
       e.stacks = std::move(d.nodes);

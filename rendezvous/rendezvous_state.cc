@@ -66,6 +66,37 @@ std::vector<RendezvousState::Member> RendezvousState::Members() const {
   return members;
 }
 
+void RendezvousState::OnQuiet(NodeId node, int64_t round, bool quiet) {
+  if (round != round_ || phase_ != Phase::kRunning || !nodes_.count(node)) return;
+  if (quiet_round_ != round_) {
+    quiet_.clear();
+    quiet_round_ = round_;
+  }
+  if (quiet) {
+    quiet_.insert(node);
+  } else {
+    quiet_.erase(node);
+  }
+}
+
+std::optional<std::vector<RendezvousState::Member>> RendezvousState::TakeHangVerdict() {
+  if (phase_ != Phase::kRunning || quiet_round_ != round_ || hang_called_round_ == round_ ||
+      quiet_.empty()) {
+    return std::nullopt;
+  }
+  for (NodeId id : participants_) {
+    auto n = nodes_.find(id);
+    if (n == nodes_.end()) return std::nullopt;  // lost: the round is stopping anyway
+    if (!quiet_.count(id) && n->second.state != NodeState::kSucceeded) return std::nullopt;
+  }
+  hang_called_round_ = round_;
+  std::vector<Member> round;
+  for (Member& m : Members()) {
+    if (m.node_rank >= 0) round.push_back(std::move(m));
+  }
+  return round;
+}
+
 int RendezvousState::num_waiting() const { return joined_count_; }
 
 void RendezvousState::SetState(Node& n, NodeState s) {

@@ -115,6 +115,15 @@ class RendezvousState {
   };
   // Every node currently known, with its place in the current round.
   std::vector<Member> Members() const;
+
+  // --hang-timeout across nodes (HangQuiet): none of `node`'s ranks made
+  // progress for the timeout (quiet), or one did again. Other rounds' word
+  // is ignored.
+  void OnQuiet(NodeId node, int64_t round, bool quiet);
+  // Once per round, when every node of the running round is quiet or done
+  // (its workers succeeded), at least one quiet: the round's nodes, to ask
+  // for a hang dump.
+  std::optional<std::vector<Member>> TakeHangVerdict();
   int num_waiting() const;
   std::string phase_name() const;
   // Total time the server was found not running (late ticks), excluded from
@@ -156,6 +165,9 @@ class RendezvousState {
   Config config_;
   Phase phase_ = Phase::kWaiting;
   std::map<NodeId, Node> nodes_;
+  std::set<NodeId> quiet_;         // of round quiet_round_
+  int64_t quiet_round_ = -1;
+  int64_t hang_called_round_ = -1;  // the round a verdict was given for
   std::vector<NodeId> participants_;  // of the current/last round, by group rank
   int64_t round_ = -1;
   int restarts_used_ = 0;

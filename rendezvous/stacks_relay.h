@@ -3,7 +3,7 @@
 // other nodes' workers; their agents can. So a request from any node's agent
 // (StacksRequest) or from the launcher itself (RendezvousServer::AskStacks)
 // becomes one StacksWanted to every node of the job, and the replies become
-// one answer, by node rank.
+// one answer, by node rank. A --hang-timeout verdict gathers the same way.
 //
 // Pure: no I/O, time is an input. The server feeds it the members at the
 // start, each StacksReply, each lost stream and the clock; it says whom to
@@ -29,12 +29,14 @@ class StacksRelay {
  public:
   using NodeId = RendezvousState::NodeId;
   using Member = RendezvousState::Member;
-  // Who asked: a node's agent and its own request number, or (node kLocal)
-  // the process that hosts the server.
-  static constexpr NodeId kLocal = 0;
+  // Who asked: a node's agent (`drun stacks` on its machine), the process
+  // that hosts the server (`drun stacks` on the launcher's machine), or the
+  // server's own --hang-timeout verdict.
   struct Asker {
-    NodeId node = kLocal;
-    uint64_t request_id = 0;
+    enum class Kind { kNode, kLocal, kHang };
+    Kind kind = Kind::kLocal;
+    NodeId node = 0;          // kNode: the asking agent's node
+    uint64_t request_id = 0;  // kNode: the agent's number; kLocal: AskStacks()'s; kHang: the round
   };
   struct Ask {  // send StacksWanted{id} to node
     NodeId node;

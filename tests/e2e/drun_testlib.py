@@ -79,6 +79,13 @@ def base_env(**overrides):
     return env
 
 
+def free_port(addr="127.0.0.1"):
+    """A TCP port that is free now on `addr` (the test then hands it to drun)."""
+    with socket.socket() as sock:
+        sock.bind((addr, 0))
+        return sock.getsockname()[1]
+
+
 def program(name):
     return os.path.join(PROGRAMS, name)
 

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import time
 
-from drun_testlib import (DrunTestCase, base_env, drun_path, main, program, rank_lines,
+from drun_testlib import (DrunTestCase, base_env, drun_path, free_port, main, program, rank_lines,
                           wait_pids_dead)
 
 
@@ -107,11 +107,50 @@ class HangTimeoutTest(DrunTestCase):
         self.assertEqual([l for l in run.stderr_lines if "progress" in l], [])
         self.assertEqual(len([t for _, t in rank_lines(run.stdout_lines, 0) if t == "still working"]), 7)
 
-    def test_refused_where_one_agent_cannot_see_the_whole_job(self):
-        run = self.drun("--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:29999", "--hang-timeout", 5,
-                        program("streams.py"))
-        self.assertExit(run, 2)
-        self.assertIn("--hang-timeout 5 watches the ranks of one node", run.stderr_lines[-1])
+    def test_two_nodes_hang_is_found_job_wide_and_named_once(self):
+        # Two drun processes on loopback play the nodes of a c10d job, 2 ranks each: the
+        # verdict needs both nodes quiet; the node of the odd rank prints the one table.
+        script = program("hang_allreduce.py")
+        sleep_line = line_of(script, "HANG LINE")
+        logs = os.path.join(self.tmp, "logs")
+        common = ["--nnodes", 2, "--nproc-per-node", 2, "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+                  "--run-id", "hang2x2", "--hang-timeout", 5, "--log-dir", logs]
+        nodes = [self.start(*common, "--node-rank", n, script, env=self.hang_env()) for n in (0, 1)]
+        for node in nodes:
+            self.assertEqual(node.wait(), 124, node.describe())
+        with open(os.path.join(self.tmp, "hang_mark")) as f:
+            hung_at = float(f.read())
+        told = [n for n in nodes if any(l.startswith("drun: no rank made progress") for l in n.stderr_lines)]
+        self.assertEqual(len(told), 1, "\n".join(n.describe() for n in nodes))
+        table = [l for l in told[0].stderr_lines if re.match(r"drun: \d+\s+\S+\s+\d+\s+[A-Z] ", l)]
+        self.assertEqual(len(table), 4, told[0].describe())
+        rank2 = [l for l in table if l.startswith("drun: 2 ")][0]
+        self.assertIn(f"hang_allreduce.py:{sleep_line} in stuck", rank2)
+        self.assertIn("not where the others are", rank2)
+        for l in table:
+            if not l.startswith("drun: 2 "):
+                self.assertIn("in all_reduce", l)
+        full = [l for l in told[0].stderr_lines if l.startswith("drun: every rank's full stack: ")]
+        self.assertEqual(len(full), 1, told[0].describe())
+        dumps = sorted(os.path.join(d, "hang_stacks.txt") for d, _, files in os.walk(logs)
+                       if "hang_stacks.txt" in files)
+        self.assertEqual(len(dumps), 2, dumps)  # one per node, each its own ranks
+        for path in dumps:
+            self.assertIn(path, full[0])
+        ranks = {}
+        for path in dumps:
+            with open(path) as f:
+                ranks.update(dump_sections(f.read()))
+        self.assertEqual(sorted(ranks), [0, 1, 2, 3])
+        self.assertIn(f'File "{script}", line {sleep_line}, in stuck', ranks[2][1])
+        # Both nodes end with the hang's exit code, and say why.
+        for node in nodes:
+            self.assertIn("hung (--hang-timeout)", node.stderr, node.describe())
+        # The verdict took both nodes' word: not before 5 s of quiet, and within 7 s.
+        mtime = min(os.path.getmtime(p) for p in dumps)
+        self.assertGreaterEqual(mtime - hung_at, 4.5)
+        self.assertLessEqual(mtime - hung_at, 7.0)
+        self.assertEqual(wait_pids_dead([pid for pid, _ in ranks.values()]), [])
 
 
 class DrunStacksTest(DrunTestCase):

@@ -10,18 +10,11 @@ processes on loopback play the nodes of a two-node job, each with its own --loca
 import os
 import socket
 
-from drun_testlib import (DrunTestCase, base_env, load_json_files, main, program,
+from drun_testlib import (DrunTestCase, base_env, free_port, load_json_files, main, program,
                           rank_lines, texts_of)
 
 ALLREDUCE = program("allreduce_env.py")
 DUMP_ENV = program("dump_env.py")
-
-
-def free_port(addr="127.0.0.1"):
-    """A TCP port that is free now on `addr` (the test then hands it to drun)."""
-    with socket.socket() as s:
-        s.bind((addr, 0))
-        return s.getsockname()[1]
 
 
 def free_port_pair(addr="127.0.0.1"):

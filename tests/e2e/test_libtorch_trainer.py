@@ -5,11 +5,10 @@ client of drun's agent store, a store hosted by rank 0 (--no-agent-store), and a
 The trainer's path comes from $DRUN_LIBTORCH_TRAINER (ctest sets it to the built target)."""
 import os
 import re
-import socket
 import subprocess
 import unittest
 
-from drun_testlib import DrunTestCase, RUN_TIMEOUT, base_env, main
+from drun_testlib import DrunTestCase, RUN_TIMEOUT, base_env, free_port, main
 
 # "[rank3]: " on one node, "[host:rank3]: " on several.
 PREFIX_RE = re.compile(r"^\[(?:[^\]]*:)?rank(\d+)\]: ?(.*)$")
@@ -27,12 +26,6 @@ def trainer_path():
     if not os.access(path, os.X_OK):
         raise RuntimeError(f"DRUN_LIBTORCH_TRAINER={path} is not an executable file")
     return path
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class LibTorchTrainerTest(DrunTestCase):

@@ -6,17 +6,10 @@ import os
 import pty
 import re
 import select
-import socket
 import subprocess
 import time
 
-from drun_testlib import (DrunTestCase, base_env, drun_path, main, program, REPO)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from drun_testlib import (DrunTestCase, base_env, drun_path, free_port, main, program, REPO)
 
 
 def documented_fields():

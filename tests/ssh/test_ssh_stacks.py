@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import tempfile
+import time
 
 import ssh_testlib as t
 
@@ -77,6 +78,40 @@ class StacksTest(t.SshTestCase):
         out = self.stacks(xdg)
         self.assertEqual(out.returncode, 1)
         self.assertIn("no drun job of yours", out.stderr)
+
+    def test_hang_timeout_across_hosts_names_the_rank_asleep_once(self):
+        # --hang-timeout 5 over 3 hosts: the verdict needs every host quiet; the table comes
+        # once, from the host of the odd rank, within 7 s of rank 2 falling asleep.
+        mark = os.path.join(self.bed.tmp, "hang_mark_timeout")
+        logs = os.path.join(self.bed.tmp, "hang_logs")
+        p = self.drun(["-H", ",".join(self.HOSTS), "--nproc-per-node", "2", "--run-id", "hung",
+                       "--hang-timeout", "5", "--log-dir", logs, "-x", f"HANG_MARK={mark}",
+                       "-x", "STEPS=1000", os.path.join(E2E_PROGRAMS, "hang_allreduce.py")])
+        p[1].wait_for(r"^drun: \S+: no rank made progress", stream="stderr")
+        detected = time.time()
+        self.assertEqual(self.finish(p), 124, p[1].describe())
+        with open(mark) as f:
+            hung_at = float(f.read())
+        self.assertGreaterEqual(detected - hung_at, 4.5, p[1].describe())
+        self.assertLessEqual(detected - hung_at, 7.0, p[1].describe())
+        # An agent's lines reach the launcher's stderr as "drun: HOST: ...": drop the host.
+        err = [re.sub(r"^drun: [^\s:]+: ", "drun: ", l) for l in p[1].lines("stderr")]
+        self.assertEqual(len([l for l in err if l.startswith("drun: no rank made progress")]), 1,
+                         p[1].describe())
+        table = [l for l in err if re.match(r"^drun: \d+\s+\S+\s+\d+\s+[A-Z] ", l)]
+        self.assertEqual(len(table), 6, p[1].describe())
+        self.assertEqual({l.split()[2] for l in table}, set(self.HOSTS))
+        rank2 = [l for l in table if l.startswith("drun: 2 ")][0]
+        self.assertRegex(rank2, r"hang_allreduce\.py:\d+ in stuck  <- not where the others are")
+        for l in table:
+            if not l.startswith("drun: 2 "):
+                self.assertIn("in all_reduce", l)
+        full = [l for l in err if l.startswith("drun: every rank's full stack: ")]
+        self.assertEqual(len(full), 1, p[1].describe())
+        for host in self.HOSTS:
+            self.assertIn(f"{host}:{logs}/hung/", full[0])
+        self.assertIn("hung (--hang-timeout)", "\n".join(err))
+        self.assertHostsClean()
 
 
 if __name__ == "__main__":

@@ -23,6 +23,10 @@ v1::ControlReply Dump(const std::string& host, int ranks, const std::string& tex
   return r;
 }
 
+StacksRelay::Asker ByNode(StacksRelay::NodeId node, uint64_t request_id) {
+  return {StacksRelay::Asker::Kind::kNode, node, request_id};
+}
+
 std::vector<Member> ThreeNodes() {
   // Known in join order; node 7 holds group rank 0.
   return {{5, "b", 1}, {7, "a", 0}, {9, "spare", -1}};
@@ -30,7 +34,7 @@ std::vector<Member> ThreeNodes() {
 
 TEST(StacksRelayTest, AsksEveryNodeAndAnswersByNodeRankOnceAllReplied) {
   StacksRelay relay;
-  std::vector<StacksRelay::Ask> asks = relay.Start({7, 42}, ThreeNodes(), kT0);
+  std::vector<StacksRelay::Ask> asks = relay.Start(ByNode(7, 42), ThreeNodes(), kT0);
   ASSERT_EQ(asks.size(), 3u);
   const uint64_t id = asks[0].id;
   for (const auto& a : asks) EXPECT_EQ(a.id, id);
@@ -57,20 +61,20 @@ TEST(StacksRelayTest, AsksEveryNodeAndAnswersByNodeRankOnceAllReplied) {
 
 TEST(StacksRelayTest, LostNodeAnswersWithAnErrorAndDoesNotHoldUpTheOthers) {
   StacksRelay relay;
-  const uint64_t id = relay.Start({StacksRelay::kLocal, 1}, ThreeNodes(), kT0)[0].id;
+  const uint64_t id = relay.Start({StacksRelay::Asker::Kind::kLocal, 0, 1}, ThreeNodes(), kT0)[0].id;
   relay.OnReply(7, id, Dump("a", 1, "x\n"));
   relay.OnReply(9, id, Dump("spare", 0, ""));
   relay.OnLost(5);
   std::vector<StacksRelay::Done> done = relay.TakeDone(kT0);
   ASSERT_EQ(done.size(), 1u);
-  EXPECT_EQ(done[0].asker.node, StacksRelay::kLocal);
+  EXPECT_EQ(done[0].asker.kind, StacksRelay::Asker::Kind::kLocal);
   EXPECT_EQ(done[0].nodes[1].host(), "b");
   EXPECT_EQ(done[0].nodes[1].error(), "its agent was lost before it answered");
 }
 
 TEST(StacksRelayTest, SilentNodeIsNamedAtTheDeadline) {
   StacksRelay relay;
-  const uint64_t id = relay.Start({7, 1}, ThreeNodes(), kT0)[0].id;
+  const uint64_t id = relay.Start(ByNode(7, 1), ThreeNodes(), kT0)[0].id;
   relay.OnReply(7, id, Dump("a", 1, "x\n"));
   relay.OnReply(9, id, Dump("spare", 0, ""));
   ASSERT_TRUE(relay.NextDeadline());
@@ -87,8 +91,8 @@ TEST(StacksRelayTest, SilentNodeIsNamedAtTheDeadline) {
 
 TEST(StacksRelayTest, RequestsAreIndependentAndRepliesGoToTheirOwn) {
   StacksRelay relay;
-  const uint64_t first = relay.Start({7, 1}, {{7, "a", 0}}, kT0)[0].id;
-  const uint64_t second = relay.Start({5, 1}, {{7, "a", 0}}, kT0)[0].id;
+  const uint64_t first = relay.Start(ByNode(7, 1), {{7, "a", 0}}, kT0)[0].id;
+  const uint64_t second = relay.Start(ByNode(5, 1), {{7, "a", 0}}, kT0)[0].id;
   EXPECT_NE(first, second);
   relay.OnReply(7, second, Dump("a", 1, "second\n"));
   relay.OnReply(7, second, Dump("a", 1, "repeat\n"));  // a repeat keeps the first
@@ -102,7 +106,7 @@ TEST(StacksRelayTest, RequestsAreIndependentAndRepliesGoToTheirOwn) {
 
 TEST(StacksRelayTest, NoMembersIsDoneAtOnce) {
   StacksRelay relay;
-  EXPECT_TRUE(relay.Start({7, 3}, {}, kT0).empty());
+  EXPECT_TRUE(relay.Start(ByNode(7, 3), {}, kT0).empty());
   std::vector<StacksRelay::Done> done = relay.TakeDone(kT0);
   ASSERT_EQ(done.size(), 1u);
   EXPECT_TRUE(done[0].nodes.empty());
@@ -112,7 +116,7 @@ TEST(StacksRelayTest, AnAnswerStaysUnderItsBudgetCutAtALineEnd) {
   StacksRelay relay;
   std::vector<Member> members;
   for (int i = 0; i < 4; ++i) members.push_back({static_cast<uint64_t>(i + 1), "h", i});
-  const uint64_t id = relay.Start({1, 1}, members, kT0)[0].id;
+  const uint64_t id = relay.Start(ByNode(1, 1), members, kT0)[0].id;
   const std::string line(99, 'x');
   std::string big;
   while (big.size() < StacksRelay::kAnswerBudget) big += line + "\n";
