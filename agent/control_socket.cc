@@ -1,6 +1,7 @@
 #include "agent/control_socket.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -29,14 +30,30 @@ void SetTimeouts(int fd, int ms) {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-absl::StatusOr<sockaddr_un> UnixAddress(const std::string& path) {
+// A socket's address. A path longer than sun_path (108 bytes: a deep
+// XDG_RUNTIME_DIR) is reached through its directory, opened here and named
+// /proc/self/fd/N/<file>; `dir` must stay open until bind() or connect().
+struct UnixAddr {
   sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof addr.sun_path) {
+  UniqueFd dir;
+};
+
+absl::StatusOr<UnixAddr> UnixAddress(const std::string& path) {
+  UnixAddr a;
+  a.addr.sun_family = AF_UNIX;
+  std::string name = path;
+  if (name.size() >= sizeof a.addr.sun_path) {
+    const size_t slash = path.rfind('/');
+    a.dir.reset(open(slash == std::string::npos ? "." : path.substr(0, slash).c_str(),
+                     O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!a.dir) return absl::ErrnoToStatus(errno, absl::StrCat("control socket ", path));
+    name = absl::StrCat("/proc/self/fd/", a.dir.get(), "/", path.substr(slash + 1));
+  }
+  if (name.size() >= sizeof a.addr.sun_path) {
     return absl::InvalidArgumentError(absl::StrCat("socket path too long: ", path));
   }
-  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  return addr;
+  memcpy(a.addr.sun_path, name.c_str(), name.size() + 1);
+  return a;
 }
 
 // The directory is this user's alone: a real directory, owned by us, that no
@@ -73,12 +90,12 @@ absl::StatusOr<std::string> ControlDir(const std::map<std::string, std::string>&
 
 absl::StatusOr<ControlListener> ControlListener::Open(const std::string& dir) {
   const std::string path = absl::StrCat(dir, "/", getpid(), kSuffix);
-  absl::StatusOr<sockaddr_un> addr = UnixAddress(path);
+  absl::StatusOr<UnixAddr> addr = UnixAddress(path);
   if (!addr.ok()) return addr.status();
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) return absl::ErrnoToStatus(errno, "control socket");
   unlink(path.c_str());  // a dead agent of the same pid left it
-  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0 ||
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr->addr), sizeof addr->addr) != 0 ||
       listen(fd.get(), 16) != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("control socket ", path));
   }
@@ -124,11 +141,11 @@ v1::ControlReply GatheredReply(v1::ControlReply header, std::vector<v1::ControlR
 
 absl::StatusOr<v1::ControlReply> AskAgent(const std::string& socket_path,
                                           v1::ControlRequest::Kind kind, int timeout_ms) {
-  absl::StatusOr<sockaddr_un> addr = UnixAddress(socket_path);
+  absl::StatusOr<UnixAddr> addr = UnixAddress(socket_path);
   if (!addr.ok()) return addr.status();
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return absl::ErrnoToStatus(errno, "socket");
-  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) {
+  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr->addr), sizeof addr->addr) != 0) {
     return absl::UnavailableError(absl::StrCat(socket_path, ": ", strerror(errno)));
   }
   SetTimeouts(fd.get(), timeout_ms);
