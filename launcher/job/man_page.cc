@@ -104,13 +104,15 @@ std::string SectionStacks() {
       "($XDG_RUNTIME_DIR/drun, else /tmp/drun-UID); with several jobs running, RUN_ID picks one. "
       "Another user's jobs are never shown. Under --log-dir each dump is also kept as "
       "stacks_<time>.txt in the attempt's directory, and --report lists it. On a multi-node job "
-      "it shows the ranks of this machine's agents.");
+      "it shows every node's ranks, run where the job was started (ssh, --launcher slurm) or on "
+      "any node of it: the request goes to every agent through the rendezvous.");
   m += Line(
       "--hang-timeout SECONDS does the same by itself when no rank made progress (a byte of "
       "output, or CPU above 10 % of a core) for that long: a table of the ranks marks the one not "
       "where the others are, the full dump goes to hang_stacks.txt under --log-dir (else to "
       "standard error), and the job ends with exit code 124, or restarts while --max-restarts "
-      "allows. One node only for now. See docs/hangs.md.");
+      "allows. On many nodes the job hangs when every node's ranks made no progress; the node of "
+      "the odd rank prints the table. See docs/hangs.md.");
   return m;
 }
 
