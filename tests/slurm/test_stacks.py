@@ -1,4 +1,5 @@
-"""Hangs under Slurm (issue #15, docs/hangs.md): `srun drun --hang-timeout 5` on 3 nodes x 2
+"""Hangs under Slurm (issue #15, docs/hangs.md): `srun drun --hang-timeout 5` (and the same with
+`drun --launcher slurm`) on 3 nodes x 2
 real PyTorch gloo ranks in an all_reduce loop where rank 2 falls asleep
 (tests/e2e/programs/hang_allreduce.py). While rank 2 sleeps, the batch script itself runs
 `drun stacks`, which must print every node's ranks (gathered through the rendezvous by the
@@ -37,14 +38,21 @@ def sections(text):
 
 class SlurmHangTest(SlurmTestCase):
     def test_srun_drun_hang_timeout_and_drun_stacks_from_the_batch_shell(self):
+        self.hang_and_stacks("srun {drun}")
+
+    def test_launcher_slurm_hang_timeout_and_drun_stacks_from_the_batch_shell(self):
+        # The launcher answers drun stacks on a socket of its own (launcher/job_control.h).
+        self.hang_and_stacks("{drun} --launcher slurm")
+
+    def hang_and_stacks(self, start):
         xdg = os.path.join(self.dir, "xdg")
         os.mkdir(xdg, 0o700)
         d = self.dir
         body = f"""#SBATCH --nodes=3 --ntasks-per-node=1
 export XDG_RUNTIME_DIR={xdg} HANG_MARK={d}/hang_mark STEPS=1000
 mkfifo {d}/srun.out
-srun {self.drun} --nproc-per-node 2 --run-id slurmhang --hang-timeout 5 --log-dir {d}/logs \\
-    {HANG} > {d}/srun.out 2>&1 &
+{start.format(drun=self.drun)} --nproc-per-node 2 --run-id slurmhang --hang-timeout 5 \\
+    --log-dir {d}/logs {HANG} > {d}/srun.out 2>&1 &
 srun_pid=$!
 exec 3< {d}/srun.out
 steps=0
@@ -67,7 +75,7 @@ echo "srun exit $?"
         info = job.wait()
         out = job.output()
         self.assertIn("stacks exit 0", out)
-        self.assertIn("srun exit 124", out)
+        self.assertIn("srun exit 124", out)  # srun's, or the launcher's
         self.assertEqual(info.get("JobState"), "COMPLETED", out)  # the script itself ended well
 
         with open(os.path.join(d, "stacks.err")) as f:
