@@ -468,5 +468,56 @@ TEST_F(RendezvousStateTest, LostDuringStopOpensNextRound) {
   ASSERT_EQ(Count(out, kAssign), 2);
 }
 
+// --hang-timeout on many nodes: the verdict is the whole round's, once.
+TEST_F(RendezvousStateTest, HangVerdictNeedsEveryNodeOfTheRoundQuietOnce) {
+  RendezvousState s(Config(2, 2));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnQuiet(1, 0, true);
+  EXPECT_FALSE(s.TakeHangVerdict());  // b still makes progress
+  s.OnQuiet(2, 0, true);
+  s.OnQuiet(1, 0, false);  // a printed again
+  EXPECT_FALSE(s.TakeHangVerdict());
+  s.OnQuiet(1, 7, true);  // another round's word changes nothing
+  EXPECT_FALSE(s.TakeHangVerdict());
+  s.OnQuiet(1, 0, true);
+  std::optional<std::vector<RendezvousState::Member>> round = s.TakeHangVerdict();
+  ASSERT_TRUE(round);
+  ASSERT_EQ(round->size(), 2u);
+  EXPECT_EQ((*round)[0].host, "a");
+  EXPECT_EQ((*round)[0].node_rank, 0);
+  EXPECT_EQ((*round)[1].host, "b");
+  EXPECT_EQ((*round)[1].node_rank, 1);
+  EXPECT_FALSE(s.TakeHangVerdict());  // once per round
+}
+
+TEST_F(RendezvousStateTest, HangVerdictCountsANodeWhoseWorkersSucceededAsQuiet) {
+  RendezvousState s(Config(2, 2));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnSucceeded(1, 0, now);
+  EXPECT_FALSE(s.TakeHangVerdict());  // nobody is quiet yet
+  s.OnQuiet(2, 0, true);
+  EXPECT_TRUE(s.TakeHangVerdict());
+}
+
+TEST_F(RendezvousStateTest, HangVerdictStartsOverWithTheNextRound) {
+  RendezvousState s(Config(2, 2, /*restarts=*/1));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnQuiet(1, 0, true);
+  s.OnQuiet(2, 0, true);
+  ASSERT_TRUE(s.TakeHangVerdict());
+  s.OnFailed(1, 0, Fail(1, 124), now);  // the hung rank's node reports; the round stops
+  s.OnJoin(1, 1001, now);
+  Outbox out = s.OnJoin(2, 1002, now);
+  ASSERT_EQ(Count(out, kAssign), 2);
+  EXPECT_EQ(s.round(), 1);
+  s.OnQuiet(1, 1, true);  // round 0's quiet nodes do not count in round 1
+  EXPECT_FALSE(s.TakeHangVerdict());
+  s.OnQuiet(2, 1, true);
+  EXPECT_TRUE(s.TakeHangVerdict());
+}
+
 }  // namespace
 }  // namespace drun
