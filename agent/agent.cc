@@ -278,7 +278,23 @@ int Agent::Start() {
   }
   status_tty_ = isatty(2) && !opt_.spec.quiet() && opt_.spec.max_nodes() > 1;
   OpenControl();
+  SayInterface();
   return 0;
+}
+
+// Many nodes: which interface the workers' gloo and NCCL sockets use, once at
+// start, unless the user chose (GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME set).
+void Agent::SayInterface() {
+  if (opt_.socket_ifname.empty()) return;
+  std::vector<std::string> given;
+  for (const char* k : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
+    if (opt_.base_env.count(k) || opt_.spec.env().count(k)) given.push_back(k);
+  }
+  if (given.size() == 2) return;
+  Info(absl::StrCat("gloo and NCCL use interface ", opt_.socket_ifname, " (", opt_.advertise_addr,
+                    ", this node's address toward the rendezvous)",
+                    given.empty() ? "" : absl::StrCat("; ", given[0], " as you set it"),
+                    "; set GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME to choose another"));
 }
 
 void Agent::SendHello(TimePoint now) {
@@ -611,6 +627,7 @@ void Agent::StartWorkers(TimePoint now) {
     in.local_world_size = n;
     in.error_file = l.error_file;
     if (!opt_.nproc.devices.empty()) in.cuda_visible_device = opt_.nproc.devices[lr];
+    in.socket_ifname = opt_.socket_ifname;
     EnvMap env = BuildWorkerEnv(opt_.base_env, spec, a, in);
 
     l.request.argv = WorkerArgv(spec, python);

@@ -40,6 +40,9 @@ struct AgentOptions {
   // Console prefix style: "[rank3]: " on one node, "[host:rank3]: " on many.
   bool host_in_prefix = false;
   std::string advertise_addr;  // Hello.addr; empty: the server uses the peer address
+  // Many nodes: the interface of advertise_addr, given to the workers as
+  // GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME unless they are set (docs/ssh.md).
+  std::string socket_ifname;
   std::string token;
   // A remote agent's ssh channel or srun's stdin, after the launch message:
   // the launcher's forwarded stop signals come on it (agent_launch.h), and
@@ -114,6 +117,7 @@ class Agent {
   void ReportFailure(const WorkerExit& e, TimePoint now, bool hung = false);
   // agent_stacks.cc: the control socket, stack dumps and --hang-timeout.
   void OpenControl();
+  void SayInterface();
   void OnControl(TimePoint now);
   // Who this agent is, for control replies: run id, host, pid, ranks now.
   v1::ControlReply ControlHeader() const;

@@ -19,6 +19,9 @@ struct WorkerEnvInput {
   int local_world_size = 1;
   std::string error_file;          // TORCHELASTIC_ERROR_FILE
   std::string cuda_visible_device;  // non-empty: narrow CUDA_VISIBLE_DEVICES to it
+  // The interface gloo and NCCL should use (GLOO_SOCKET_IFNAME,
+  // NCCL_SOCKET_IFNAME) unless the user set them; "" leaves them alone.
+  std::string socket_ifname;
 };
 
 // `base` is the agent's environment; spec.env (forwarded with -x/--env-file)

@@ -102,6 +102,7 @@ int AgentMain() {
     auto ip = ep.ok() ? ResolveHost(ep->host) : absl::StatusOr<std::string>(ep.status());
     if (ip.ok()) options.advertise_addr = RouteSourceAddress(*ip, ep->port);
   }
+  options.socket_ifname = InterfaceOf(options.advertise_addr);
   options.base_env = std::move(env);
   // Not destroyed: see QuickExit.
   Agent* agent = new Agent(std::move(options), std::move(client.value()), &guardian);
@@ -171,6 +172,7 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   AgentOptions options;
   options.advertise_addr = spec.local_addr();
   if (options.advertise_addr.empty()) options.advertise_addr = RouteSourceAddress(*ip, ep->port);
+  options.socket_ifname = InterfaceOf(options.advertise_addr);
   std::unique_ptr<RendezvousServer> server;
   const HostDecision host = DecideHost(spec, *ep, *ip);
   if (host.is_host) {

@@ -1,6 +1,7 @@
 #include "rendezvous/base/endpoint.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -129,6 +130,50 @@ bool IsLoopbackAddress(const std::string& ip) {
   if (inet_pton(AF_INET, ip.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
   in6_addr v6;
   return inet_pton(AF_INET6, ip.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+namespace {
+
+// The bytes of an AF_INET/AF_INET6 address ("" for other families).
+std::string AddressBytes(const sockaddr* sa) {
+  if (sa == nullptr) return "";
+  if (sa->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    return std::string(reinterpret_cast<const char*>(&in->sin_addr), sizeof in->sin_addr);
+  }
+  if (sa->sa_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    return std::string(reinterpret_cast<const char*>(&in6->sin6_addr), sizeof in6->sin6_addr);
+  }
+  return "";
+}
+
+bool SameSubnet(const std::string& a, const std::string& b, const std::string& mask) {
+  if (a.size() != b.size() || mask.size() != a.size()) return false;
+  if (mask.find_first_not_of('\0') == std::string::npos) return false;  // /0 holds everything
+  for (size_t i = 0; i < a.size(); ++i) {
+    if ((a[i] & mask[i]) != (b[i] & mask[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string InterfaceOf(const std::string& ip) {
+  auto addr = NumericSockAddr(Endpoint{ip, 0});
+  if (!addr.ok()) return "";
+  const std::string want = AddressBytes(addr->get());
+  ifaddrs* list = nullptr;
+  if (want.empty() || getifaddrs(&list) != 0) return "";
+  std::string exact, subnet;
+  for (const ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    const std::string have = AddressBytes(i->ifa_addr);
+    if (have.empty() || have.size() != want.size()) continue;
+    if (have == want && exact.empty()) exact = i->ifa_name;
+    if (subnet.empty() && SameSubnet(have, want, AddressBytes(i->ifa_netmask))) subnet = i->ifa_name;
+  }
+  freeifaddrs(list);
+  return exact.empty() ? subnet : exact;
 }
 
 std::string RouteSourceAddress(const std::string& ip, int port) {

@@ -57,6 +57,11 @@ bool IsLoopbackAddress(const std::string& ip);
 // The source address the kernel picks to reach ip:port ("" if none).
 std::string RouteSourceAddress(const std::string& ip, int port);
 
+// The name of the network interface that holds `ip` ("eth0"): the one with
+// that address, else the one whose subnet contains it (127.0.0.2 -> "lo");
+// "" when none does or `ip` is not a literal.
+std::string InterfaceOf(const std::string& ip);
+
 }  // namespace drun
 
 #endif  // DRUN_RENDEZVOUS_BASE_ENDPOINT_H_

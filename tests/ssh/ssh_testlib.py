@@ -38,6 +38,8 @@ PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
 RUN_TIMEOUT = float(os.environ.get("DRUN_SSH_RUN_TIMEOUT", "90"))
 SUBNET_PREFIX = "10.213.51"
 SUBNET = SUBNET_PREFIX + ".0/24"
+DECOY_PREFIX = "10.213.52"  # the stock testbed's decoy interfaces (inside the host namespaces)
+DECOY_SUBNET = DECOY_PREFIX + ".0/24"
 CLIENT_ADDR = SUBNET_PREFIX + ".1"
 GHOST = ("ghost", SUBNET_PREFIX + ".99")  # a name whose address nobody has
 PREFIX_RE = re.compile(r"^\[(?P<host>[^\]:]*):rank(?P<rank>\d+)\]: ?(?P<text>.*)$")
@@ -204,8 +206,11 @@ class Testbed:
     """Namespaces, sshd per host, the client's throwaway home. Use as a context manager
     or call setup()/teardown()."""
 
-    def __init__(self, hosts, tag="t"):
+    def __init__(self, hosts, tag="t", stock=False):
         self.specs = [h if isinstance(h, HostSpec) else HostSpec(h) for h in hosts]
+        # stock: each host as Debian and Ubuntu install it, its own name on 127.0.1.1 in
+        # /etc/hosts, and a second interface (a decoy "docker0") that leads nowhere.
+        self.stock = stock
         self.tag = f"drs{tag}{os.getpid() % 100000}"
         self.tmp = tempfile.mkdtemp(prefix="drun-ssh-")
         os.chmod(self.tmp, 0o755)
@@ -220,7 +225,7 @@ class Testbed:
         self.sshd_log = {}  # name -> Lines
         self._namespaces = []
         self._netns_dirs = []
-        self._route = False
+        self._routes = []  # the subnets this testbed made unreachable in the root namespace
         self._run_sshd_dir = False
         self.agent_proc = None
 
@@ -241,13 +246,14 @@ class Testbed:
         self.teardown()
 
     def _setup(self):
-        exact = run("ip", "-4", "route", "show", "exact", SUBNET).stdout.strip()
-        local = run("ip", "-4", "-o", "addr", "show", "to", SUBNET).stdout.strip()
-        if local or (exact and not exact.startswith("unreachable")):
-            raise unittest.SkipTest(f"the root namespace already uses {SUBNET}: {local or exact}")
-        if not exact:
-            run("ip", "route", "add", "unreachable", SUBNET)
-        self._route = True
+        for subnet in [SUBNET] + ([DECOY_SUBNET] if self.stock else []):
+            exact = run("ip", "-4", "route", "show", "exact", subnet).stdout.strip()
+            local = run("ip", "-4", "-o", "addr", "show", "to", subnet).stdout.strip()
+            if local or (exact and not exact.startswith("unreachable")):
+                raise unittest.SkipTest(f"the root namespace already uses {subnet}: {local or exact}")
+            if not exact:
+                run("ip", "route", "add", "unreachable", subnet)
+                self._routes.append(subnet)
         if not os.path.isdir("/run/sshd"):
             os.makedirs("/run/sshd", mode=0o755)
             self._run_sshd_dir = True
@@ -295,8 +301,18 @@ class Testbed:
             d = f"/etc/netns/{ns}"
             os.makedirs(d, exist_ok=True)
             self._netns_dirs.append(d)
+            own = [n for n, h in self.host_ns.items() if h == ns]
             with open(os.path.join(d, "hosts"), "w") as f:
-                f.write(hosts_text)
+                # glibc takes the first match: the stock line hides the host's real address.
+                f.write((f"127.0.1.1 {own[0]}\n" if self.stock and own else "") + hosts_text)
+        if self.stock:
+            for i, s in enumerate(self.specs):
+                ns = self.host_ns[s.name]
+                # A veth pair with both ends here (this kernel may lack "dummy").
+                run("ip", "-n", ns, "link", "add", "docker0", "type", "veth", "peer", "name", "docker0p")
+                run("ip", "-n", ns, "addr", "add", f"{DECOY_PREFIX}.{11 + i}/24", "dev", "docker0")
+                for dev in ("docker0", "docker0p"):
+                    run("ip", "-n", ns, "link", "set", dev, "up")
 
         known = []
         for s in self.specs:
@@ -441,11 +457,11 @@ class Testbed:
         for d in self._netns_dirs:
             shutil.rmtree(d, ignore_errors=True)
         self._netns_dirs = []
-        if self._route:
-            r = run("ip", "route", "del", "unreachable", SUBNET, check=False)
+        for subnet in self._routes:
+            r = run("ip", "route", "del", "unreachable", subnet, check=False)
             if r.returncode != 0:
-                errors.append(f"route del: {r.stderr.strip()}")
-            self._route = False
+                errors.append(f"route del {subnet}: {r.stderr.strip()}")
+        self._routes = []
         if self._run_sshd_dir:
             try:
                 os.rmdir("/run/sshd")
@@ -493,6 +509,7 @@ def records(lines, kind="worker"):
 
 class SshTestCase(unittest.TestCase):
     HOSTS = ["red01", "orange07", "purple11"]
+    STOCK = False  # hosts as Debian installs them (Testbed's stock)
 
     @classmethod
     def setUpClass(cls):
@@ -501,7 +518,7 @@ class SshTestCase(unittest.TestCase):
         if reason:
             raise unittest.SkipTest(reason)
         become_subreaper()
-        cls.bed = Testbed(cls.HOSTS, tag=cls.__name__[:4].lower()).setup()
+        cls.bed = Testbed(cls.HOSTS, tag=cls.__name__[:4].lower(), stock=cls.STOCK).setup()
 
     @classmethod
     def tearDownClass(cls):

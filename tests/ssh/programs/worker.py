@@ -5,8 +5,9 @@ a gate (a FIFO the test holds open) and then exits 0:
 
     worker.py [--then exit|gate] [--gate FIFO] [--env VAR,VAR...]
 
-The line: "worker host=H rank=R local_rank=L group_rank=G world=W local_world=LW
-restart=C pid=P [VAR=value ...]" (an unset VAR prints as VAR=<unset>).
+The line: "worker host=H rank=R local_rank=L resolved=A group_rank=G world=W local_world=LW
+restart=C pid=P [VAR=value ...]" (A: what its own hostname resolves to; an unset VAR prints
+as VAR=<unset>).
 """
 import argparse
 import os
@@ -23,6 +24,7 @@ args = parser.parse_args()
 env = os.environ
 extra = " ".join(f"{v}={env.get(v, '<unset>')}" for v in args.env.split(",") if v)
 print(f"worker host={socket.gethostname()} rank={env['RANK']} local_rank={env['LOCAL_RANK']} "
+      f"resolved={socket.gethostbyname(socket.gethostname())} "
       f"group_rank={env['GROUP_RANK']} world={env['WORLD_SIZE']} "
       f"local_world={env['LOCAL_WORLD_SIZE']} "
       f"restart={env.get('TORCHELASTIC_RESTART_COUNT')} pid={os.getpid()} {extra}".rstrip(),
