@@ -278,14 +278,14 @@ int Agent::Start() {
   }
   status_tty_ = isatty(2) && !opt_.spec.quiet() && opt_.spec.max_nodes() > 1;
   OpenControl();
-  SayInterface();
   return 0;
 }
 
-// Many nodes: which interface the workers' gloo and NCCL sockets use, once at
-// start, unless the user chose (GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME set).
+// Many nodes: which interface the workers' gloo and NCCL sockets use, once,
+// when this node first joins a round (a rejected node says nothing of it),
+// unless the user chose (GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME both set).
 void Agent::SayInterface() {
-  if (opt_.socket_ifname.empty()) return;
+  if (opt_.socket_ifname.empty() || std::exchange(interface_said_, true)) return;
   std::vector<std::string> given;
   for (const char* k : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
     if (opt_.base_env.count(k) || opt_.spec.env().count(k)) given.push_back(k);
@@ -471,6 +471,10 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
         exit_code_ = f.exit_code();
         exit_message_ = f.exit_code() == 0 ? "" : absl::StrCat("job failed: ", f.message());
         if (f.has_failure()) exit_failure_ = f.failure();
+      } else if (f.exit_code() != 0 && !f.has_failure()) {
+        // Stopping on a signal already (srun's, after a node died): still say why the
+        // job ended, which names the lost node.
+        Log(absl::StrCat("the job ended meanwhile: ", f.message()));
       }
       if (group_) {
         // Stopping on a signal: the workers got that one, not a SIGTERM too.
@@ -531,6 +535,7 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
 
 void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
   ClearStatus();
+  SayInterface();
   assignment_ = a;
   RoundStats rs;
   rs.round = a.round();

@@ -199,6 +199,7 @@ class Agent {
   std::unique_ptr<DumpJob> dump_;
   bool dump_for_hang_ = false;  // the dump under way answers a hang
   std::optional<HangMonitor> hang_;  // watching this round's workers (--hang-timeout)
+  bool interface_said_ = false;     // SayInterface() spoke
   bool hang_quiet_sent_ = false;     // many nodes: this node said it is quiet (HangQuiet)
   std::vector<RankStack> hang_ranks_;  // many nodes: this node's ranks in its hang dump
   bool status_shown_ = false;

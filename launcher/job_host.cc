@@ -11,14 +11,17 @@ namespace drun {
 
 absl::StatusOr<std::unique_ptr<JobHost>> JobHost::Start(const v1::JobSpec& spec,
                                                         const std::string& token,
-                                                        const std::string& listen_host, int port) {
+                                                        const std::string& listen_host, int port,
+                                                        Members members) {
   auto host = std::unique_ptr<JobHost>(new JobHost);
   host->spec_ = spec;
   host->token_ = token;
   const std::string addr = listen_host.find(':') == std::string::npos
                                ? absl::StrCat(listen_host, ":", port)
                                : absl::StrCat("[", listen_host, "]:", port);
-  auto server = RendezvousServer::Start(addr, RendezvousConfigFor(spec, token));
+  RendezvousState::Config config = RendezvousConfigFor(spec, token);
+  config.closed_membership = members == Members::kFixed;
+  auto server = RendezvousServer::Start(addr, config);
   if (!server.ok()) return server.status();
   host->server_ = std::move(*server);
   return host;

@@ -17,10 +17,15 @@ namespace drun {
 
 class JobHost {
  public:
+  // kFixed: every agent is started at once and none can come later (an srun
+  // step; RendezvousState::Config::closed_membership). kOpen: hosts may join
+  // later (ssh spares).
+  enum class Members { kOpen, kFixed };
   // Serves the job's rendezvous on listen_host:port (port 0: a free one).
   static absl::StatusOr<std::unique_ptr<JobHost>> Start(const v1::JobSpec& spec,
                                                         const std::string& token,
-                                                        const std::string& listen_host, int port);
+                                                        const std::string& listen_host, int port,
+                                                        Members members);
   int port() const { return server_->port(); }
   RendezvousServer* server() { return server_.get(); }
   // The bytes to write to a remote `drun agent`'s standard input.

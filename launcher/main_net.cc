@@ -156,9 +156,10 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
 // A node of a multi-node job typed on every node (JobMode::kStatic, kC10d, or
 // a task of an srun step): hosts the rendezvous server when it is the host,
 // and runs its agent against it.
-// `members_are_tasks`: a task of an srun step in task mode (slurm_env.h).
+// `slurm`: a task of an srun step (slurm_env.h): its members are fixed, and in
+// task mode each is one worker.
 [[noreturn]] void RunNetworkNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env,
-                                 const std::string& token, bool members_are_tasks) {
+                                 const std::string& token, SlurmMode slurm) {
   auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
   if (!nproc.ok()) QuickExit(Fail(kExitBadInput, std::string(nproc.status().message())));
   Guardian guardian = Guardian::Start();
@@ -176,7 +177,9 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   std::unique_ptr<RendezvousServer> server;
   const HostDecision host = DecideHost(spec, *ep, *ip);
   if (host.is_host) {
-    auto started = RendezvousServer::Start(RendezvousBindAddress(*ep, *ip), RendezvousConfigFor(spec, token));
+    RendezvousState::Config config = RendezvousConfigFor(spec, token);
+    config.closed_membership = slurm != SlurmMode::kOff;
+    auto started = RendezvousServer::Start(RendezvousBindAddress(*ep, *ip), config);
     if (started.ok()) {
       server = std::move(*started);
     } else if (host.explicit_host) {
@@ -202,7 +205,7 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   options.report_path = cl.report_path;
   options.quiet = spec.quiet();
   EnableStacks(options.base_env, &options);
-  options.members_are_tasks = members_are_tasks;
+  options.members_are_tasks = slurm == SlurmMode::kPerTask;
   auto agent = std::make_unique<Agent>(std::move(options), std::move(client.value()), &guardian);
   const int code = agent->Run();
   if (server) {
@@ -246,8 +249,7 @@ int Main(int argc, char** argv) {
     case JobMode::kSingleNode:
       RunSingleNode(*cl, std::move(spec), std::move(env), *token);
     default:
-      RunNetworkNode(*cl, std::move(spec), std::move(env), *token,
-                     slurm_mode == SlurmMode::kPerTask);
+      RunNetworkNode(*cl, std::move(spec), std::move(env), *token, slurm_mode);
   }
 }
 

@@ -307,12 +307,29 @@ RendezvousState::Outbox RendezvousState::OnLost(NodeId node, TimePoint now) {
       gone.leaving_signal > 0 ? absl::StrCat("stopped on ", SignalName(gone.leaving_signal))
                               : std::string("was lost"));
   lost_hosts_.push_back(host);
+  const bool stopping_on_signal = gone.leaving_signal > 0;
   SetState(it->second, NodeState::kHello);  // keeps the counts right
   by_seen_.erase(it->second.seen_pos);
   nodes_.erase(it);
   participants_.erase(std::remove(participants_.begin(), participants_.end(), node),
                       participants_.end());
   if (finished_) return {};
+  if (config_.closed_membership && !stopping_on_signal &&
+      config_.max_nodes - ++lost_members_ < config_.min_nodes) {
+    // The Stop says at once which node was lost (srun may signal the others
+    // right after); the Finish ends the job instead of a rejoin.
+    Outbox out;
+    if (phase_ == Phase::kRunning && (state == NodeState::kRunning || state == NodeState::kSucceeded)) {
+      out = StopRound(lost, now);
+    }
+    Outbox fin = Finish(1,
+                        absl::StrCat(lost, "; ", config_.max_nodes - lost_members_, " of at least ",
+                                     config_.min_nodes, " are left and no other can join (an srun "
+                                     "step's tasks are fixed)"),
+                        nullptr);
+    out.insert(out.end(), fin.begin(), fin.end());
+    return out;
+  }
   switch (phase_) {
     case Phase::kRunning:
       if (state == NodeState::kRunning || state == NodeState::kSucceeded) {

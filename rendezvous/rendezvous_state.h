@@ -63,6 +63,11 @@ class RendezvousState {
     Duration sweep_period = std::chrono::milliseconds(100);
     Duration stall_tolerance = std::chrono::milliseconds(50);
     bool use_agent_store = false;
+    // Every member is started at once and none can come later (the tasks of
+    // an srun step): a node lost (not one stopping on a signal) that leaves
+    // fewer than min_nodes possible ends the job at once, naming it, instead
+    // of waiting join_timeout for a newcomer that cannot come.
+    bool closed_membership = false;
     // When set, every Assignment carries this MASTER_ADDR/PORT instead of
     // group rank 0's (static backend, or a store the host serves).
     std::string fixed_master_addr;
@@ -168,6 +173,7 @@ class RendezvousState {
   std::set<NodeId> quiet_;         // of round quiet_round_
   int64_t quiet_round_ = -1;
   int64_t hang_called_round_ = -1;  // the round a verdict was given for
+  int lost_members_ = 0;            // closed_membership: members lost for good
   std::vector<NodeId> participants_;  // of the current/last round, by group rank
   int64_t round_ = -1;
   int restarts_used_ = 0;

@@ -307,7 +307,7 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::
   signal(SIGPIPE, SIG_IGN);
 
   const std::string token = token_in.empty() ? RandomHex(16) : token_in;
-  auto host = JobHost::Start(spec, token, "0.0.0.0", 0);
+  auto host = JobHost::Start(spec, token, "0.0.0.0", 0, JobHost::Members::kFixed);
   if (!host.ok()) {
     Say(absl::StrCat("cannot host the rendezvous: ", host.status().message()));
     return 1;

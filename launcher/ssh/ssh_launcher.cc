@@ -893,7 +893,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   v1::JobSpec job_spec = spec_in;
   job_spec.set_min_nodes(plan_.min_nodes);
   job_spec.set_max_nodes(plan_.max_nodes);
-  auto job = JobHost::Start(job_spec, token, v6 ? "::" : "0.0.0.0", rdzv->port);
+  auto job = JobHost::Start(job_spec, token, v6 ? "::" : "0.0.0.0", rdzv->port, JobHost::Members::kOpen);
   if (!job.ok()) {
     SayLocked(absl::StrCat("cannot serve the rendezvous: ", job.status().message()));
     return 1;

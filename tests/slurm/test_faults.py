@@ -12,7 +12,7 @@ BOUND = 30  # seconds from the fault to the job's end; a bound, the expected tim
 
 
 class AgentKilled(SlurmTestCase):
-    def start_held(self, launcher):
+    def start_held(self, launcher, kill_on_bad_exit=True):
         gate = Gate()
         self.addCleanup(gate.close)
         if launcher:
@@ -22,11 +22,12 @@ class AgentKilled(SlurmTestCase):
 echo "drun exit code: $?"
 """
         else:
-            # Without --kill-on-bad-exit the two survivors would wait join_timeout for a
-            # replacement node (docs/slurm.md); with it, srun ends the step at once.
+            # With --kill-on-bad-exit srun ends the step at once; without it the rendezvous
+            # ends the job, since no other task can join a step (docs/slurm.md).
+            kob = "--kill-on-bad-exit=1 " if kill_on_bad_exit else ""
             body = f"""
 #SBATCH --nodes=3 --ntasks-per-node=1
-srun --kill-on-bad-exit=1 {self.drun} --nproc-per-node 2 {TRAIN} --steps 5 --gate {gate.address}
+srun {kob}{self.drun} --nproc-per-node 2 {TRAIN} --steps 5 --gate {gate.address}
 echo "srun exit code: $?"
 """
         job = self.submit(body, name="held-launcher" if launcher else "held-srun")
@@ -47,7 +48,10 @@ echo "srun exit code: $?"
         self.assertLess(time.monotonic() - killed_at, BOUND)
         out = job.output()
         self.assertIn("drun: lost the agent on node2", out)
-        self.assertRegex(out, r"drun: the agents' srun step ended \(.*\) before the job finished; "
+        # The rendezvous' verdict names the node (it usually comes before srun's end,
+        # which otherwise names it too).
+        self.assertRegex(out, r"drun: job failed: host node2 was lost \(node rank \d, 10\.213\.61\.\d+\); "
+                              r"2 of at least 3 are left and no other can join|"
                               r"lost agents: node2.* \(node2 first: its task ended, so srun "
                               r"--kill-on-bad-exit stopped the others\)")
         m = re.search(r"drun exit code: (\d+)", out)
@@ -66,9 +70,29 @@ echo "srun exit code: $?"
         self.assertRegex(out, r"drun: stopping round 0: host node3 was lost \(node rank 2, "
                               r"10\.213\.61\.\d+\)")
         self.assertIn("srun: error: node3: task 2: Killed", out)
-        self.assertIn("srun: error: node1: task 0: Exited with exit code 143", out)
-        self.assertIn("srun: error: node2: task 1: Exited with exit code 143", out)
+        # Each survivor ends on srun's SIGTERM (143) or on the rendezvous' verdict (1),
+        # whichever reaches it first.
+        self.assertRegex(out, r"srun: error: node1: task 0: Exited with exit code (143|1)\n")
+        self.assertRegex(out, r"srun: error: node2: task 1: Exited with exit code (143|1)\n")
         self.assertRegex(out, r"srun exit code: [1-9]")
+
+    def test_srun_node_mode_without_kill_on_bad_exit_ends_within_seconds(self):
+        # The README's two-line sbatch: no --kill-on-bad-exit. No task can join a step
+        # later, so the rendezvous ends the job at once instead of waiting join_timeout.
+        job, facts = self.start_held(launcher=False, kill_on_bad_exit=False)
+        killed_at = self.kill_agent_of(facts, "node2")
+        job.wait(timeout=BOUND)
+        took = time.monotonic() - killed_at
+        print(f"[measured] plain srun drun, node2's agent killed: job over after {took:.2f}s")
+        self.assertLess(took, 5.0)  # bound: loss detection (<= 3 s) plus scontrol polling
+        out = job.output()
+        self.assertRegex(out, r"drun: stopping round 0: host node2 was lost \(node rank \d, "
+                              r"10\.213\.61\.\d+\)")
+        self.assertRegex(out, r"drun: job failed: host node2 was lost \(node rank \d, 10\.213\.61\.\d+\); "
+                              r"2 of at least 3 are left and no other can join")
+        self.assertIn("srun: error: node1: task 0: Exited with exit code 1", out)
+        self.assertIn("srun: error: node3: task 2: Exited with exit code 1", out)
+        self.assertIn("srun exit code: 1", out)
 
 
 class Scancel(SlurmTestCase):

@@ -519,5 +519,50 @@ TEST_F(RendezvousStateTest, HangVerdictStartsOverWithTheNextRound) {
   EXPECT_TRUE(s.TakeHangVerdict());
 }
 
+// An srun step's tasks are fixed: a node lost for good ends the job at once.
+TEST_F(RendezvousStateTest, ClosedMembershipEndsAtOnceWhenALossLeavesTooFew) {
+  RendezvousState::Config c = Config(3, 3, /*restarts=*/3);
+  c.closed_membership = true;
+  RendezvousState s(c);
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  Arrive(s, 3, "c");
+  Outbox out = s.OnLost(2, now);
+  ASSERT_EQ(Count(out, kFinish), 2);  // to a and c, not a Stop and a wait for join_timeout
+  const v1::Finish& f = For(out, 1, kFinish)[0]->finish();
+  EXPECT_EQ(f.exit_code(), 1);
+  EXPECT_NE(f.message().find("host b was lost (node rank 1, 10.0.0.2); 2 of at least 3 are left and "
+                             "no other can join"),
+            std::string::npos)
+      << f.message();
+  EXPECT_TRUE(s.finished());
+}
+
+TEST_F(RendezvousStateTest, ClosedMembershipGoesOnWhileEnoughMembersRemainPossible) {
+  RendezvousState::Config c = Config(2, 3);
+  c.closed_membership = true;
+  RendezvousState s(c);
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  // An elastic 2..3 step: one loss still leaves two possible members.
+  Outbox out = s.OnLost(1, now);
+  EXPECT_EQ(Count(out, kFinish), 0);
+  out = s.OnLost(2, now);
+  EXPECT_EQ(Count(out, kFinish), 0);  // nobody is left to tell
+  EXPECT_TRUE(s.finished());
+}
+
+TEST_F(RendezvousStateTest, ClosedMembershipNodeStoppingOnASignalIsNotALoss) {
+  RendezvousState::Config c = Config(2, 2);
+  c.closed_membership = true;
+  RendezvousState s(c);
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnLeaving(2, SIGTERM, now);
+  Outbox out = s.OnLost(2, now);
+  EXPECT_EQ(Count(out, kFinish), 0);  // scancel stops every node; no job-wide verdict
+  EXPECT_FALSE(s.finished());
+}
+
 }  // namespace
 }  // namespace drun
