@@ -348,9 +348,16 @@ absl::Status SlurmLauncherDefaults(CommandLine* cl, const Env& env) {
   }
   if (!Explicit(*cl, "rdzv-id") && !Explicit(*cl, "run-id")) s.set_run_id(absl::StrCat("slurm-", *job));
   if (!Explicit(*cl, "nproc-per-node")) {
-    int gpus = 0;
-    const std::string* g = Lookup(env, "SLURM_GPUS_ON_NODE");
-    if (g && absl::SimpleAtoi(*g, &gpus) && gpus > 0) s.set_nproc_per_node(std::to_string(gpus));
+    // The allocation's shape: `#SBATCH --ntasks-per-node=N` asks for N processes
+    // per node (as srun and mpirun read it); else one per GPU Slurm gave.
+    int count = 0;
+    const std::string* tasks = Lookup(env, "SLURM_NTASKS_PER_NODE");
+    const std::string* gpus = Lookup(env, "SLURM_GPUS_ON_NODE");
+    if (tasks && absl::SimpleAtoi(*tasks, &count) && count > 0) {
+      s.set_nproc_per_node(std::to_string(count));
+    } else if (gpus && absl::SimpleAtoi(*gpus, &count) && count > 0) {
+      s.set_nproc_per_node(std::to_string(count));
+    }
   }
   return absl::OkStatus();
 }

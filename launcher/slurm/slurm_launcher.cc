@@ -326,7 +326,7 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::
       SrunAgentArgv(srun, nodes, cl.remote_drun.empty() ? DrunPath() : cl.remote_drun);
   Say(absl::StrCat("Slurm job ", Get(env, "SLURM_JOB_ID"), ": rendezvous on ", dial, ":",
                    (*host)->port(), ", run id ", spec.run_id(), "; starting ", nodes,
-                   " agent(s): ", absl::StrJoin(argv, " ")));
+                   " agent(s), --nproc-per-node ", spec.nproc_per_node(), ": ", absl::StrJoin(argv, " ")));
   auto step = StartAgentStep(argv, message);
   if (!step.ok()) {
     Say(std::string(step.status().message()));

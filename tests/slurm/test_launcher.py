@@ -29,8 +29,21 @@ class LauncherSlurm(SlurmTestCase):
         self.assertEqual(len(said), 1, out)
         # srun gets the job on its standard input, not as shell words.
         self.assertRegex(said[0], rf"Slurm job {job.id}: rendezvous on 10\.213\.61\.11:\d+, run id "
-                                  rf"slurm-{job.id}; starting 3 agent\(s\): \S*srun --nodes=3 --ntasks=3 "
+                                  rf"slurm-{job.id}; starting 3 agent\(s\), --nproc-per-node 2: "
+                                  r"\S*srun --nodes=3 --ntasks=3 "
                                   r"--ntasks-per-node=1 --kill-on-bad-exit=1 --input=all .* agent$")
+
+    def test_ntasks_per_node_of_the_allocation_is_the_per_node_count(self):
+        # mpirun's and srun's habit: the allocation says how many processes per node.
+        job = self.submit(f"""
+#SBATCH --nodes=3 --ntasks-per-node=2
+{self.drun} --launcher slurm {TRAIN} --steps 5
+""", name="launcher-ntasks")
+        info = job.wait()
+        out = job.output()
+        self.assert_completed(job, info)
+        self.assertRegex(out, r"TRAINING OK world=6 steps=5 ")
+        self.assertRegex(out, r"starting 3 agent\(s\), --nproc-per-node 2: ")
 
     def test_a_failing_worker_ends_the_job_with_the_root_cause(self):
         job = self.submit(f"""

@@ -396,6 +396,16 @@ TEST(SlurmEnv, LauncherSlurmDefaultsAndMisuse) {
   EXPECT_EQ(cl.spec.nproc_per_node(), "2");
   EXPECT_FALSE(env.count("DRUN_RDZV_TOKEN"));  // the launcher draws a random one
 
+  // #SBATCH --ntasks-per-node=3: three workers per node, unless --nproc-per-node says.
+  env["SLURM_NTASKS_PER_NODE"] = "3";
+  cl = Parse({"--launcher", "slurm", "train.py"});
+  ASSERT_TRUE(ApplySlurmEnvironment(&cl, &env).ok());
+  EXPECT_EQ(cl.spec.nproc_per_node(), "3");
+  cl = Parse({"--launcher", "slurm", "--nproc-per-node", "1", "train.py"});
+  ASSERT_TRUE(ApplySlurmEnvironment(&cl, &env).ok());
+  EXPECT_EQ(cl.spec.nproc_per_node(), "1");
+  env.erase("SLURM_NTASKS_PER_NODE");
+
   cl = Parse({"--launcher", "slurm", "--nnodes", "2:8", "train.py"});
   ASSERT_TRUE(ApplySlurmEnvironment(&cl, &env).ok());
   EXPECT_EQ(cl.spec.min_nodes(), 2);
