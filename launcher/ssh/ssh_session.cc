@@ -5,6 +5,7 @@
 #include <libssh/libssh.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,11 +13,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "agent/agent_launch.h"
+#include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/unique_fd.h"
@@ -58,6 +61,23 @@ std::string GetOption(ssh_session s, ssh_options_e opt) {
   std::string out = value;
   ssh_string_free_char(value);
   return out;
+}
+
+
+// The user's known-hosts file libssh reads (UserKnownHostsFile, else
+// ~/.ssh/known_hosts), with the home directory written as ~.
+std::string KnownHostsFile(ssh_session s) {
+  std::string path = GetOption(s, SSH_OPTIONS_KNOWNHOSTS);
+  if (path.empty()) return "~/.ssh/known_hosts";
+  const char* home = getenv("HOME");
+  const passwd* pw = getpwuid(getuid());
+  const char* dirs[] = {pw ? pw->pw_dir : nullptr, home};
+  for (const char* h : dirs) {
+    if (h != nullptr && *h != '\0' && absl::StartsWith(path, absl::StrCat(h, "/"))) {
+      return absl::StrCat("~", path.substr(strlen(h)));
+    }
+  }
+  return path;
 }
 
 // The key's type and SHA256 fingerprint, as ssh prints them.
@@ -126,6 +146,8 @@ absl::StatusOr<std::unique_ptr<SshConnection>> SshConnection::Connect(const SshT
   const std::string keyscan =
       port == 22 ? absl::StrCat("ssh-keyscan ", real_host)
                  : absl::StrCat("ssh-keyscan -p ", port, " ", real_host);
+  // The file libssh reads, as ~/.ssh/config's UserKnownHostsFile names it.
+  const std::string known_hosts = KnownHostsFile(s);
   switch (ssh_session_is_known_server(s)) {
     case SSH_KNOWN_HOSTS_OK:
       break;
@@ -133,9 +155,10 @@ absl::StatusOr<std::unique_ptr<SshConnection>> SshConnection::Connect(const SshT
     case SSH_KNOWN_HOSTS_OTHER:
       return absl::PermissionDeniedError(absl::StrCat(
           "the host key changed (it now sends ", Fingerprint(s),
-          ", which does not match ~/.ssh/known_hosts): this may be an attack; if the host was "
+          ", which does not match ", known_hosts, "): this may be an attack; if the host was "
           "reinstalled, remove the old key with `ssh-keygen -R ",
           port == 22 ? real_host : absl::StrCat("'[", real_host, "]:", port, "'"),
+          known_hosts == "~/.ssh/known_hosts" ? "" : absl::StrCat(" -f ", known_hosts),
           "` and connect again"));
     case SSH_KNOWN_HOSTS_UNKNOWN:
     case SSH_KNOWN_HOSTS_NOT_FOUND:
@@ -144,18 +167,18 @@ absl::StatusOr<std::unique_ptr<SshConnection>> SshConnection::Connect(const SshT
         if (target.known_hosts_mu) lock = std::unique_lock<std::mutex>(*target.known_hosts_mu);
         if (ssh_session_update_known_hosts(s) != SSH_OK) {
           return absl::PermissionDeniedError(absl::StrCat(
-              "cannot add the host key to ~/.ssh/known_hosts: ", conn->LastError()));
+              "cannot add the host key to ", known_hosts, ": ", conn->LastError()));
         }
         break;
       }
       return absl::PermissionDeniedError(absl::StrCat(
           "the host key is not known (", Fingerprint(s),
-          "); check it and add it with `", keyscan,
-          " >> ~/.ssh/known_hosts` (or connect once with ssh), or pass --ssh-accept-new"));
+          "); check it and add it with `", keyscan, " >> ", known_hosts,
+          "` (or connect once with ssh), or pass --ssh-accept-new"));
     case SSH_KNOWN_HOSTS_ERROR:
     default:
       return absl::PermissionDeniedError(
-          absl::StrCat("cannot check the host key against ~/.ssh/known_hosts: ", conn->LastError()));
+          absl::StrCat("cannot check the host key against ", known_hosts, ": ", conn->LastError()));
   }
 
   int rc = ssh_userauth_none(s, nullptr);
