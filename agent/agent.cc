@@ -125,6 +125,26 @@ void Agent::RetireGroup() {
   group_.reset();
 }
 
+// Under a launcher (ssh, --launcher slurm), which prints one table and writes
+// one --report for every host: this node's report goes to it through the
+// rendezvous, and the agent waits for the server's word that it arrived
+// (2 s at most; a lost stream ends the wait at once).
+void Agent::SendNodeReport() {
+  if (!opt_.launcher_reports_end || !rdzv_->connected()) return;
+  v1::AgentMessage m;
+  *m.mutable_node_report() = ToNodeReport(report_);
+  rdzv_->Send(m, Clock::now());
+  const TimePoint deadline = Clock::now() + std::chrono::seconds(2);
+  for (TimePoint now = Clock::now(); now < deadline; now = Clock::now()) {
+    while (std::optional<v1::ServerMessage> r = rdzv_->Receive()) {
+      if (r->has_report_received() || r->has_finish()) return;  // a finish now: the stream broke
+    }
+    pollfd p{rdzv_->wakeup_fd(), POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+    if (poll(&p, 1, static_cast<int>(left) + 1) < 0 && errno != EINTR) return;
+  }
+}
+
 void Agent::WriteReport(TimePoint now) {
   report_.run_id = opt_.spec.run_id();
   report_.host = opt_.hostname;
@@ -137,13 +157,7 @@ void Agent::WriteReport(TimePoint now) {
     console_.Text(FormatSummaryTable(report_));
   }
   if (!opt_.report_path.empty()) {
-    std::string tmp = opt_.report_path + ".tmp";
-    FILE* f = fopen(tmp.c_str(), "w");
-    std::string json = RenderReportJson(report_);
-    if (!f || fwrite(json.data(), 1, json.size(), f) != json.size() || fclose(f) != 0 ||
-        rename(tmp.c_str(), opt_.report_path.c_str()) != 0) {
-      Log(absl::StrCat("cannot write the report to ", opt_.report_path, ": ", strerror(errno)));
-    }
+    if (absl::Status st = WriteReportFile(opt_.report_path, report_); !st.ok()) Log(std::string(st.message()));
   }
 }
 
@@ -186,16 +200,10 @@ bool Agent::PrepareLogDir() {
 
 bool Agent::PrepareOutputs() {
   if (!opt_.report_path.empty()) {
-    // The report is written at exit as FILE.tmp renamed to FILE: prove both now.
-    const std::string tmp = opt_.report_path + ".tmp";
-    UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd.valid()) {
-      Log(absl::StrCat("cannot write the report to ", opt_.report_path, ": ", strerror(errno),
-                       "; give --report a path in a directory you can write"));
+    if (absl::Status st = CheckReportPath(opt_.report_path); !st.ok()) {
+      Log(std::string(st.message()));
       return false;
     }
-    fd.reset();
-    unlink(tmp.c_str());
   }
   return opt_.spec.log_dir().empty() || PrepareLogDir();
 }
@@ -407,6 +415,7 @@ int Agent::Finish() {
   // The table first, the root cause last: it is what the user reads when
   // drun returns, however many ranks the table has.
   WriteReport(Clock::now());
+  SendNodeReport();
   if (exit_code_ != 0 && !opt_.launcher_reports_end) {
     if (!exit_message_.empty()) Log(exit_message_);
     if (exit_failure_) console_.Text(FormatRootCause(*exit_failure_, opt_.quiet));
@@ -528,6 +537,7 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
       OnHangFound(msg.hang_found(), now);
       return;
     case v1::ServerMessage::kHeartbeat:
+    case v1::ServerMessage::kReportReceived:  // awaited in SendNodeReport
     case v1::ServerMessage::KIND_NOT_SET:
       return;
   }

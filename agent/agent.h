@@ -153,6 +153,7 @@ class Agent {
   void Info(const std::string& line);  // progress: silent under --quiet
   void RetireGroup();  // records a worker group's outcome and drops it
   void WriteReport(TimePoint now);
+  void SendNodeReport();
   // The live status line on a terminal while the rendezvous waits.
   void ShowStatus(TimePoint now);
   void ClearStatus();

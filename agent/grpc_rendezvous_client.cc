@@ -103,6 +103,10 @@ class GrpcClient : public RendezvousClient {
   }
 
   bool relays_stacks() const override { return true; }
+  bool connected() const override {
+    std::lock_guard<std::mutex> l(mu_);
+    return !lost_;
+  }
   std::string server_host() const override {
     auto ep = ParseEndpoint(opt_.target, 0);
     return ep.ok() ? ep->host : opt_.target;

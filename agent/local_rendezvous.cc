@@ -41,6 +41,7 @@ void LocalRendezvous::Send(const v1::AgentMessage& msg, TimePoint now) {
       break;
     case v1::AgentMessage::kStacksRequest:  // one node: never sent (relays_stacks() is false)
     case v1::AgentMessage::kHangQuiet:
+    case v1::AgentMessage::kNodeReport:
     case v1::AgentMessage::kStacksReply:
     case v1::AgentMessage::KIND_NOT_SET:
       break;

@@ -27,6 +27,7 @@ class LocalRendezvous : public RendezvousClient {
   std::string Describe() const override { return "in-process rendezvous"; }
   std::string server_host() const override { return "127.0.0.1"; }
   bool relays_stacks() const override { return false; }
+  bool connected() const override { return true; }
 
  private:
   void Deliver(RendezvousState::Outbox out);

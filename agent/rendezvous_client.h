@@ -31,6 +31,8 @@ class RendezvousClient {
   // True when the server relays `drun stacks` to every node (StacksRequest,
   // StacksWanted): a multi-node rendezvous. LocalRendezvous has one node.
   virtual bool relays_stacks() const = 0;
+  // False once the server is known lost (its stream ended or went silent).
+  virtual bool connected() const = 0;
 };
 
 }  // namespace drun

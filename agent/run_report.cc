@@ -1,12 +1,19 @@
 #include "agent/run_report.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "rendezvous/base/say.h"
 #include "rendezvous/base/signal_name.h"
+#include "rendezvous/base/unique_fd.h"
 
 namespace drun {
 
@@ -34,7 +41,65 @@ void RunReport::AddAttempt(const std::string& h, const std::vector<WorkerRecord>
   }
 }
 
+void RunReport::AddNode(const v1::NodeReport& node) {
+  for (const v1::WorkerStats& w : node.workers()) {
+    RankStats& s = ranks[w.rank()];
+    s.host = w.host();
+    s.rank = w.rank();
+    s.local_rank = w.local_rank();
+    s.attempts = w.attempts();
+    s.exit_code = w.exit_code();
+    s.signal = w.signal();
+    s.wall_s = w.wall_s();
+    s.peak_rss_kb = w.peak_rss_kb();
+  }
+  rounds_total = std::max<int64_t>(rounds_total, node.rounds_total());
+  for (const std::string& path : node.incomplete_logs()) {
+    incomplete_logs.push_back(absl::StrCat(node.host(), ":", path));
+  }
+  nodes.push_back(node);
+}
+
+v1::NodeReport ToNodeReport(const RunReport& report) {
+  v1::NodeReport n;
+  n.set_host(report.host);
+  n.set_exit_code(report.exit_code);
+  n.set_log_dir(report.log_dir);
+  for (const std::string& path : report.incomplete_logs) n.add_incomplete_logs(path);
+  n.set_rounds_total(static_cast<int32_t>(
+      std::max<int64_t>(report.rounds_total, static_cast<int64_t>(report.rounds.size()))));
+  n.set_wall_s(report.wall_s);
+  for (const auto& [rank, s] : report.ranks) {
+    v1::WorkerStats* w = n.add_workers();
+    w->set_host(s.host);
+    w->set_rank(s.rank);
+    w->set_local_rank(s.local_rank);
+    w->set_attempts(s.attempts);
+    w->set_exit_code(s.exit_code);
+    w->set_signal(s.signal);
+    w->set_wall_s(s.wall_s);
+    w->set_peak_rss_kb(static_cast<int32_t>(std::min<long>(s.peak_rss_kb, INT32_MAX)));
+  }
+  for (const RunReport::Dump& d : report.stack_dumps) {
+    if (!d.file.empty()) n.add_stack_dump_files(d.file);
+  }
+  return n;
+}
+
 namespace {
+
+// A message as a JSON object of the report (field names as in the proto).
+google::protobuf::Struct AsStruct(const google::protobuf::Message& m) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions o;
+  o.always_print_primitive_fields = true;
+  o.preserve_proto_field_names = true;
+  google::protobuf::Struct s;
+  if (google::protobuf::util::MessageToJsonString(m, &json, o).ok()) {
+    (void)google::protobuf::util::JsonStringToMessage(json, &s);
+  }
+  return s;
+}
 
 std::string ExitText(int code, int signal) {
   if (signal > 0) return SignalName(signal);
@@ -74,16 +139,7 @@ std::string RenderReportJson(const RunReport& report) {
   f["message"].set_string_value(report.message);
   f["wall_s"].set_number_value(report.wall_s);
   if (report.failure) {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions o;
-    o.always_print_primitive_fields = true;
-    o.preserve_proto_field_names = true;
-    if (google::protobuf::util::MessageToJsonString(*report.failure, &json, o).ok()) {
-      Struct failure;
-      if (google::protobuf::util::JsonStringToMessage(json, &failure).ok()) {
-        *f["failure"].mutable_struct_value() = failure;
-      }
-    }
+    *f["failure"].mutable_struct_value() = AsStruct(*report.failure);
   } else {
     f["failure"].set_null_value(google::protobuf::NULL_VALUE);
   }
@@ -127,11 +183,40 @@ std::string RenderReportJson(const RunReport& report) {
     sf["peak_rss_kb"].set_number_value(static_cast<double>(w.peak_rss_kb));
     *workers->add_values()->mutable_struct_value() = s;
   }
+  auto* nodes = f["nodes"].mutable_list_value();
+  for (v1::NodeReport n : report.nodes) {
+    n.clear_workers();  // they are in "workers", with every host's
+    *nodes->add_values()->mutable_struct_value() = AsStruct(n);
+  }
   std::string json;
   google::protobuf::util::JsonPrintOptions o;
   o.add_whitespace = true;
   (void)google::protobuf::util::MessageToJsonString(root, &json, o);
   return json;
+}
+
+absl::Status CheckReportPath(const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.valid()) {
+    return absl::Status(absl::ErrnoToStatusCode(errno),
+                        absl::StrCat("cannot write the report to ", path, ": ", strerror(errno),
+                                     "; give --report a path in a directory you can write"));
+  }
+  fd.reset();
+  unlink(tmp.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status WriteReportFile(const std::string& path, const RunReport& report) {
+  const std::string tmp = path + ".tmp";
+  const std::string json = RenderReportJson(report);
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd.valid() || WriteAll(fd.get(), json) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::Status(absl::ErrnoToStatusCode(errno),
+                        absl::StrCat("cannot write the report to ", path, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace drun

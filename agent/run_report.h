@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "agent/worker_group.h"
 #include "drun/v1/rendezvous.pb.h"
 
@@ -63,12 +64,26 @@ struct RunReport {
   void AddRound(const RoundStats& r);
   // Folds one finished worker group of `round` into the per-rank stats.
   void AddAttempt(const std::string& host, const std::vector<WorkerRecord>& records);
+
+  // A launcher's report (ssh, --launcher slurm): what each host's agent sent
+  // at its end, by host; their workers are folded into `ranks`.
+  std::vector<v1::NodeReport> nodes;
+  void AddNode(const v1::NodeReport& node);
 };
+
+// What this node saw, for its launcher (NodeReport in rendezvous.proto).
+v1::NodeReport ToNodeReport(const RunReport& report);
 
 // "drun: " prefixed lines: host, rank, exit, attempts, wall time, peak RSS.
 std::string FormatSummaryTable(const RunReport& report);
 // Pretty-printed JSON (via protobuf's JSON printer).
 std::string RenderReportJson(const RunReport& report);
+
+// --report FILE is written at exit as FILE.tmp renamed to FILE. Before any
+// worker starts, CheckReportPath proves both can be created; WriteReportFile
+// writes. Each returns a one-line reason on failure.
+absl::Status CheckReportPath(const std::string& path);
+absl::Status WriteReportFile(const std::string& path, const RunReport& report);
 
 }  // namespace drun
 

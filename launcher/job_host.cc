@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
 #include "agent/output.h"
+#include "launcher/node.h"
+#include "rendezvous/base/say.h"
 
 namespace drun {
 
@@ -47,6 +49,18 @@ int JobHost::Report(const v1::Finish& finish) {
     if (finish.has_failure()) WriteAll(2, FormatRootCause(finish.failure()));
   }
   return finish.exit_code();
+}
+
+void LauncherReport::End(int exit_code, const v1::Finish* finish, TimePoint now) {
+  report_.host = Hostname();
+  report_.exit_code = exit_code;
+  report_.wall_s = std::chrono::duration<double>(now - started_).count();
+  if (finish != nullptr && finish->exit_code() != 0) report_.message = finish->message();
+  if (finish != nullptr && finish->has_failure()) report_.failure = finish->failure();
+  const bool failed = exit_code != 0 && !report_.ranks.empty() && report_.failure;
+  if (summary_ || failed) WriteAll(2, FormatSummaryTable(report_));
+  if (path_.empty()) return;
+  if (absl::Status st = WriteReportFile(path_, report_); !st.ok()) Say(std::string(st.message()));
 }
 
 }  // namespace drun

@@ -11,6 +11,8 @@
 #include "absl/status/statusor.h"
 #include "drun/v1/job.pb.h"
 #include "agent/agent_launch.h"
+#include "agent/run_report.h"
+#include "rendezvous/base/clock.h"
 #include "rendezvous/rendezvous_server.h"
 
 namespace drun {
@@ -32,13 +34,36 @@ class JobHost {
   // `dial_host`: the address that host reaches this launcher at.
   std::string LaunchMessage(const std::string& dial_host, const std::string& hostname,
                             const std::string& local_addr) const;
-  // Prints the job's end like an agent would and returns the exit code.
+  // Prints the job's end like an agent would (on failure: the message and the
+  // root cause) and returns the exit code.
   static int Report(const v1::Finish& finish);
 
  private:
   v1::JobSpec spec_;
   std::string token_;
   std::unique_ptr<RendezvousServer> server_;
+};
+
+// A launcher's --summary and --report: every host's agent sends its node's
+// report as it ends (RendezvousServer kReport events); at the job's end the
+// launcher prints one table of every host's ranks (on failure, or with
+// --summary) and writes one JSON file (docs/report.md).
+class LauncherReport {
+ public:
+  LauncherReport(std::string run_id, bool summary, std::string path, TimePoint started)
+      : summary_(summary), path_(std::move(path)), started_(started) {
+    report_.run_id = std::move(run_id);
+  }
+  void Add(const v1::NodeReport& node) { report_.AddNode(node); }
+  // Before the table, the root cause comes last (JobHost::Report). `finish`:
+  // the rendezvous' end, when there was one.
+  void End(int exit_code, const v1::Finish* finish, TimePoint now);
+
+ private:
+  RunReport report_;
+  bool summary_;
+  std::string path_;
+  TimePoint started_;
 };
 
 }  // namespace drun

@@ -271,6 +271,18 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
     case v1::AgentMessage::kHangQuiet:
       state_.OnQuiet(id, m.hang_quiet().round(), m.hang_quiet().quiet());
       break;
+    case v1::AgentMessage::kNodeReport: {
+      RendezvousServer::Event e{RendezvousServer::Event::kReport, "", {}, 0, {}, m.node_report()};
+      events_.push_back(std::move(e));
+      Notify();
+      auto it = streams_.find(id);
+      if (it != streams_.end()) {
+        v1::ServerMessage ack;
+        ack.mutable_report_received();
+        it->second->Enqueue(std::move(ack), false);
+      }
+      break;
+    }
     case v1::AgentMessage::KIND_NOT_SET:
       break;
   }
@@ -334,7 +346,7 @@ void Core::DeliverStacks(TimePoint now) {
       continue;
     }
     if (d.asker.kind == StacksRelay::Asker::Kind::kLocal) {
-      RendezvousServer::Event e{RendezvousServer::Event::kStacks, "", {}, 0, {}};
+      RendezvousServer::Event e{RendezvousServer::Event::kStacks, "", {}, 0, {}, {}};
       e.stacks_id = d.asker.request_id;
       e.stacks = std::move(d.nodes);
       events_.push_back(std::move(e));
@@ -383,12 +395,12 @@ void Core::Dispatch(RendezvousState::Outbox out) {
   }
   bool wake = false;
   for (std::string& host : state_.TakeLostHosts()) {
-    events_.push_back({RendezvousServer::Event::kNodeLost, std::move(host), {}, 0, {}});
+    events_.push_back({RendezvousServer::Event::kNodeLost, std::move(host), {}, 0, {}, {}});
     wake = true;
   }
   if (state_.finished() && !finish_reported_) {
     finish_reported_ = true;
-    events_.push_back({RendezvousServer::Event::kFinished, "", state_.finish(), 0, {}});
+    events_.push_back({RendezvousServer::Event::kFinished, "", state_.finish(), 0, {}, {}});
     wake = true;
   }
   if (wake) Notify();

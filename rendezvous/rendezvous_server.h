@@ -56,11 +56,12 @@ class RendezvousServer {
 
   // What a launcher that runs no agent itself needs to follow the job.
   struct Event {
-    enum Kind { kNodeLost, kFinished, kStacks } kind;
+    enum Kind { kNodeLost, kFinished, kStacks, kReport } kind;
     std::string host;  // kNodeLost
     v1::Finish finish;  // kFinished
     uint64_t stacks_id = 0;  // kStacks: AskStacks()'s number, and every node's reply
     std::vector<v1::ControlReply> stacks;
+    v1::NodeReport report;  // kReport: what an agent saw, sent as it ends
   };
   // Readable when NextEvent() may return something.
   virtual int event_fd() const = 0;

@@ -862,13 +862,6 @@ absl::Status CheckRemoteModes(const CommandLine& cl) {
     return Bad(absl::StrCat(cl.Describe("local-addr"), " has no meaning with --hostfile/-H: each host's "
                             "address is the one its ssh connection uses; drop it"));
   }
-  for (const char* o : {"summary", "report"}) {
-    if (remote && cl.Explicit(o)) {
-      return Bad(absl::StrCat(cl.Describe(o), " is not available in ", JobModeName(cl.mode),
-                              " mode yet: the launcher does not gather the remote agents' ranks "
-                              "(each host's --log-dir has its workers' logs); drop it"));
-    }
-  }
   return absl::OkStatus();
 }
 

@@ -162,24 +162,27 @@ absl::StatusOr<SrunStep> StartAgentStep(const std::vector<std::string>& argv,
 class StepSupervisor {
  public:
   StepSupervisor(const v1::JobSpec& spec, SrunStep step, RendezvousServer* server,
-                 std::optional<JobControl> control)
+                 std::optional<JobControl> control, LauncherReport report)
       : grace_(SecondsToDuration(spec.shutdown_timeout_s() + 15)),
         step_(std::move(step)),
         server_(server),
-        control_(std::move(control)) {}
+        control_(std::move(control)),
+        report_(std::move(report)) {}
 
   void Run(int signal_fd);
-  int Report() const;
+  int Report();
 
  private:
   void Escalate(TimePoint now);
   void OnSignal(int sig, TimePoint now);
   void DrainEvents();
+  int ExitCode() const;
 
   const Duration grace_;
   SrunStep step_;
   RendezvousServer* server_;
   std::optional<JobControl> control_;  // `drun stacks` on this machine
+  LauncherReport report_;              // --summary, --report: every host's ranks
   std::optional<TimePoint> deadline_;
   // 0: none; 1: the agents were told (a signal's notice, or the lifeline
   // closed); 2: srun told to kill; 3: srun killed.
@@ -234,6 +237,8 @@ void StepSupervisor::DrainEvents() {
   while (auto ev = server_->NextEvent()) {
     if (ev->kind == RendezvousServer::Event::kStacks) {
       if (control_) control_->OnStacks(*ev);
+    } else if (ev->kind == RendezvousServer::Event::kReport) {
+      report_.Add(ev->report);
     } else if (ev->kind == RendezvousServer::Event::kFinished) {
       if (!finish_) finish_ = ev->finish;
       if (!deadline_) deadline_ = Clock::now() + grace_;  // agents exit at once after Finish
@@ -267,18 +272,28 @@ void StepSupervisor::Run(int signal_fd) {
   DrainEvents();
 }
 
-int StepSupervisor::Report() const {
+int StepSupervisor::ExitCode() const {
+  if (stop_signal_ != 0) return ExitCodeForSignal(stop_signal_);
+  if (finish_) return finish_->exit_code();
+  if (!srun_status_) return kExitLauncherFailed;
+  const int srun_code = ExitCodeOfStatus(*srun_status_);
+  return srun_code != 0 ? srun_code : 1;
+}
+
+// The table of every host's ranks first (on failure, or --summary) and
+// --report; then why the job ended, the root cause last.
+int StepSupervisor::Report() {
+  const int code = ExitCode();
+  report_.End(code, finish_ ? &*finish_ : nullptr, Clock::now());
   if (stop_signal_ != 0) {
     Say(absl::StrCat("job stopped by ", SignalName(stop_signal_),
                      " (scancel, the job's time limit, or a signal to drun); srun ",
-                     srun_status_ ? DescribeStatus(*srun_status_) : "did not end", "; exit code ",
-                     ExitCodeForSignal(stop_signal_)));
+                     srun_status_ ? DescribeStatus(*srun_status_) : "did not end", "; exit code ", code));
     if (finish_ && finish_->has_failure()) WriteAll(2, FormatRootCause(finish_->failure()));
-    return ExitCodeForSignal(stop_signal_);
+    return code;
   }
   if (finish_) return JobHost::Report(*finish_);
-  if (!srun_status_) return kExitLauncherFailed;
-  const int srun_code = ExitCodeOfStatus(*srun_status_);
+  if (!srun_status_) return code;
   std::string msg = absl::StrCat("the agents' srun step ended (", DescribeStatus(*srun_status_),
                                  ") before the job finished");
   if (!lost_.empty()) {
@@ -288,7 +303,7 @@ int StepSupervisor::Report() const {
     absl::StrAppend(&msg, "; see srun's messages above");
   }
   Say(msg);
-  return srun_code != 0 ? srun_code : 1;
+  return code;
 }
 
 }  // namespace
@@ -307,6 +322,13 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::
   signal(SIGPIPE, SIG_IGN);
 
   const std::string token = token_in.empty() ? RandomHex(16) : token_in;
+  if (!cl.report_path.empty()) {
+    if (absl::Status st = CheckReportPath(cl.report_path); !st.ok()) {
+      Say(std::string(st.message()));
+      return kExitBadInput;
+    }
+  }
+  LauncherReport report(spec.run_id(), cl.summary, cl.report_path, Clock::now());
   auto host = JobHost::Start(spec, token, "0.0.0.0", 0, JobHost::Members::kFixed);
   if (!host.ok()) {
     Say(absl::StrCat("cannot host the rendezvous: ", host.status().message()));
@@ -333,7 +355,7 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::
     return 1;
   }
   StepSupervisor supervisor(spec, std::move(*step), (*host)->server(),
-                            JobControl::Open(env, spec.run_id(), (*host)->server()));
+                            JobControl::Open(env, spec.run_id(), (*host)->server()), std::move(report));
   supervisor.Run(sfd.get());
   (*host)->server()->Shutdown(std::chrono::seconds(1));
   return supervisor.Report();

@@ -486,6 +486,7 @@ class SshLauncher {
   std::optional<v1::Finish> finish_;
   std::optional<TimePoint> end_deadline_;
   std::optional<JobControl> control_;  // `drun stacks` on this machine
+  std::optional<LauncherReport> report_;  // --summary, --report: every host's ranks
   double keepalive_timeout_s_ = 2;
 };
 
@@ -815,6 +816,8 @@ void SshLauncher::DrainServer(RendezvousServer* server, Duration end_bound) {
       OnLost(ev->host);
     } else if (ev->kind == RendezvousServer::Event::kStacks && control_) {
       control_->OnStacks(*ev);
+    } else if (ev->kind == RendezvousServer::Event::kReport && report_) {
+      report_->Add(ev->report);
     }
   }
 }
@@ -859,7 +862,7 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
 int SshLauncher::ExitCode() const {
   if (stop_signal_ != 0) return ExitCodeForSignal(stop_signal_);
   if (exit_code_ != 0) return exit_code_;
-  if (finish_) return JobHost::Report(*finish_);
+  if (finish_) return finish_->exit_code();
   return 1;
 }
 
@@ -871,6 +874,13 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
     return 2;
   }
   if (token.empty()) token = RandomHex(24);
+  if (!cl_.report_path.empty()) {
+    if (absl::Status st = CheckReportPath(cl_.report_path); !st.ok()) {
+      SayLocked(st.message());
+      return kExitBadInput;
+    }
+  }
+  report_.emplace(spec_in.run_id(), cl_.summary, cl_.report_path, Clock::now());
   keepalive_timeout_s_ = spec_in.keepalive_timeout_s() > 0 ? spec_in.keepalive_timeout_s() : 2;
   AddHosts(token, *rdzv, std::move(rsh));
 
@@ -907,7 +917,11 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
             spec_in.shutdown_timeout_s() > 0 ? spec_in.shutdown_timeout_s() : 30);
   server->Shutdown(std::chrono::seconds(1));
   for (Host& h : hosts_) h.conn.reset();
-  return ExitCode();
+  // The table of every host's ranks first, the root cause last.
+  const int code = ExitCode();
+  report_->End(code, finish_ ? &*finish_ : nullptr, Clock::now());
+  if (stop_signal_ == 0 && exit_code_ == 0 && finish_) JobHost::Report(*finish_);
+  return code;
 }
 
 }  // namespace

@@ -79,6 +79,18 @@ def base_env(**overrides):
     return env
 
 
+def documented_fields():
+    """The field names of the JSON tables in docs/report.md."""
+    with open(os.path.join(REPO, "docs", "report.md")) as f:
+        text = f.read()
+    top = re.findall(r"^\| `(\w+)` \|", text, re.M)
+    nested = {}
+    for name in ("failure", "rounds", "workers", "nodes"):
+        row = re.search(r"^\| `%s` \|[^\n]*" % name, text, re.M).group(0)
+        nested[name] = set(re.findall(r"`(\w+)`", row)) - {name}
+    return set(top), nested
+
+
 def free_port(addr="127.0.0.1"):
     """A TCP port that is free now on `addr` (the test then hands it to drun)."""
     with socket.socket() as sock:

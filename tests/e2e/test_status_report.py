@@ -9,19 +9,7 @@ import select
 import subprocess
 import time
 
-from drun_testlib import (DrunTestCase, base_env, drun_path, free_port, main, program, REPO)
-
-
-def documented_fields():
-    """The field names of the JSON tables in docs/report.md."""
-    with open(os.path.join(REPO, "docs", "report.md")) as f:
-        text = f.read()
-    top = re.findall(r"^\| `(\w+)` \|", text, re.M)
-    nested = {}
-    for name in ("failure", "rounds", "workers"):
-        row = re.search(r"^\| `%s` \|[^\n]*" % name, text, re.M).group(0)
-        nested[name] = set(re.findall(r"`(\w+)`", row)) - {name}
-    return set(top), nested
+from drun_testlib import DrunTestCase, base_env, documented_fields, drun_path, free_port, main, program
 
 
 class StatusLineTest(DrunTestCase):
@@ -92,6 +80,7 @@ class SummaryAndReportTest(DrunTestCase):
             self.assertGreater(w["peak_rss_kb"], 0)
         self.assertEqual(len(doc["rounds"]), 1)
         self.assertEqual(set(doc["rounds"][0]), nested["rounds"])
+        self.assertEqual(doc["nodes"], [])  # one node: no launcher gathered hosts
 
     def test_failure_prints_table_and_report_names_root_cause(self):
         report = os.path.join(self.tmp, "run.json")

@@ -1,5 +1,6 @@
 """`drun --launcher slurm ...` typed once in an sbatch script: drun hosts the rendezvous on the
 batch node and starts one agent per node with a single srun step."""
+import json
 import os
 import re
 import signal
@@ -44,6 +45,23 @@ class LauncherSlurm(SlurmTestCase):
         self.assert_completed(job, info)
         self.assertRegex(out, r"TRAINING OK world=6 steps=5 ")
         self.assertRegex(out, r"starting 3 agent\(s\), --nproc-per-node 2: ")
+
+    def test_summary_and_report_gather_every_node(self):
+        report = os.path.join(self.dir, "report.json")
+        job = self.submit(f"""
+#SBATCH --nodes=3
+{self.drun} --launcher slurm --nproc-per-node 2 --summary --report {report} {TRAIN} --steps 5
+""", name="launcher-report")
+        info = job.wait()
+        out = job.output()
+        self.assert_completed(job, info)
+        rows = [l for l in self.drun_lines(out) if re.match(r"drun: node\d\s+\d+\s+\d+ 0 ", l)]
+        self.assertEqual(len(rows), 6, out)
+        with open(report) as f:
+            r = json.load(f)
+        self.assertEqual(r["exit_code"], 0)
+        self.assertEqual(sorted(w["rank"] for w in r["workers"]), list(range(6)))
+        self.assertEqual(sorted(n["host"] for n in r["nodes"]), ["node1", "node2", "node3"])
 
     def test_a_failing_worker_ends_the_job_with_the_root_cause(self):
         job = self.submit(f"""

@@ -309,10 +309,6 @@ TEST_F(JobResolutionTest, RefusedCombinations) {
       {{"-m", "--no-python", "t.py"}, {}, "exclude each other"},
       {{"--launcher", "ssh", "t.py"}, {}, "--launcher ssh needs the hosts"},
       {{"--hostfile", hostfile, "-H", "a,b", "t.py"}, {}, "give only one of them"},
-      // Not gathered from the hosts yet (docs/report.md): refused, never silently dropped.
-      {{"--hostfile", hostfile, "--summary", "t.py"}, {}, "--summary is not available in ssh mode yet"},
-      {{"-H", "a,b", "--report", "r.json", "t.py"}, {}, "--report r.json is not available in ssh mode yet"},
-      {{"--launcher", "slurm", "--report", "r.json", "t.py"}, {}, "not available in"},
       {{"--rdzv-backend", "etcd", "t.py"}, {}, "write c10d or static"},
       {{"--rdzv-conf", "is_host=maybe", "t.py"}, {}, "write true or false"},
       {{"--rdzv-conf", "bogus=1", "t.py"}, {}, "unknown key 'bogus'"},
