@@ -293,16 +293,16 @@ int Agent::Start() {
 // when this node first joins a round (a rejected node says nothing of it),
 // unless the user chose (GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME both set).
 void Agent::SayInterface() {
-  if (opt_.socket_ifname.empty() || std::exchange(interface_said_, true)) return;
+  const SocketIface& iface = opt_.socket_iface;
+  if (iface.name.empty() || std::exchange(interface_said_, true)) return;
   std::vector<std::string> given;
   for (const char* k : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
-    if (opt_.base_env.count(k) || opt_.spec.env().count(k)) given.push_back(k);
+    if (!iface.given && (opt_.base_env.count(k) || opt_.spec.env().count(k))) given.push_back(k);
   }
   if (given.size() == 2) return;
-  Info(absl::StrCat("gloo and NCCL use interface ", opt_.socket_ifname, " (", opt_.advertise_addr,
-                    ", this node's address toward the rendezvous)",
+  Info(absl::StrCat("gloo and NCCL use interface ", iface.name, " (", iface.why, ")",
                     given.empty() ? "" : absl::StrCat("; ", given[0], " as you set it"),
-                    "; set GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME to choose another"));
+                    iface.given ? "" : "; --iface NAME|CIDR chooses another"));
 }
 
 void Agent::SendHello(TimePoint now) {
@@ -642,7 +642,7 @@ void Agent::StartWorkers(TimePoint now) {
     in.local_world_size = n;
     in.error_file = l.error_file;
     if (!opt_.nproc.devices.empty()) in.cuda_visible_device = opt_.nproc.devices[lr];
-    in.socket_ifname = opt_.socket_ifname;
+    in.socket_iface = opt_.socket_iface;
     EnvMap env = BuildWorkerEnv(opt_.base_env, spec, a, in);
 
     l.request.argv = WorkerArgv(spec, python);

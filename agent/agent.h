@@ -40,9 +40,9 @@ struct AgentOptions {
   // Console prefix style: "[rank3]: " on one node, "[host:rank3]: " on many.
   bool host_in_prefix = false;
   std::string advertise_addr;  // Hello.addr; empty: the server uses the peer address
-  // Many nodes: the interface of advertise_addr, given to the workers as
-  // GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME unless they are set (docs/ssh.md).
-  std::string socket_ifname;
+  // The interface given to the workers as GLOO_SOCKET_IFNAME and
+  // NCCL_SOCKET_IFNAME (launcher/node.h ChooseSocketIface).
+  SocketIface socket_iface;
   std::string token;
   // A remote agent's ssh channel or srun's stdin, after the launch message:
   // the launcher's forwarded stop signals come on it (agent_launch.h), and

@@ -33,8 +33,10 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const v1::JobSpec& spec, const v1::Ass
   }
   if (in.local_world_size > 1 && !env.count("OMP_NUM_THREADS")) env["OMP_NUM_THREADS"] = "1";
   if (!in.cuda_visible_device.empty()) env["CUDA_VISIBLE_DEVICES"] = in.cuda_visible_device;
-  if (!in.socket_ifname.empty()) {
-    for (const char* k : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) env.emplace(k, in.socket_ifname);
+  if (!in.socket_iface.name.empty()) {
+    for (const char* k : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
+      if (in.socket_iface.given || !env.count(k)) env[k] = in.socket_iface.name;
+    }
   }
   return env;
 }

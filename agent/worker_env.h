@@ -14,14 +14,22 @@ namespace drun {
 
 using EnvMap = std::map<std::string, std::string>;
 
+// The interface of the workers' gloo and NCCL sockets (GLOO_SOCKET_IFNAME,
+// NCCL_SOCKET_IFNAME; docs/semantics.md).
+struct SocketIface {
+  std::string name;    // "": leave both variables alone
+  std::string why;     // for the agent's line: "10.0.0.11, this node's address toward the rendezvous"
+  bool given = false;  // chosen with --iface: overrides values inherited from drun's environment
+};
+
 struct WorkerEnvInput {
   int local_rank = 0;
   int local_world_size = 1;
   std::string error_file;          // TORCHELASTIC_ERROR_FILE
   std::string cuda_visible_device;  // non-empty: narrow CUDA_VISIBLE_DEVICES to it
-  // The interface gloo and NCCL should use (GLOO_SOCKET_IFNAME,
-  // NCCL_SOCKET_IFNAME) unless the user set them; "" leaves them alone.
-  std::string socket_ifname;
+  // Drun's choice stands unless the user gave the workers the variables
+  // themselves; a --iface choice also overrides drun's own environment.
+  SocketIface socket_iface;
 };
 
 // `base` is the agent's environment; spec.env (forwarded with -x/--env-file)

@@ -102,7 +102,9 @@ int AgentMain() {
     auto ip = ep.ok() ? ResolveHost(ep->host) : absl::StatusOr<std::string>(ep.status());
     if (ip.ok()) options.advertise_addr = RouteSourceAddress(*ip, ep->port);
   }
-  options.socket_ifname = InterfaceOf(options.advertise_addr);
+  auto iface = ChooseSocketIface(spec, options.advertise_addr, /*many_nodes=*/true);
+  if (!iface.ok()) return Fail(kExitBadInput, std::string(iface.status().message()));
+  options.socket_iface = *iface;
   options.base_env = std::move(env);
   // Not destroyed: see QuickExit.
   Agent* agent = new Agent(std::move(options), std::move(client.value()), &guardian);
@@ -173,7 +175,9 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   AgentOptions options;
   options.advertise_addr = spec.local_addr();
   if (options.advertise_addr.empty()) options.advertise_addr = RouteSourceAddress(*ip, ep->port);
-  options.socket_ifname = InterfaceOf(options.advertise_addr);
+  auto iface = ChooseSocketIface(spec, options.advertise_addr, spec.max_nodes() > 1);
+  if (!iface.ok()) QuickExit(Fail(kExitBadInput, std::string(iface.status().message())));
+  options.socket_iface = *iface;
   std::unique_ptr<RendezvousServer> server;
   const HostDecision host = DecideHost(spec, *ep, *ip);
   if (host.is_host) {

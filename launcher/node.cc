@@ -14,6 +14,7 @@
 #include "agent/output.h"
 #include "agent/process.h"
 #include "agent/stacks/rank_capture.h"
+#include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/exit_code.h"
 #include "rendezvous/base/random.h"
 
@@ -62,6 +63,27 @@ void EnableStacks(const EnvMap& env, AgentOptions* options) {
   }
 }
 
+absl::StatusOr<SocketIface> ChooseSocketIface(const v1::JobSpec& spec, const std::string& advertise_addr,
+                                              bool many_nodes) {
+  SocketIface iface;
+  if (!spec.iface().empty()) {
+    absl::StatusOr<IfaceChoice> choice = ParseIfaceChoice(spec.iface());
+    absl::StatusOr<std::string> name = choice.ok() ? ResolveIface(*choice) : choice.status();
+    if (!name.ok()) {
+      return absl::Status(name.status().code(),
+                          absl::StrCat("--iface ", spec.iface(), " on ", Hostname(), ": ", name.status().message()));
+    }
+    iface.name = *name;
+    iface.why = absl::StrCat("--iface ", spec.iface());
+    iface.given = true;
+    return iface;
+  }
+  if (!many_nodes) return iface;
+  iface.name = InterfaceOf(advertise_addr);
+  iface.why = absl::StrCat(advertise_addr, ", this node's address toward the rendezvous");
+  return iface;
+}
+
 void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const std::string& token) {
   auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
   if (!nproc.ok()) QuickExit(Fail(kExitBadInput, std::string(nproc.status().message())));
@@ -85,6 +107,9 @@ void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const st
   options.report_path = cl.report_path;
   options.quiet = spec.quiet();
   EnableStacks(options.base_env, &options);
+  auto iface = ChooseSocketIface(spec, "", /*many_nodes=*/false);
+  if (!iface.ok()) QuickExit(Fail(kExitBadInput, std::string(iface.status().message())));
+  options.socket_iface = *iface;
   // One machine: the store needs no other interface than the one workers dial.
   auto rdzv = std::make_unique<LocalRendezvous>(
       std::move(config), spec.master_addr().empty() ? "127.0.0.1" : spec.master_addr());

@@ -27,6 +27,13 @@ std::string Hostname();
 // workers' stacks; says in one line why not when the control directory is unusable.
 void EnableStacks(const EnvMap& env, AgentOptions* options);
 
+// The interface of the workers' gloo and NCCL sockets on this node: the one
+// --iface picks; else, on many nodes, the one holding `advertise_addr` (this
+// node's address toward the rendezvous); else none. Fails in one line when
+// --iface picks no interface of this machine.
+absl::StatusOr<SocketIface> ChooseSocketIface(const v1::JobSpec& spec, const std::string& advertise_addr,
+                                              bool many_nodes);
+
 // What every mode does before anything starts: prints the command line's
 // notices, checks the entrypoint on this machine (for modes whose workers run
 // here), and gives -r/-t a log directory when none was given. Returns the exit

@@ -91,6 +91,9 @@ const OptionDef kOptions[] = {
     {"master-port", 0, Kind::kValue, kRdzv, "PORT",
      "MASTER_PORT given to the workers, in every mode (default: a free port)", true},
     {"local-addr", 0, Kind::kValue, kRdzv, "ADDR", "address of this node as others should reach it", true},
+    {"iface", 0, Kind::kValue, kRdzv, "NAME|CIDR",
+     "interface of the workers' gloo and NCCL sockets, by name or subnet (default on many nodes: the one "
+     "each node reaches the rendezvous through)", false},
     {"rdzv-token-file", 0, Kind::kValue, kRdzv, "FILE",
      "file holding the job token (else $DRUN_RDZV_TOKEN), mode 0600; nodes without it are rejected", false},
     {"log-dir", 0, Kind::kValue, kOut, "DIR",
@@ -621,6 +624,12 @@ absl::Status ResolveRendezvous(const Sources& src, CommandLine* cl) {
     return st;
   }
   s.set_local_addr(src.Value("local-addr").value_or(""));
+  if (auto v = src.Get("iface")) {
+    if (auto c = ParseIfaceChoice(v->value); !c.ok()) {
+      return Bad(absl::StrCat(Sources::Label(v->origin, "iface"), ": ", c.status().message()));
+    }
+    s.set_iface(v->value);
+  }
   return absl::OkStatus();
 }
 
@@ -704,6 +713,19 @@ absl::Status ResolveHosts(const Sources& src, CommandLine* cl) {
   return absl::OkStatus();
 }
 
+// --iface and GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME given to the workers
+// (-x, --env-file, YAML env:) both choose the interface: one of them only.
+absl::Status CheckIfaceOnce(const CommandLine& cl) {
+  if (cl.spec.iface().empty()) return absl::OkStatus();
+  for (const char* k : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
+    if (cl.spec.env().count(k)) {
+      return Bad(absl::StrCat(cl.Describe("iface"), " and ", k, " given to the workers both choose the "
+                              "interface: give one of them"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ResolveEnv(const Sources& src, CommandLine* cl) {
   cl->forward_env = src.job().multi.count("x") ? src.job().multi.at("x") : std::vector<std::string>{};
   for (const auto& x : src.tokens().x) cl->forward_env.push_back(x);
@@ -718,7 +740,7 @@ absl::Status ResolveEnv(const Sources& src, CommandLine* cl) {
   if (!user.ok()) return user.status();
   for (const auto& [k, v] : user->vars) (*cl->spec.mutable_env())[k] = v;
   for (auto& n : user->notices) cl->notices.push_back(std::move(n));
-  return absl::OkStatus();
+  return CheckIfaceOnce(*cl);
 }
 
 // Options that say "the command line configures the rendezvous itself"; under

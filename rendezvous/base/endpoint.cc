@@ -1,7 +1,9 @@
 #include "rendezvous/base/endpoint.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -174,6 +176,55 @@ std::string InterfaceOf(const std::string& ip) {
   }
   freeifaddrs(list);
   return exact.empty() ? subnet : exact;
+}
+
+absl::StatusOr<IfaceChoice> ParseIfaceChoice(const std::string& text) {
+  IfaceChoice c;
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos) {
+    // Linux names: 1 to 15 bytes, no '/', no space, not "." or "..".
+    const bool ok = !text.empty() && text.size() < IF_NAMESIZE && text != "." && text != ".." &&
+                    text.find_first_of(" \t\n:/") == std::string::npos;
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not an interface name or a subnet (eth1, 10.0.0.0/24)"));
+    c.name = text;
+    return c;
+  }
+  auto addr = NumericSockAddr(Endpoint{text.substr(0, slash), 0});
+  int prefix = -1;
+  const std::string bytes = addr.ok() ? AddressBytes(addr->get()) : "";
+  if (bytes.empty() || !absl::SimpleAtoi(text.substr(slash + 1), &prefix) || prefix < 0 ||
+      prefix > static_cast<int>(bytes.size()) * 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a subnet: write ADDRESS/PREFIX (10.0.0.0/24, fd00::/64)"));
+  }
+  c.subnet = text;
+  c.bytes = bytes;
+  c.prefix = prefix;
+  return c;
+}
+
+absl::StatusOr<std::string> ResolveIface(const IfaceChoice& choice) {
+  if (!choice.name.empty()) {
+    if (if_nametoindex(choice.name.c_str()) != 0) return choice.name;
+    return absl::NotFoundError(absl::StrCat("this machine has no network interface ", choice.name));
+  }
+  std::string mask(choice.bytes.size(), '\0');
+  for (int i = 0; i < choice.prefix; ++i) mask[i / 8] = static_cast<char>(mask[i / 8] | (0x80 >> (i % 8)));
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return absl::ErrnoToStatus(errno, "getifaddrs");
+  std::string found;
+  for (const ifaddrs* i = list; i != nullptr && found.empty(); i = i->ifa_next) {
+    const std::string have = AddressBytes(i->ifa_addr);
+    if (have.size() != choice.bytes.size()) continue;
+    bool in = true;
+    for (size_t b = 0; b < have.size() && in; ++b) in = (have[b] & mask[b]) == (choice.bytes[b] & mask[b]);
+    if (in) found = i->ifa_name;
+  }
+  freeifaddrs(list);
+  if (found.empty()) {
+    return absl::NotFoundError(absl::StrCat("no network interface of this machine has an address in ", choice.subnet));
+  }
+  return found;
 }
 
 std::string RouteSourceAddress(const std::string& ip, int port) {

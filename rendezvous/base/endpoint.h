@@ -62,6 +62,21 @@ std::string RouteSourceAddress(const std::string& ip, int port);
 // "" when none does or `ip` is not a literal.
 std::string InterfaceOf(const std::string& ip);
 
+// --iface's value: an interface name ("eth1") or a subnet ("10.0.0.0/24",
+// "fd00::/64") that one of the node's addresses lies in.
+struct IfaceChoice {
+  std::string name;    // set for a name
+  std::string subnet;  // set for a subnet, as written
+  std::string bytes;   // the subnet's address bytes (4 or 16)
+  int prefix = 0;      // its prefix length
+};
+// A one-line reason when `text` is neither.
+absl::StatusOr<IfaceChoice> ParseIfaceChoice(const std::string& text);
+// The interface of this machine `choice` picks: the named one when it exists,
+// else the first holding an address in the subnet; NotFound with a one-line
+// reason otherwise.
+absl::StatusOr<std::string> ResolveIface(const IfaceChoice& choice);
+
 }  // namespace drun
 
 #endif  // DRUN_RENDEZVOUS_BASE_ENDPOINT_H_

@@ -1,6 +1,7 @@
 """The environment drun gives its workers: exactly torchrun's variables on top of drun's
 own environment, with the values a single-node job should have."""
 import os
+import socket
 
 from drun_testlib import (DrunTestCase, base_env, load_json_files, main, program,
                           rank_lines)
@@ -99,6 +100,30 @@ class WorkerEnvTest(DrunTestCase):
                 self.assertEqual(env["NCCL_ASYNC_ERROR_HANDLING"], "0")
                 self.assertEqual(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "2")
                 self.assertEqual(env["WORLD_SIZE"], "2")
+
+    def test_iface_sets_the_socket_interface_on_one_node_too(self):
+        # One node sets no interface by itself (the default test above); --iface means the
+        # same in every mode: by name or by subnet, over what drun's environment says.
+        for choice in ("lo", "127.0.0.0/8"):
+            agent_env = base_env(GLOO_SOCKET_IFNAME="eth9")
+            records, _ = self.dump_env(1, "--iface", choice, env=agent_env)
+            env = records[0]["env"]
+            self.assertEqual((env["GLOO_SOCKET_IFNAME"], env["NCCL_SOCKET_IFNAME"]), ("lo", "lo"))
+            for f in os.listdir(self.tmp):
+                os.unlink(os.path.join(self.tmp, f))
+        run = self.drun("--iface", "lo", "--nproc-per-node", "1", program("dump_env.py"), self.tmp)
+        self.assertIn("drun: gloo and NCCL use interface lo (--iface lo)", run.stderr_lines)
+
+    def test_iface_naming_no_interface_here_is_one_line_before_any_worker(self):
+        run = self.drun("--iface", "nosuch0", "--nproc-per-node", "2", program("dump_env.py"), self.tmp)
+        self.assertExit(run, 2)
+        self.assertEqual(run.stderr_lines, [f"drun: --iface nosuch0 on {socket.gethostname()}: this machine has "
+                                            "no network interface nosuch0"])
+        self.assertEqual(os.listdir(self.tmp), [])
+        run = self.drun("--iface", "10.213.250.0/24", program("dump_env.py"), self.tmp)
+        self.assertExit(run, 2)
+        self.assertIn("no network interface of this machine has an address in 10.213.250.0/24",
+                      run.stderr_lines[0])
 
     def test_single_worker_gets_no_omp_num_threads(self):
         agent_env = base_env(OMP_NUM_THREADS=None)

@@ -3,7 +3,8 @@ Debian and Ubuntu install it — its own name on 127.0.1.1 in /etc/hosts — plu
 interface (a dummy "docker0" that leads nowhere). gloo, left alone, resolves the hostname,
 advertises 127.0.1.1 to its peers and every cross-host connection is refused. drun gives the
 workers GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME for the interface each node reaches the
-rendezvous through, says which in one line per host, and a user's own setting wins."""
+rendezvous through, says which in one line per host, and a user's own setting wins; --iface
+NAME|CIDR chooses another on every host."""
 import os
 
 import ssh_testlib as t
@@ -28,6 +29,7 @@ class StockHostsTest(t.SshTestCase):
         self.assertEqual(sorted(l.split(":")[1].strip() for l in said), sorted(self.HOSTS), said)
         for host, line in zip(sorted(self.HOSTS), sorted(said, key=lambda l: l.split(":")[1])):
             self.assertIn(f"interface eth0 ({self.bed.addr[host]}, ", line)
+            self.assertTrue(line.endswith("; --iface NAME|CIDR chooses another"), line)
         self.assertHostsClean()
 
     def test_gloo_training_across_stock_hosts(self):
@@ -46,6 +48,20 @@ class StockHostsTest(t.SshTestCase):
                        "-x", "GLOO_SOCKET_IFNAME=", TRAIN])
         self.assertNotEqual(self.finish(p), 0, p[1].describe())
         self.assertIn("127.0.1.1", "\n".join(p[1].lines() + p[1].lines("stderr")), p[1].describe())
+        self.assertHostsClean()
+
+    def test_iface_by_subnet_picks_each_hosts_interface_in_it(self):
+        p = self.drun(["-H", ",".join(self.HOSTS), "--nproc-per-node", "1",
+                       "--iface", f"{t.DECOY_PREFIX}.0/24", WORKER, "--env", VARS])
+        self.assertEqual(self.finish(p), 0, p[1].describe())
+        workers = t.records(p[1].lines())
+        self.assertEqual(len(workers), 3, p[1].describe())
+        for w in workers:
+            self.assertEqual((w["GLOO_SOCKET_IFNAME"], w["NCCL_SOCKET_IFNAME"]), ("docker0", "docker0"))
+        said = [l for l in p[1].lines("stderr") if "gloo and NCCL use interface" in l]
+        self.assertEqual(len(said), 3, p[1].describe())
+        for line in said:
+            self.assertTrue(line.endswith(f"interface docker0 (--iface {t.DECOY_PREFIX}.0/24)"), line)
         self.assertHostsClean()
 
     def test_a_users_own_setting_wins(self):
