@@ -91,6 +91,26 @@ def documented_fields():
     return set(top), nested
 
 
+STACKS_HEADER = re.compile(r"^=== rank (\d+) \(local \d+\) on (\S+), pid (\d+): state \S")
+
+
+def stack_sections(text):
+    """{rank: (host, pid, text of its section)} of a stack dump (agent/stack_dump.h FormatDump:
+    hang_stacks.txt, stacks_*.txt) or of `drun stacks` output, whose "drun stacks:" lines end
+    a section."""
+    sections, rank = {}, None
+    for line in text.splitlines():
+        m = STACKS_HEADER.match(line)
+        if m:
+            rank = int(m.group(1))
+            sections[rank] = [m.group(2), int(m.group(3)), line]
+        elif rank is not None and not line.startswith("drun stacks:"):
+            sections[rank][2] += "\n" + line
+        else:
+            rank = None
+    return {r: tuple(v) for r, v in sections.items()}
+
+
 def free_port(addr="127.0.0.1"):
     """A TCP port that is free now on `addr` (the test then hands it to drun)."""
     with socket.socket() as sock:

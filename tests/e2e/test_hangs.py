@@ -12,7 +12,7 @@ import subprocess
 import time
 
 from drun_testlib import (DrunTestCase, base_env, drun_path, free_port, main, program, rank_lines,
-                          wait_pids_dead)
+                          stack_sections, wait_pids_dead)
 
 
 def line_of(path, marker):
@@ -23,26 +23,20 @@ def line_of(path, marker):
     raise AssertionError(f"{marker} not in {path}")
 
 
-DUMP_HEADER = re.compile(r"^=== rank (\d+) \(local \d+\) on \S+, pid (\d+): state (\S)")
-
-
-def dump_sections(text):
-    """{rank: (pid, text of its section)} of a FormatDump text."""
-    sections, rank, pid, lines = {}, None, None, []
-    for line in text.splitlines():
-        m = DUMP_HEADER.match(line)
-        if m:
-            if rank is not None:
-                sections[rank] = (pid, "\n".join(lines))
-            rank, pid, lines = int(m.group(1)), int(m.group(2)), [line]
-        elif rank is not None:
-            lines.append(line)
-    if rank is not None:
-        sections[rank] = (pid, "\n".join(lines))
-    return sections
-
-
 class HangTimeoutTest(DrunTestCase):
+
+    def assertHangTable(self, run, ranks, sleep_line):
+        """The hang table on `run`'s stderr: one row per rank, rank 2 in stuck() and marked,
+        every other one in all_reduce and not marked."""
+        table = [l for l in run.stderr_lines if re.match(r"drun: \d+\s+\S+\s+\d+\s+[A-Z] ", l)]
+        self.assertEqual(len(table), ranks, run.describe())
+        for l in table:
+            if l.startswith("drun: 2 "):
+                self.assertIn(f"hang_allreduce.py:{sleep_line} in stuck", l)
+                self.assertIn("not where the others are", l)
+            else:
+                self.assertIn("in all_reduce", l)
+                self.assertNotIn("not where the others are", l)
 
     def hang_env(self, **extra):
         return base_env(HANG_MARK=os.path.join(self.tmp, "hang_mark"), **extra)
@@ -62,32 +56,24 @@ class HangTimeoutTest(DrunTestCase):
         # Progress stops when rank 2 falls asleep; the verdict comes 5 s later, within 7 s.
         self.assertGreaterEqual(detected - hung_at, 4.5, run.describe())
         self.assertLessEqual(detected - hung_at, 7.0, run.describe())
-        table = [l for l in run.stderr_lines if re.match(r"drun: \d+\s+\S+\s+\d+\s+[A-Z] ", l)]
-        self.assertEqual(len(table), 4, run.describe())
-        rank2 = [l for l in table if l.startswith("drun: 2 ")][0]
-        self.assertIn(f"hang_allreduce.py:{sleep_line} in stuck", rank2)
-        self.assertIn("not where the others are", rank2)
-        for l in table:
-            if not l.startswith("drun: 2 "):
-                self.assertIn("in all_reduce", l)
-                self.assertNotIn("not where the others are", l)
+        self.assertHangTable(run, 4, sleep_line)
         # The full dump is in the run's log directory and in the report.
         dump_path = [os.path.join(d, "hang_stacks.txt") for d, _, files in os.walk(logs)
                      if "hang_stacks.txt" in files]
         self.assertEqual(len(dump_path), 1, run.describe())
         with open(dump_path[0]) as f:
-            sections = dump_sections(f.read())
+            sections = stack_sections(f.read())
         self.assertEqual(sorted(sections), [0, 1, 2, 3])
-        self.assertIn(f'File "{script}", line {sleep_line}, in stuck', sections[2][1])
+        self.assertIn(f'File "{script}", line {sleep_line}, in stuck', sections[2][2])
         for r in (0, 1, 3):
-            self.assertRegex(sections[r][1], r'distributed_c10d\.py", line \d+, in all_reduce')
+            self.assertRegex(sections[r][2], r'distributed_c10d\.py", line \d+, in all_reduce')
         with open(report) as f:
             dumps = json.load(f)["stack_dumps"]
         self.assertEqual([d["reason"] for d in dumps], ["hang-timeout"])
         self.assertEqual(dumps[0]["file"], dump_path[0])
         self.assertIn("hung (--hang-timeout)", run.stderr)
         # Nothing is left behind: every rank of the dump is gone.
-        self.assertEqual(wait_pids_dead([pid for pid, _ in sections.values()]), [])
+        self.assertEqual(wait_pids_dead([pid for _, pid, _ in sections.values()]), [])
 
     def test_with_restarts_left_a_hang_restarts_the_job(self):
         logs = os.path.join(self.tmp, "logs")
@@ -122,14 +108,7 @@ class HangTimeoutTest(DrunTestCase):
             hung_at = float(f.read())
         told = [n for n in nodes if any(l.startswith("drun: no rank made progress") for l in n.stderr_lines)]
         self.assertEqual(len(told), 1, "\n".join(n.describe() for n in nodes))
-        table = [l for l in told[0].stderr_lines if re.match(r"drun: \d+\s+\S+\s+\d+\s+[A-Z] ", l)]
-        self.assertEqual(len(table), 4, told[0].describe())
-        rank2 = [l for l in table if l.startswith("drun: 2 ")][0]
-        self.assertIn(f"hang_allreduce.py:{sleep_line} in stuck", rank2)
-        self.assertIn("not where the others are", rank2)
-        for l in table:
-            if not l.startswith("drun: 2 "):
-                self.assertIn("in all_reduce", l)
+        self.assertHangTable(told[0], 4, sleep_line)
         full = [l for l in told[0].stderr_lines if l.startswith("drun: every rank's full stack: ")]
         self.assertEqual(len(full), 1, told[0].describe())
         dumps = sorted(os.path.join(d, "hang_stacks.txt") for d, _, files in os.walk(logs)
@@ -140,9 +119,9 @@ class HangTimeoutTest(DrunTestCase):
         ranks = {}
         for path in dumps:
             with open(path) as f:
-                ranks.update(dump_sections(f.read()))
+                ranks.update(stack_sections(f.read()))
         self.assertEqual(sorted(ranks), [0, 1, 2, 3])
-        self.assertIn(f'File "{script}", line {sleep_line}, in stuck', ranks[2][1])
+        self.assertIn(f'File "{script}", line {sleep_line}, in stuck', ranks[2][2])
         # Both nodes end with the hang's exit code, and say why.
         for node in nodes:
             self.assertIn("hung (--hang-timeout)", node.stderr, node.describe())
@@ -150,7 +129,7 @@ class HangTimeoutTest(DrunTestCase):
         mtime = min(os.path.getmtime(p) for p in dumps)
         self.assertGreaterEqual(mtime - hung_at, 4.5)
         self.assertLessEqual(mtime - hung_at, 7.0)
-        self.assertEqual(wait_pids_dead([pid for pid, _ in ranks.values()]), [])
+        self.assertEqual(wait_pids_dead([pid for _, pid, _ in ranks.values()]), [])
 
 
 class DrunStacksTest(DrunTestCase):
@@ -206,7 +185,7 @@ class DrunStacksTest(DrunTestCase):
         out = self.stacks("beta")
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertRegex(out.stdout, r"^drun stacks: run 'beta', 1 ranks")
-        self.assertEqual(len(dump_sections(out.stdout)), 1)
+        self.assertEqual(len(stack_sections(out.stdout)), 1)
         out = self.stacks("gamma")
         self.assertEqual(out.returncode, 1)
         self.assertIn("no running drun job has run id 'gamma'", out.stderr)

@@ -12,28 +12,17 @@ Its XDG_RUNTIME_DIR is deeper than a unix socket path may be (108 bytes): the co
 are bound and reached through their directory (agent/control_socket.cc)."""
 import os
 import re
+import sys
 
 from slurm_testlib import SlurmTestCase, main
 
+# The stack-dump parser shared with the single-node suite (tests/e2e/drun_testlib.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2e"))
+from drun_testlib import stack_sections  # noqa: E402
+
 HANG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "e2e", "programs",
                     "hang_allreduce.py")
-HEADER = re.compile(r"^=== rank (\d+) \(local \d\) on (\S+), pid \d+: state \S")
 TABLE_ROW = re.compile(r"^drun: (?:\S+: )?(\d+)\s+(\S+)\s+\d+\s+[A-Z] .*")
-
-
-def sections(text):
-    """{rank: (host, text)} of the rank sections in `drun stacks` output."""
-    out, rank = {}, None
-    for line in text.splitlines():
-        m = HEADER.match(line)
-        if m:
-            rank = int(m.group(1))
-            out[rank] = [m.group(2), line]
-        elif rank is not None and not line.startswith("drun stacks:"):
-            out[rank][1] += "\n" + line
-        else:
-            rank = None
-    return {r: tuple(v) for r, v in out.items()}
 
 
 class SlurmHangTest(SlurmTestCase):
@@ -89,12 +78,12 @@ echo "srun exit $?"
         self.assertEqual(len(parts), 3, stacks)
         for i, part in enumerate(parts):
             self.assertRegex(part, rf"^drun stacks: 2 ranks on node\d \(node rank {i}\), taken in \d+ ms")
-        got = sections(stacks)
+        got = stack_sections(stacks)
         self.assertEqual(sorted(got), list(range(6)), stacks)
-        self.assertEqual({host for host, _ in got.values()}, {"node1", "node2", "node3"})
-        self.assertRegex(got[2][1], r"hang_allreduce\.py\", line \d+, in stuck")
+        self.assertEqual({host for host, _, _ in got.values()}, {"node1", "node2", "node3"})
+        self.assertRegex(got[2][2], r"hang_allreduce\.py\", line \d+, in stuck")
         for rank in (0, 1, 3, 4, 5):
-            self.assertIn("all_reduce", got[rank][1])
+            self.assertIn("all_reduce", got[rank][2])
 
         told = [l for l in out.splitlines() if re.match(r"^drun: (\S+: )?no rank made progress", l)]
         self.assertEqual(len(told), 1, out)

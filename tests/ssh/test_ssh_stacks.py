@@ -12,26 +12,9 @@ import tempfile
 import time
 
 import ssh_testlib as t
+from drun_testlib import stack_sections
 
 E2E_PROGRAMS = os.path.join(t.HERE, "..", "e2e", "programs")
-HEADER = re.compile(r"^=== rank (\d+) \(local (\d)\) on (\S+), pid (\d+): state (\S)")
-
-
-def sections(text):
-    """{rank: (host, text of its section)} of the dumps in `drun stacks` output."""
-    out, rank = {}, None
-    for line in text.splitlines():
-        m = HEADER.match(line)
-        if m:
-            rank = int(m.group(1))
-            out[rank] = [m.group(3), line]
-        elif rank is not None and not line.startswith("drun stacks:"):
-            out[rank][1] += "\n" + line
-        else:
-            rank = None
-    return {r: tuple(v) for r, v in out.items()}
-
-
 class StacksTest(t.SshTestCase):
     def stacks(self, xdg, *args):
         env = self.bed.env(XDG_RUNTIME_DIR=xdg)
@@ -62,9 +45,9 @@ class StacksTest(t.SshTestCase):
                                    r"\d+ ms$")
         self.assertEqual(sorted(re.match(r"drun stacks: 2 ranks on (\S+)", l).group(1)
                                 for l in parts), sorted(self.HOSTS))
-        got = sections(out.stdout)
+        got = stack_sections(out.stdout)
         self.assertEqual(sorted(got), list(range(6)), out.stdout)
-        for rank, (host, text) in got.items():
+        for rank, (host, _, text) in got.items():
             self.assertIn(host, self.HOSTS)
             self.assertIn("hang_allreduce.py", text, text)
             if rank == 2:
