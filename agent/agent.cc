@@ -460,87 +460,91 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
       OnAssignment(msg.assignment(), now);
       return;
     case v1::ServerMessage::kStop:
-      if (opt_.spec.max_nodes() > 1 || opt_.spec.max_restarts() > 0) {
-        Info(absl::StrCat("stopping round ", msg.stop().round(), ": ", msg.stop().reason()));
-      }
-      // Stopping on a signal already: the workers have it and their grace,
-      // and no second signal (a SIGTERM to workers that got SIGINT).
-      if (shutting_down_) return;
-      if (group_) {
-        StopGroup(SIGTERM, AfterStop::kRejoin, now);
-      } else if (!shutting_down_) {
-        SendJoin(now);
-      }
-      return;
-    case v1::ServerMessage::kFinish: {
-      const auto& f = msg.finish();
-      if (terminal_) return;
-      terminal_ = true;
-      if (!shutting_down_) {
-        exit_code_ = f.exit_code();
-        exit_message_ = f.exit_code() == 0 ? "" : absl::StrCat("job failed: ", f.message());
-        if (f.has_failure()) exit_failure_ = f.failure();
-      } else if (f.exit_code() != 0 && !f.has_failure()) {
-        // Stopping on a signal already (srun's, after a node died): still say why the
-        // job ended, which names the lost node.
-        Log(absl::StrCat("the job ended meanwhile: ", f.message()));
-      }
-      if (group_) {
-        // Stopping on a signal: the workers got that one, not a SIGTERM too.
-        StopGroup(shutting_down_ ? 0 : SIGTERM, AfterStop::kExit, now);
-      } else {
-        phase_ = Phase::kDone;
-      }
-      return;
-    }
+      return OnStop(msg.stop(), now);
+    case v1::ServerMessage::kFinish:
+      return OnFinish(msg.finish(), now);
     case v1::ServerMessage::kReject:
-      if (terminal_) return;
-      terminal_ = true;
-      if (!shutting_down_) {
-        exit_code_ = 1;
-        exit_message_ = absl::StrCat("the rendezvous (", rdzv_->Describe(),
-                                     ") rejected this node: ", msg.reject().message());
-      }
-      if (group_) {
-        StopGroup(SIGTERM, AfterStop::kExit, now);
-      } else {
-        phase_ = Phase::kDone;
-      }
-      return;
-    case v1::ServerMessage::kWaiting: {
-      const auto& w = msg.waiting();
-      if (status_tty_) {
-        waiting_ = w;
-        waiting_at_ = now;
-        ShowStatus(now);
-      } else if (opt_.spec.max_nodes() > 1) {
-        // The server's words are about nodes; in Slurm's task mode its members are tasks.
-        const bool for_members = w.kind() == v1::Waiting::WAITING_FOR_NODES;
-        std::string text = absl::StrCat(
-            "waiting: ", w.joined(), " of ", w.min_nodes(), "..", w.max_nodes(), " ",
-            MembersWord(), " joined (",
-            for_members ? absl::StrCat("waiting for ", MembersWord()) : w.reason(), ")");
-        if (w.last_call_ms() > 0) {
-          absl::StrAppend(&text, "; the round closes in ", w.last_call_ms() / 1000.0, " s");
-        }
-        Info(text);
-      }
-      return;
-    }
+      return OnReject(msg.reject(), now);
+    case v1::ServerMessage::kWaiting:
+      return OnWaiting(msg.waiting(), now);
     case v1::ServerMessage::kStacksWanted:
-      OnStacksWanted(msg.stacks_wanted().request_id(), msg.stacks_wanted().for_hang(), now);
-      return;
+      return OnStacksWanted(msg.stacks_wanted().request_id(), msg.stacks_wanted().for_hang(), now);
     case v1::ServerMessage::kStacksGathered:
-      OnStacksGathered(msg.stacks_gathered());
-      return;
+      return OnStacksGathered(msg.stacks_gathered());
     case v1::ServerMessage::kHangFound:
-      OnHangFound(msg.hang_found(), now);
-      return;
+      return OnHangFound(msg.hang_found(), now);
     case v1::ServerMessage::kHeartbeat:
     case v1::ServerMessage::kReportReceived:  // awaited in SendNodeReport
     case v1::ServerMessage::KIND_NOT_SET:
       return;
   }
+}
+
+void Agent::OnStop(const v1::Stop& stop, TimePoint now) {
+  if (opt_.spec.max_nodes() > 1 || opt_.spec.max_restarts() > 0) {
+    Info(absl::StrCat("stopping round ", stop.round(), ": ", stop.reason()));
+  }
+  // Stopping on a signal already: the workers have it and their grace,
+  // and no second signal (a SIGTERM to workers that got SIGINT).
+  if (shutting_down_) return;
+  if (group_) {
+    StopGroup(SIGTERM, AfterStop::kRejoin, now);
+  } else {
+    SendJoin(now);
+  }
+}
+
+void Agent::OnFinish(const v1::Finish& f, TimePoint now) {
+  if (terminal_) return;
+  terminal_ = true;
+  if (!shutting_down_) {
+    exit_code_ = f.exit_code();
+    exit_message_ = f.exit_code() == 0 ? "" : absl::StrCat("job failed: ", f.message());
+    if (f.has_failure()) exit_failure_ = f.failure();
+  } else if (f.exit_code() != 0 && !f.has_failure()) {
+    // Stopping on a signal already (srun's, after a node died): still say why the
+    // job ended, which names the lost node.
+    Log(absl::StrCat("the job ended meanwhile: ", f.message()));
+  }
+  if (group_) {
+    // Stopping on a signal: the workers got that one, not a SIGTERM too.
+    StopGroup(shutting_down_ ? 0 : SIGTERM, AfterStop::kExit, now);
+  } else {
+    phase_ = Phase::kDone;
+  }
+}
+
+void Agent::OnReject(const v1::Reject& reject, TimePoint now) {
+  if (terminal_) return;
+  terminal_ = true;
+  if (!shutting_down_) {
+    exit_code_ = 1;
+    exit_message_ = absl::StrCat("the rendezvous (", rdzv_->Describe(), ") rejected this node: ", reject.message());
+  }
+  if (group_) {
+    StopGroup(SIGTERM, AfterStop::kExit, now);
+  } else {
+    phase_ = Phase::kDone;
+  }
+}
+
+void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
+  if (status_tty_) {
+    waiting_ = w;
+    waiting_at_ = now;
+    ShowStatus(now);
+    return;
+  }
+  if (opt_.spec.max_nodes() <= 1) return;
+  // The server's words are about nodes; in Slurm's task mode its members are tasks.
+  const bool for_members = w.kind() == v1::Waiting::WAITING_FOR_NODES;
+  std::string text = absl::StrCat("waiting: ", w.joined(), " of ", w.min_nodes(), "..", w.max_nodes(), " ",
+                                  MembersWord(), " joined (",
+                                  for_members ? absl::StrCat("waiting for ", MembersWord()) : w.reason(), ")");
+  if (w.last_call_ms() > 0) {
+    absl::StrAppend(&text, "; the round closes in ", w.last_call_ms() / 1000.0, " s");
+  }
+  Info(text);
 }
 
 void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {

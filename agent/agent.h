@@ -99,6 +99,10 @@ class Agent {
   int Finish();
 
   void HandleServer(const v1::ServerMessage& msg, TimePoint now);
+  void OnStop(const v1::Stop& stop, TimePoint now);
+  void OnFinish(const v1::Finish& f, TimePoint now);
+  void OnReject(const v1::Reject& reject, TimePoint now);
+  void OnWaiting(const v1::Waiting& w, TimePoint now);
   void OnAssignment(const v1::Assignment& a, TimePoint now);
   void StartSetup(TimePoint now);
   void StartWorkers(TimePoint now);

@@ -99,6 +99,54 @@ std::string Fingerprint(ssh_session s) {
   return out;
 }
 
+std::string LastErrorOf(ssh_session s) { return OneLine(ssh_get_error(s)); }
+
+// The server's key against the known-hosts file libssh reads (~/.ssh/config's
+// UserKnownHostsFile, else ~/.ssh/known_hosts), as OpenSSH checks it; a
+// message names that file and the command that helps.
+absl::Status CheckHostKey(ssh_session s, const SshTarget& target) {
+  const std::string real_host = GetOption(s, SSH_OPTIONS_HOST);
+  unsigned int port = 22;
+  ssh_options_get_port(s, &port);
+  const std::string keyscan =
+      port == 22 ? absl::StrCat("ssh-keyscan ", real_host)
+                 : absl::StrCat("ssh-keyscan -p ", port, " ", real_host);
+  // The file libssh reads, as ~/.ssh/config's UserKnownHostsFile names it.
+  const std::string known_hosts = KnownHostsFile(s);
+  switch (ssh_session_is_known_server(s)) {
+    case SSH_KNOWN_HOSTS_OK:
+      return absl::OkStatus();
+    case SSH_KNOWN_HOSTS_CHANGED:
+    case SSH_KNOWN_HOSTS_OTHER:
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the host key changed (it now sends ", Fingerprint(s),
+          ", which does not match ", known_hosts, "): this may be an attack; if the host was "
+          "reinstalled, remove the old key with `ssh-keygen -R ",
+          port == 22 ? real_host : absl::StrCat("'[", real_host, "]:", port, "'"),
+          known_hosts == "~/.ssh/known_hosts" ? "" : absl::StrCat(" -f ", known_hosts),
+          "` and connect again"));
+    case SSH_KNOWN_HOSTS_UNKNOWN:
+    case SSH_KNOWN_HOSTS_NOT_FOUND:
+      if (target.accept_new) {
+        std::unique_lock<std::mutex> lock;
+        if (target.known_hosts_mu) lock = std::unique_lock<std::mutex>(*target.known_hosts_mu);
+        if (ssh_session_update_known_hosts(s) != SSH_OK) {
+          return absl::PermissionDeniedError(absl::StrCat(
+              "cannot add the host key to ", known_hosts, ": ", LastErrorOf(s)));
+        }
+        return absl::OkStatus();
+      }
+      return absl::PermissionDeniedError(absl::StrCat(
+          "the host key is not known (", Fingerprint(s),
+          "); check it and add it with `", keyscan, " >> ", known_hosts,
+          "` (or connect once with ssh), or pass --ssh-accept-new"));
+    case SSH_KNOWN_HOSTS_ERROR:
+    default:
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot check the host key against ", known_hosts, ": ", LastErrorOf(s)));
+  }
+}
+
 }  // namespace
 
 SshConnection::~SshConnection() {
@@ -108,9 +156,7 @@ SshConnection::~SshConnection() {
   }
 }
 
-std::string SshConnection::LastError() const {
-  return OneLine(ssh_get_error(session_));
-}
+std::string SshConnection::LastError() const { return LastErrorOf(session_); }
 
 bool SshConnection::connected() const {
   if (!session_ || !ssh_is_connected(session_)) return false;
@@ -140,46 +186,7 @@ absl::StatusOr<std::unique_ptr<SshConnection>> SshConnection::Connect(const SshT
                                                "(try: ssh ",
                                                target.host, " true)"));
   }
-  const std::string real_host = GetOption(s, SSH_OPTIONS_HOST);
-  unsigned int port = 22;
-  ssh_options_get_port(s, &port);
-  const std::string keyscan =
-      port == 22 ? absl::StrCat("ssh-keyscan ", real_host)
-                 : absl::StrCat("ssh-keyscan -p ", port, " ", real_host);
-  // The file libssh reads, as ~/.ssh/config's UserKnownHostsFile names it.
-  const std::string known_hosts = KnownHostsFile(s);
-  switch (ssh_session_is_known_server(s)) {
-    case SSH_KNOWN_HOSTS_OK:
-      break;
-    case SSH_KNOWN_HOSTS_CHANGED:
-    case SSH_KNOWN_HOSTS_OTHER:
-      return absl::PermissionDeniedError(absl::StrCat(
-          "the host key changed (it now sends ", Fingerprint(s),
-          ", which does not match ", known_hosts, "): this may be an attack; if the host was "
-          "reinstalled, remove the old key with `ssh-keygen -R ",
-          port == 22 ? real_host : absl::StrCat("'[", real_host, "]:", port, "'"),
-          known_hosts == "~/.ssh/known_hosts" ? "" : absl::StrCat(" -f ", known_hosts),
-          "` and connect again"));
-    case SSH_KNOWN_HOSTS_UNKNOWN:
-    case SSH_KNOWN_HOSTS_NOT_FOUND:
-      if (target.accept_new) {
-        std::unique_lock<std::mutex> lock;
-        if (target.known_hosts_mu) lock = std::unique_lock<std::mutex>(*target.known_hosts_mu);
-        if (ssh_session_update_known_hosts(s) != SSH_OK) {
-          return absl::PermissionDeniedError(absl::StrCat(
-              "cannot add the host key to ", known_hosts, ": ", conn->LastError()));
-        }
-        break;
-      }
-      return absl::PermissionDeniedError(absl::StrCat(
-          "the host key is not known (", Fingerprint(s),
-          "); check it and add it with `", keyscan, " >> ", known_hosts,
-          "` (or connect once with ssh), or pass --ssh-accept-new"));
-    case SSH_KNOWN_HOSTS_ERROR:
-    default:
-      return absl::PermissionDeniedError(
-          absl::StrCat("cannot check the host key against ", known_hosts, ": ", conn->LastError()));
-  }
+  if (absl::Status st = CheckHostKey(s, target); !st.ok()) return st;
 
   int rc = ssh_userauth_none(s, nullptr);
   if (rc != SSH_AUTH_SUCCESS) rc = ssh_userauth_publickey_auto(s, nullptr, nullptr);
