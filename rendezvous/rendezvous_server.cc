@@ -251,6 +251,7 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
       break;
     case v1::AgentMessage::kSucceeded:
       Dispatch(state_.OnSucceeded(id, m.succeeded().round(), now));
+      MaybeCallHang(now);  // a node whose workers are done counts as quiet
       break;
     case v1::AgentMessage::kFailed:
       Dispatch(state_.OnFailed(id, m.failed().round(), m.failed().failure(), now));
@@ -270,6 +271,7 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
       break;
     case v1::AgentMessage::kHangQuiet:
       state_.OnQuiet(id, m.hang_quiet().round(), m.hang_quiet().quiet());
+      MaybeCallHang(now);
       break;
     case v1::AgentMessage::kNodeReport: {
       RendezvousServer::Event e{RendezvousServer::Event::kReport, "", {}, 0, {}, m.node_report()};
@@ -286,7 +288,6 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
     case v1::AgentMessage::KIND_NOT_SET:
       break;
   }
-  MaybeCallHang(now);  // a quiet node, or one whose workers are done
   WakeTimerIfEarlier();
 }
 
