@@ -3,6 +3,7 @@
 #include "rendezvous/base/frame.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -14,7 +15,50 @@ namespace {
 
 constexpr char kLifelineSignalTag = 'S';
 
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The script a Python job runs, or the program a job names by path; "" when
+// the job names a program to be found on PATH or a module.
+std::string ScriptPath(const v1::JobSpec& spec) {
+  const bool by_path = spec.kind() == v1::JobSpec::PYTHON_SCRIPT ||
+                       (spec.kind() == v1::JobSpec::PROGRAM &&
+                        spec.entrypoint().find('/') != std::string::npos);
+  if (!by_path || spec.entrypoint().empty()) return "";
+  const std::string& wd = spec.working_dir();
+  if (spec.entrypoint()[0] == '/' || wd.empty()) return spec.entrypoint();
+  return absl::StrCat(wd, "/", spec.entrypoint());
+}
+
 }  // namespace
+
+absl::Status CheckLaunchHere(const v1::AgentLaunch& launch, const std::string& version) {
+  if (!launch.launcher_version().empty() && launch.launcher_version() != version) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this host runs ", version, " and the launcher ", launch.launcher_version(),
+        "; install the same version here, or pass --remote-drun PATH"));
+  }
+  const v1::JobSpec& spec = launch.spec();
+  const std::string& wd = spec.working_dir();
+  if (!wd.empty() && !IsDirectory(wd)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the working directory ", wd, " does not exist there; drun runs the job in the same "
+        "directory on every host (use a shared file system)"));
+  }
+  const std::string script = ScriptPath(spec);
+  if (!script.empty() && !IsFile(script)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the script ", script, " is not there; copy it to every host (or use a shared file system)"));
+  }
+  return absl::OkStatus();
+}
 
 RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::string& token) {
   RendezvousState::Config c;

@@ -34,6 +34,14 @@ class LifelineDecoder {
   bool tag_seen_ = false;
 };
 
+// The checks a launched agent makes on its host before it joins, in place of
+// separate pre-flight commands from the launcher (one remote command per
+// host is the launch's whole cost): the same drun version as the launcher's
+// (when the launch names it), the job's working directory, and its script or
+// program path. Each failure is one line, worded for the launcher, which
+// prints it after the host's name ("the script X is not there; ...").
+absl::Status CheckLaunchHere(const v1::AgentLaunch& launch, const std::string& version);
+
 // RendezvousState::Config for a job described by `spec`.
 RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::string& token);
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent.h"
 #include "agent/output.h"
+#include "launcher/job/cli.h"
 #include "launcher/node.h"
 #include "rendezvous/base/say.h"
 
@@ -40,6 +41,7 @@ std::string JobHost::LaunchMessage(const std::string& dial_host, const std::stri
   launch.set_hostname(hostname);
   launch.set_local_addr(local_addr);
   launch.set_launcher_reports_end(true);
+  launch.set_launcher_version(VersionWords());
   return EncodeAgentLaunch(launch);
 }
 

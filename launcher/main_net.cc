@@ -66,6 +66,9 @@ void SetLiveness(const v1::JobSpec& spec, bool in_process_server, GrpcClientOpti
 int AgentMain() {
   auto launch = ReadAgentLaunch(0);
   if (!launch.ok()) return Fail(kExitBadInput, std::string(launch.status().message()));
+  if (absl::Status st = CheckLaunchHere(*launch, VersionWords()); !st.ok()) {
+    return Fail(kExitLauncherFailed, std::string(st.message()));
+  }
   const v1::JobSpec& spec = launch->spec();
   if (!spec.working_dir().empty() && chdir(spec.working_dir().c_str()) != 0) {
     return Fail(kExitLauncherFailed, absl::StrCat("cannot enter the job's working directory ", spec.working_dir(),

@@ -10,8 +10,10 @@
 
 namespace drun {
 
+std::string VersionWords() { return "drun 0.1.0"; }
+
 std::string VersionText() {
-  return absl::StrCat("drun 0.1.0 (gRPC ", grpc::Version(), ", protobuf ",
+  return absl::StrCat(VersionWords(), " (gRPC ", grpc::Version(), ", protobuf ",
                       google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION),
                       ", Abseil ", ABSL_LTS_RELEASE_VERSION, ", libssh ", ssh_version(0),
                       ")\n");

@@ -123,6 +123,8 @@ void SetDrunPath(std::string path);
 
 std::string HelpText();
 std::string VersionText();
+// "drun 0.1.0": what must be the same on every host of a job.
+std::string VersionWords();
 
 }  // namespace drun
 

@@ -2,12 +2,15 @@
 // after the launch message is what the agent decodes, however the bytes are
 // split, and a real --rsh child's standard input carries them in order.
 #include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "agent/agent_launch.h"
 #include "launcher/ssh/ssh_rsh.h"
 
@@ -55,6 +58,63 @@ TEST(LifelineTest, RshChildReceivesTheNoticesThenEof) {
   LifelineDecoder d;
   d.Feed(out.data() + 6, out.size() - 6, &got);
   EXPECT_EQ(got, (std::vector<int>{SIGTERM, SIGTERM}));
+}
+
+// The agent's own pre-flight (CheckLaunchHere): the launcher's version, the
+// working directory and the script, each refused in one line.
+class CheckLaunchHereTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/drun-launch-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    FILE* f = fopen((dir_ + "/train.py").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fclose(f);
+    launch_.set_launcher_version("drun 0.1.0");
+    launch_.mutable_spec()->set_kind(v1::JobSpec::PYTHON_SCRIPT);
+    launch_.mutable_spec()->set_entrypoint("train.py");
+    launch_.mutable_spec()->set_working_dir(dir_);
+  }
+  void TearDown() override {
+    unlink((dir_ + "/train.py").c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string dir_;
+  v1::AgentLaunch launch_;
+};
+
+TEST_F(CheckLaunchHereTest, AcceptsTheSameVersionAndAScriptThatIsThere) {
+  EXPECT_TRUE(CheckLaunchHere(launch_, "drun 0.1.0").ok());
+  launch_.clear_launcher_version();  // a launch that names no version is not checked for one
+  EXPECT_TRUE(CheckLaunchHere(launch_, "drun 9.9.9").ok());
+}
+
+TEST_F(CheckLaunchHereTest, RefusesAnotherVersion) {
+  auto st = CheckLaunchHere(launch_, "drun 0.2.0");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(), "this host runs drun 0.2.0 and the launcher drun 0.1.0; install the "
+                          "same version here, or pass --remote-drun PATH");
+}
+
+TEST_F(CheckLaunchHereTest, RefusesAMissingScriptOrDirectory) {
+  launch_.mutable_spec()->set_entrypoint("nope.py");
+  auto st = CheckLaunchHere(launch_, "drun 0.1.0");
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(absl::StartsWith(st.message(), "the script " + dir_ + "/nope.py is not there"))
+      << st.message();
+  launch_.mutable_spec()->set_working_dir(dir_ + "/gone");
+  st = CheckLaunchHere(launch_, "drun 0.1.0");
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(absl::StartsWith(st.message(), "the working directory " + dir_ + "/gone does not "
+                                             "exist there"))
+      << st.message();
+}
+
+TEST_F(CheckLaunchHereTest, AProgramOnPathIsNotAFile) {
+  launch_.mutable_spec()->set_kind(v1::JobSpec::PROGRAM);
+  launch_.mutable_spec()->set_entrypoint("true");  // found on PATH later, by the agent
+  EXPECT_TRUE(CheckLaunchHere(launch_, "drun 0.1.0").ok());
 }
 
 }  // namespace
