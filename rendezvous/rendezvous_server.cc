@@ -395,6 +395,10 @@ void Core::Dispatch(RendezvousState::Outbox out) {
     }
   }
   bool wake = false;
+  for (std::string& host : state_.TakeArrivedHosts()) {
+    events_.push_back({RendezvousServer::Event::kNodeArrived, std::move(host), {}, 0, {}, {}});
+    wake = true;
+  }
   for (std::string& host : state_.TakeLostHosts()) {
     events_.push_back({RendezvousServer::Event::kNodeLost, std::move(host), {}, 0, {}, {}});
     wake = true;

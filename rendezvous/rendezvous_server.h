@@ -56,8 +56,8 @@ class RendezvousServer {
 
   // What a launcher that runs no agent itself needs to follow the job.
   struct Event {
-    enum Kind { kNodeLost, kFinished, kStacks, kReport } kind;
-    std::string host;  // kNodeLost
+    enum Kind { kNodeLost, kNodeArrived, kFinished, kStacks, kReport } kind;
+    std::string host;  // kNodeLost, kNodeArrived (its Hello was accepted)
     v1::Finish finish;  // kFinished
     uint64_t stacks_id = 0;  // kStacks: AskStacks()'s number, and every node's reply
     std::vector<v1::ControlReply> stacks;

@@ -176,6 +176,7 @@ RendezvousState::Outbox RendezvousState::OnHello(NodeId node, const v1::Hello& h
   n.seen = now - stalled_;
   n.seen_pos = by_seen_.insert(by_seen_.end(), node);
   if (KeepaliveOn() && !last_sweep_) last_sweep_ = now;
+  arrived_hosts_.push_back(HostOf(hello));
   return {};
 }
 

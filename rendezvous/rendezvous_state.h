@@ -105,6 +105,9 @@ class RendezvousState {
   // Hosts lost since the last call (stream ended or keepalive expired), in
   // order; for launchers that replace lost nodes with spares.
   std::vector<std::string> TakeLostHosts() { return std::exchange(lost_hosts_, {}); }
+  // The hosts whose Hello was accepted since the last call (a launcher's sign
+  // that the agent it started there passed its checks and reached the job).
+  std::vector<std::string> TakeArrivedHosts() { return std::exchange(arrived_hosts_, {}); }
   // The Finish every node was sent, once finished().
   const v1::Finish& finish() const { return finish_; }
   bool finished() const { return finished_; }
@@ -197,6 +200,7 @@ class RendezvousState {
   std::string final_message_;
   v1::Finish finish_;
   std::vector<std::string> lost_hosts_;
+  std::vector<std::string> arrived_hosts_;
   int exit_code_ = 0;
 };
 

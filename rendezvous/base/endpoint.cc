@@ -227,6 +227,11 @@ absl::StatusOr<std::string> ResolveIface(const IfaceChoice& choice) {
   return found;
 }
 
+std::string AnyAddress() {
+  const UniqueFd s(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  return s.get() >= 0 ? "::" : "0.0.0.0";
+}
+
 std::string RouteSourceAddress(const std::string& ip, int port) {
   auto addr = NumericSockAddr(Endpoint{ip, port});
   if (!addr.ok()) return "";

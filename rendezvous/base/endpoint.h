@@ -57,6 +57,11 @@ bool IsLoopbackAddress(const std::string& ip);
 // The source address the kernel picks to reach ip:port ("" if none).
 std::string RouteSourceAddress(const std::string& ip, int port);
 
+// The wildcard address to listen on for peers of either family: "::" where
+// this kernel has IPv6 (a dual-stack listener takes IPv4 peers too), else
+// "0.0.0.0".
+std::string AnyAddress();
+
 // The name of the network interface that holds `ip` ("eth0"): the one with
 // that address, else the one whose subnet contains it (127.0.0.2 -> "lo");
 // "" when none does or `ip` is not a literal.
