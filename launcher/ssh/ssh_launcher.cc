@@ -27,6 +27,7 @@
 #include "agent/output.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/event_loop.h"
+#include "launcher/job/cli.h"
 #include "launcher/job_control.h"
 #include "launcher/job_host.h"
 #include "launcher/ssh/ssh_plan.h"
@@ -46,7 +47,14 @@ namespace {
 // workers get too (a checkpoint request) without stopping anything.
 constexpr int kHandledSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 bool IsUserSignal(int sig) { return sig == SIGUSR1 || sig == SIGUSR2; }
-constexpr int kCheckTimeoutMs = 30000;
+// How often a host that did not answer is tried again once the job runs
+// (docs/ssh.md "Hosts that are off").
+constexpr Duration kRetryInterval = std::chrono::seconds(5);
+// An agent that has not reached the rendezvous this long after its start is
+// stuck before it (a remote shell or --rsh command waiting for a password):
+// it is dropped and its host fails pre-flight. The agent's own connect gives
+// up after 30 s with its own message, so this only catches hangs.
+constexpr Duration kJoinBound = std::chrono::seconds(45);
 
 // Whole lines from several threads to this process's stdout/stderr, one
 // write per line so lines of different hosts never mix.
@@ -61,33 +69,23 @@ void ConsoleLine(int fd, absl::string_view line) {
 // The hosts' threads share the console: drun's own lines go through it too.
 void SayLocked(absl::string_view message) { ConsoleLine(2, absl::StripSuffix(DrunLine(message), "\n")); }
 
-std::string FirstLine(absl::string_view text) {
-  std::string line(text.substr(0, text.find('\n')));
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-  return line.substr(0, 200);
-}
-
-std::string LastLine(absl::string_view text) {
-  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipWhitespace());
-  return lines.empty() ? "" : lines.back().substr(0, 200);
-}
-
 std::string SelfExe() { return DrunPath(); }
 
-// "drun 0.1.0": what must match on every host.
-std::string VersionWords(absl::string_view version_text) {
-  std::vector<std::string> words = absl::StrSplit(FirstLine(version_text), ' ', absl::SkipEmpty());
-  if (words.size() > 2) words.resize(2);
-  return absl::StrJoin(words, " ");
-}
+// One line of an agent's output, held until the agent has joined the job.
+struct HeldLine {
+  int stream = 2;
+  std::string text;
+};
 
-// Events from the hosts' threads to the launcher's loop.
+// Events from the hosts' threads to the launcher's loop: an agent ended, or
+// could not be started.
 struct Event {
-  enum Kind { kEnded } kind = kEnded;
   int host = -1;
   int instance = 0;
   RemoteProcess::Outcome outcome;
-  std::string start_error;  // the agent could not be started at all
+  std::string start_error;   // the agent could not be started at all
+  bool unreachable = false;  // with start_error: the host did not answer (it may be off)
+  std::vector<HeldLine> held;  // what an agent that never joined printed
   std::unique_ptr<SshConnection> conn;  // handed back for the next start
 };
 
@@ -120,11 +118,66 @@ class EventQueue {
   std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
 };
 
+// Splits an agent's streams into lines for the console. Agents' own
+// messages get the host's name; their end-of-job summaries are dropped,
+// since the launcher prints the job's end once. Until the job has started
+// with this host in it (Release, from the launcher's loop), the lines are
+// held: a host whose agent fails its checks gets one line from the launcher
+// (StartFailureLine), and a job refused before it started says nothing more.
+class HostOutput {
+ public:
+  explicit HostOutput(std::string host) : host_(std::move(host)) {}
+  // From the host's thread.
+  void Feed(int stream, const char* data, size_t n) {
+    auto emit = [&](absl::string_view line) { Emit(stream, line); };
+    (stream == 1 ? out_ : err_).Feed(absl::string_view(data, n), emit);
+  }
+  void Flush() {
+    out_.Flush([&](absl::string_view line) { Emit(1, line); });
+    err_.Flush([&](absl::string_view line) { Emit(2, line); });
+  }
+  // From the launcher's loop: the held lines go out, and every line after them.
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    for (const HeldLine& l : held_) Print(l.stream, l.text);
+    held_.clear();
+  }
+  // The lines still held (an agent that never joined, or a job never started).
+  std::vector<HeldLine> TakeHeld() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(held_, {});
+  }
+
+ private:
+  static constexpr size_t kMaxHeld = 50;
+  void Emit(int stream, absl::string_view line) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (released_) return Print(stream, line);
+    if (held_.size() == kMaxHeld) held_.erase(held_.begin());
+    held_.push_back({stream, std::string(line)});
+  }
+  void Print(int stream, absl::string_view line) {
+    if (stream == 2 && absl::StartsWith(line, "drun: ")) {
+      ConsoleLine(2, absl::StrCat("drun: ", host_, ": ", line.substr(6)));
+      return;
+    }
+    ConsoleLine(stream, line);
+  }
+  const std::string host_;
+  LineSplitter out_, err_;  // the host's thread's alone
+  std::mutex mu_;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<HeldLine> held_ ABSL_GUARDED_BY(mu_);
+};
+
 // What the launcher's loop and a host's thread share about the running agent.
 struct Control {
+  explicit Control(std::string host) : output(std::make_shared<HostOutput>(std::move(host))) {}
   std::mutex mu;
   std::shared_ptr<RemoteProcess> proc ABSL_GUARDED_BY(mu);
   int level ABSL_GUARDED_BY(mu) = 0;  // 1: stop (close stdin), 2: abort
+  const std::shared_ptr<HostOutput> output;
   // Forwards a signal to the agent (its lifeline's notice). A stop signal
   // stops its workers with it, and an agent not started yet is not started
   // at all; SIGUSR1/SIGUSR2 reach its workers.
@@ -181,37 +234,82 @@ struct LaunchInfo {
   std::string drun;           // remote drun path
   std::vector<std::string> rsh;  // empty: libssh
   SshTarget target;
-  std::string rsh_dial;  // --rsh: the address this host reaches us at
 };
 
-// Splits an agent's streams into lines for the console. Agents' own
-// messages get the host's name; their end-of-job summaries are dropped,
-// since the launcher prints the job's end once.
-class HostOutput {
- public:
-  explicit HostOutput(std::string host) : host_(std::move(host)) {}
-  void Feed(int stream, const char* data, size_t n) {
-    auto emit = [&](absl::string_view line) { Line(stream, line); };
-    (stream == 1 ? out_ : err_).Feed(absl::string_view(data, n), emit);
-  }
-  void Flush() {
-    out_.Flush([&](absl::string_view line) { Line(1, line); });
-    err_.Flush([&](absl::string_view line) { Line(2, line); });
-  }
+v1::AgentLaunch LaunchFor(const LaunchInfo& info) {
+  v1::AgentLaunch launch;
+  *launch.mutable_spec() = info.spec;
+  launch.set_token(info.token);
+  launch.set_hostname(info.entry.host);
+  launch.set_launcher_reports_end(true);
+  // The agent checks the version, the working directory and the script
+  // itself (CheckLaunchHere): one remote command per host is all a start costs.
+  launch.set_launcher_version(VersionWords());
+  return launch;
+}
 
- private:
-  // The agent's own lines get the host's name; the job's end is the
-  // launcher's to print (AgentLaunch.launcher_reports_end), not the agent's.
-  void Line(int stream, absl::string_view line) {
-    if (stream == 2 && absl::StartsWith(line, "drun: ")) {
-      ConsoleLine(2, absl::StrCat("drun: ", host_, ": ", line.substr(6)));
-      return;
+// `drun agent` over the host's ssh connection, opened first when there is none.
+std::shared_ptr<RemoteProcess> StartOverSsh(const LaunchInfo& info,
+                                            std::unique_ptr<SshConnection>* conn,
+                                            Control* control, Event* ev) {
+  if (!*conn || !(*conn)->connected()) {
+    conn->reset();
+    auto c = SshConnection::Connect(info.target);
+    if (!c.ok()) {
+      ev->start_error = std::string(c.status().message());
+      ev->unreachable = absl::IsUnavailable(c.status());
+      return nullptr;
     }
-    ConsoleLine(stream, line);
+    *conn = std::move(*c);
   }
-  std::string host_;
-  LineSplitter out_, err_;
-};
+  std::string dial = info.dial_override.empty() ? (*conn)->local_address() : info.dial_override;
+  if (dial.empty()) {
+    // Not a TCP socket (ProxyCommand/ProxyJump): the route to the host.
+    auto ip = ResolveHost(info.entry.host);
+    if (ip.ok()) dial = RouteSourceAddress(*ip, 22);
+  }
+  v1::AgentLaunch launch = LaunchFor(info);
+  launch.set_rdzv_target(Endpoint{dial, info.port}.ToString());
+  launch.set_local_addr((*conn)->peer_address());
+  if (control->Level() > 0) return nullptr;
+  auto p = StartSshExec(conn->get(), absl::StrCat(ShellQuote(info.drun), " agent"),
+                        EncodeAgentLaunch(launch));
+  if (!p.ok()) {
+    ev->start_error = std::string(p.status().message());
+    return nullptr;
+  }
+  return std::move(*p);
+}
+
+// `CMD HOST drun agent` as a local child (--rsh). The host dials back the
+// source address of this machine's route to it, unless --rdzv-endpoint says.
+std::shared_ptr<RemoteProcess> StartOverRsh(const LaunchInfo& info, Control* control, Event* ev) {
+  std::string dial = info.dial_override;
+  if (dial.empty()) {
+    auto ip = ResolveHost(info.entry.host);
+    if (ip.ok()) dial = RouteSourceAddress(*ip, 22);
+    if (dial.empty()) {
+      ev->start_error = absl::StrCat(
+          "cannot tell which address this host reaches this machine at (",
+          ip.ok() ? "no route to it" : ip.status().message(),
+          "); pass --rdzv-endpoint THIS_MACHINE:PORT");
+      return nullptr;
+    }
+  }
+  v1::AgentLaunch launch = LaunchFor(info);
+  launch.set_rdzv_target(Endpoint{dial, info.port}.ToString());
+  std::vector<std::string> argv = info.rsh;
+  argv.push_back(HostLabel(info.entry));
+  argv.push_back(info.drun);
+  argv.push_back("agent");
+  if (control->Level() > 0) return nullptr;
+  auto p = StartRshProcess(argv, EncodeAgentLaunch(launch));
+  if (!p.ok()) {
+    ev->start_error = std::string(p.status().message());
+    return nullptr;
+  }
+  return std::move(*p);
+}
 
 // A host's thread: connects if needed, starts `drun agent`, pumps its output
 // until it ends, and reports the end.
@@ -220,61 +318,15 @@ void RunAgent(LaunchInfo info, std::unique_ptr<SshConnection> conn,
   Event ev;
   ev.host = info.host;
   ev.instance = info.instance;
-  std::shared_ptr<RemoteProcess> proc;
-  v1::AgentLaunch launch;
-  *launch.mutable_spec() = info.spec;
-  launch.set_token(info.token);
-  launch.set_hostname(info.entry.host);
-  launch.set_launcher_reports_end(true);
-  if (info.rsh.empty()) {
-    if (!conn || !conn->connected()) {
-      conn.reset();
-      auto c = SshConnection::Connect(info.target);
-      if (!c.ok()) {
-        ev.start_error = std::string(c.status().message());
-        queue->Push(std::move(ev));
-        return;
-      }
-      conn = std::move(*c);
-    }
-    std::string dial = info.dial_override.empty() ? conn->local_address() : info.dial_override;
-    if (dial.empty()) {
-      // Not a TCP socket (ProxyCommand/ProxyJump): the route to the host.
-      auto ip = ResolveHost(info.entry.host);
-      if (ip.ok()) dial = RouteSourceAddress(*ip, 22);
-    }
-    launch.set_rdzv_target(Endpoint{dial, info.port}.ToString());
-    launch.set_local_addr(conn->peer_address());
-    if (control->Level() == 0) {
-      auto p = StartSshExec(conn.get(), absl::StrCat(ShellQuote(info.drun), " agent"),
-                            EncodeAgentLaunch(launch));
-      if (!p.ok()) {
-        ev.start_error = std::string(p.status().message());
-      } else {
-        proc = std::move(*p);
-      }
-    }
-  } else {
-    const std::string dial = info.dial_override.empty() ? info.rsh_dial : info.dial_override;
-    launch.set_rdzv_target(Endpoint{dial, info.port}.ToString());
-    std::vector<std::string> argv = info.rsh;
-    argv.push_back(HostLabel(info.entry));
-    argv.push_back(info.drun);
-    argv.push_back("agent");
-    if (control->Level() == 0) {
-      auto p = StartRshProcess(argv, EncodeAgentLaunch(launch));
-      if (!p.ok()) {
-        ev.start_error = std::string(p.status().message());
-      } else {
-        proc = std::move(*p);
-      }
-    }
-  }
+  std::shared_ptr<RemoteProcess> proc = info.rsh.empty()
+                                            ? StartOverSsh(info, &conn, control.get(), &ev)
+                                            : StartOverRsh(info, control.get(), &ev);
   if (proc) {
     control->Publish(proc);
-    HostOutput output(info.entry.host);
+    HostOutput& output = *control->output;
     ev.outcome = proc->Run([&](int stream, const char* d, size_t n) { output.Feed(stream, d, n); });
     output.Flush();
+    ev.held = output.TakeHeld();
     control->Clear();
   }
   proc.reset();  // closes the channel before the connection is handed back
@@ -291,131 +343,34 @@ std::string DescribeEnd(const Event& e) {
   return "the agent's channel closed";
 }
 
-// Pre-flight of one host: connection, drun, the script. Returns the
-// connection for the job (libssh) or nothing (--rsh), or one error line.
-struct Preflight {
-  absl::Status status;
-  std::unique_ptr<SshConnection> conn;
-  std::string rsh_dial;
-};
-
-// Runs one pre-flight command on a host: through the remote shell (libssh) or
-// as argv (--rsh).
-using CheckRunner = std::function<absl::StatusOr<CommandResult>(const std::string& shell_cmd,
-                                                                std::vector<std::string> argv)>;
-
-// The same drun, at the same version, is there. "" when it is.
-std::string CheckDrun(const LaunchInfo& info, const std::string& local_version,
-                      const CheckRunner& run) {
-  auto version = run(absl::StrCat(ShellQuote(info.drun), " --version"), {info.drun, "--version"});
-  if (!version.ok()) return absl::StrCat("checking drun there: ", version.status().message());
-  if (version->exit_status != 0) {
-    if (!info.rsh.empty() && version->exit_status == 255) {
-      return absl::StrCat("cannot reach it with --rsh (exit 255): ", LastLine(version->err));
-    }
-    if (version->exit_status == 127) {
-      return absl::StrCat("drun is not at ", info.drun,
-                          " there; install it at the same path as here, or pass "
-                          "--remote-drun PATH");
-    }
-    if (version->exit_status == 126) {
-      return absl::StrCat(info.drun, " is not executable there (", LastLine(version->err),
-                          "); fix its permissions or pass --remote-drun PATH");
-    }
-    return absl::StrCat("`", info.drun, " --version` failed there (exit ",
-                        version->exit_status, "): ", LastLine(version->err));
+// One line for a host whose agent never joined the job: why it could not be
+// started, or what ended it. The agent's own message comes first (its checks:
+// version, working directory, script); then the remote shell's exit codes
+// for a drun that is not there (127) or cannot run (126), and --rsh's 255.
+std::string StartFailureLine(const Event& e, const LaunchInfo& info) {
+  if (!e.start_error.empty()) return e.start_error;
+  std::string last, own;
+  for (const HeldLine& l : e.held) {
+    if (l.stream != 2) continue;
+    last = l.text.substr(0, 200);
+    if (absl::StartsWith(l.text, "drun: ")) own = l.text.substr(6, 300);
   }
-  if (VersionWords(version->out) != VersionWords(local_version)) {
-    return absl::StrCat(info.drun, " there is ", VersionWords(version->out),
-                        ", this is ", VersionWords(local_version),
-                        "; install the same version, or pass --remote-drun PATH");
+  if (!own.empty()) return own;
+  const int status = e.outcome.exit_status;
+  if (!info.rsh.empty() && status == 255) {
+    return absl::StrCat("cannot reach it with --rsh (exit 255): ", last);
   }
-  return "";
+  if (status == 127) {
+    return absl::StrCat("drun is not at ", info.drun,
+                        " there; install it at the same path as here, or pass --remote-drun PATH");
+  }
+  if (status == 126) {
+    return absl::StrCat(info.drun, " is not executable there (", last,
+                        "); fix its permissions or pass --remote-drun PATH");
+  }
+  return absl::StrCat(DescribeEnd(e), " before it joined the job", last.empty() ? "" : ": ", last);
 }
 
-// The job's script and working directory exist there. "" when they do.
-std::string CheckScript(const LaunchInfo& info, const CheckRunner& run) {
-  const v1::JobSpec& spec = info.spec;
-  const std::string& wd = spec.working_dir();
-  std::string script;
-  if (spec.kind() == v1::JobSpec::PYTHON_SCRIPT ||
-      (spec.kind() == v1::JobSpec::PROGRAM && spec.entrypoint().find('/') != std::string::npos)) {
-    script = spec.entrypoint();
-    if (!script.empty() && script[0] != '/' && !wd.empty()) script = absl::StrCat(wd, "/", script);
-  }
-  if (!script.empty()) {
-    auto t = run(absl::StrCat("test -f ", ShellQuote(script)), {"test", "-f", script});
-    if (!t.ok()) return absl::StrCat("checking the script there: ", t.status().message());
-    if (t->exit_status != 0) {
-      if (!wd.empty()) {
-        auto d = run(absl::StrCat("test -d ", ShellQuote(wd)), {"test", "-d", wd});
-        if (d.ok() && d->exit_status != 0) {
-          return absl::StrCat("the working directory ", wd,
-                              " does not exist there; drun runs the job in the same "
-                              "directory on every host (use a shared file system)");
-        }
-      }
-      return absl::StrCat("the script ", script,
-                          " is not there; copy it to every host (or use a shared file "
-                          "system)");
-    }
-  } else if (!wd.empty()) {
-    auto d = run(absl::StrCat("test -d ", ShellQuote(wd)), {"test", "-d", wd});
-    if (d.ok() && d->exit_status != 0) {
-      return absl::StrCat("the working directory ", wd, " does not exist there");
-    }
-  }
-  return "";
-}
-
-Preflight CheckHost(const LaunchInfo& info, const std::string& local_version, Control* control) {
-  Preflight result;
-  auto fail = [&](std::string msg) {
-    result.status = absl::FailedPreconditionError(std::move(msg));
-    result.conn.reset();
-    return std::move(result);
-  };
-  // Runs a check: through the remote shell (libssh) or as argv (--rsh). The
-  // process is published on `control`, so a stop signal aborts it at once.
-  auto run = [&](const std::string& shell_cmd,
-                 std::vector<std::string> argv) -> absl::StatusOr<CommandResult> {
-    if (control->Level() > 0) return absl::CancelledError("stopped");
-    absl::StatusOr<std::unique_ptr<RemoteProcess>> p;
-    if (info.rsh.empty()) {
-      p = StartSshExec(result.conn.get(), shell_cmd, "");
-    } else {
-      std::vector<std::string> full = info.rsh;
-      full.push_back(HostLabel(info.entry));
-      full.insert(full.end(), argv.begin(), argv.end());
-      p = StartRshProcess(full, "");
-    }
-    if (!p.ok()) return p.status();
-    std::shared_ptr<RemoteProcess> proc = std::move(*p);
-    control->Publish(proc);
-    auto r = RunRemote(proc.get(), kCheckTimeoutMs);
-    control->Clear();
-    return r;
-  };
-
-  if (info.rsh.empty()) {
-    auto c = SshConnection::Connect(info.target);
-    if (!c.ok()) return fail(std::string(c.status().message()));
-    result.conn = std::move(*c);
-  } else if (info.dial_override.empty()) {
-    auto ip = ResolveHost(info.entry.host);
-    if (ip.ok()) result.rsh_dial = RouteSourceAddress(*ip, 22);
-    if (result.rsh_dial.empty()) {
-      return fail(absl::StrCat("cannot tell which address this host reaches this machine at (",
-                               ip.ok() ? "no route to it" : ip.status().message(),
-                               "); pass --rdzv-endpoint THIS_MACHINE:PORT"));
-    }
-  }
-
-  std::string problem = CheckDrun(info, local_version, run);
-  if (problem.empty()) problem = CheckScript(info, run);
-  if (!problem.empty()) return fail(std::move(problem));
-  return result;
-}
 
 class SshLauncher {
  public:
@@ -428,7 +383,9 @@ class SshLauncher {
   int Run(const v1::JobSpec& spec_in, std::string token);
 
  private:
-  enum class State { kIdle, kRunning, kSettling, kExcluded, kDone };
+  // kRetrying: the host did not answer (it may be switched off); it is tried
+  // again at retry_at and joins the job when it answers.
+  enum class State { kIdle, kRunning, kSettling, kRetrying, kExcluded, kDone };
   struct Host {
     HostPlan plan;
     LaunchInfo info;
@@ -437,9 +394,14 @@ class SshLauncher {
     State state = State::kIdle;
     int instance = 0;
     int failures = 0;
+    bool joined = false;        // the running agent reached the rendezvous
     bool lost_counted = false;  // the live agent was reported lost
     bool alive = false;         // an agent thread of this host has not ended
+    bool said_down = false;     // "trying it again" was said; "answers again" is due
     TimePoint settle_deadline;
+    TimePoint retry_at;
+    TimePoint join_by;          // kJoinBound after the start
+    bool join_overdue = false;  // dropped for not joining in time
     std::string last_failure;
   };
   // What --rdzv-endpoint asks for: the address agents dial, and the port.
@@ -451,13 +413,15 @@ class SshLauncher {
   // The steps of Run, in order.
   absl::StatusOr<Rendezvous> PlanJob(const v1::JobSpec& spec_in, std::vector<std::string>* rsh);
   void AddHosts(const std::string& token, const Rendezvous& rdzv, std::vector<std::string> rsh);
-  std::optional<int> RunPreflight(int sig_fd);
   void AnnounceAndStart(const v1::JobSpec& spec_in, int port);
+  void Announce() const;
   void Supervise(int sig_fd, RendezvousServer* server, double grace_s);
   int ExitCode() const;
 
   // The supervision loop's parts.
   std::optional<TimePoint> SettleDue(TimePoint now);
+  std::optional<TimePoint> RetryDue(TimePoint now);
+  std::optional<TimePoint> JoinDue(TimePoint now);
   void OnStopSignal(int sig, Duration end_bound);
   void DrainServer(RendezvousServer* server, Duration end_bound);
 
@@ -465,6 +429,10 @@ class SshLauncher {
   void Fail(Host& h, const std::string& why);
   void Settle(Host& h);
   void OnEnded(Event e);
+  void OnArrived(const std::string& host);
+  void OnStartFailed(Host& h, const Event& e);
+  void Retry(Host& h, const std::string& why);
+  void CheckStart();
   void OnLost(const std::string& host);
   void CheckViable();
   // A stop signal to every agent (they stop their workers with it).
@@ -479,6 +447,10 @@ class SshLauncher {
   SshPlan plan_;
   std::vector<Host> hosts_;
   std::vector<std::thread> threads_;  // agents' and pre-flight checks', joined at the end
+  bool quiet_ = false;
+  int port_ = 0;          // the rendezvous'
+  bool started_ = false;  // MIN hosts' agents joined: the job runs
+  bool refused_ = false;  // too few hosts passed their checks: nothing ran
   bool finished_ = false;
   int stop_level_ = 0;
   int stop_signal_ = 0;
@@ -509,7 +481,10 @@ void SshLauncher::Start(Host& h) {
   h.state = State::kRunning;
   h.alive = true;
   h.lost_counted = false;
-  h.control = std::make_shared<Control>();
+  h.joined = false;
+  h.join_overdue = false;
+  h.join_by = Clock::now() + kJoinBound;
+  h.control = std::make_shared<Control>(h.plan.entry.host);
   LaunchInfo info = h.info;
   info.instance = h.instance;
   threads_.emplace_back(RunAgent, std::move(info), std::move(h.conn), h.control, queue_);
@@ -549,10 +524,13 @@ void SshLauncher::OnEnded(Event e) {
   if (h.state == State::kExcluded) return;
   if (finished_ || stop_level_ > 0) {
     h.state = State::kDone;
-    if (finished_ && !e.start_error.empty()) SayLocked(absl::StrCat(h.plan.entry.host, ": ", DescribeEnd(e)));
+    if (finished_ && !e.start_error.empty() && !e.unreachable) {
+      SayLocked(absl::StrCat(h.plan.entry.host, ": ", DescribeEnd(e)));
+    }
     return;
   }
-  const std::string why = DescribeEnd(e);
+  // Never reached the rendezvous: nothing else will report it.
+  if (!h.joined) return OnStartFailed(h, e);
   if (h.lost_counted) {
     // Already counted when the rendezvous reported it lost. The connection may
     // be as dead as the agent (a cut link): the next agent gets a fresh one.
@@ -560,16 +538,91 @@ void SshLauncher::OnEnded(Event e) {
     if (h.state == State::kRunning) Start(h);
     return;
   }
-  h.last_failure = why;
-  if (!e.start_error.empty()) {
-    // Never reached the rendezvous: nothing else will report it.
-    h.state = State::kSettling;
-    Settle(h);
-  } else {
-    h.state = State::kSettling;
-    h.settle_deadline = Clock::now() + SecondsToDuration(keepalive_timeout_s_ + 1);
-  }
+  h.last_failure = DescribeEnd(e);
+  h.state = State::kSettling;
+  h.settle_deadline = Clock::now() + SecondsToDuration(keepalive_timeout_s_ + 1);
   CheckViable();
+}
+
+// An agent that never joined. Before the job started: the host's pre-flight
+// failed (one line); a host that did not answer is tried again once the job
+// runs. After: a host that does not answer is tried again every
+// kRetryInterval; any other failure counts against the host as an agent's end.
+void SshLauncher::OnStartFailed(Host& h, const Event& e) {
+  const std::string why =
+      h.join_overdue ? absl::StrCat("its agent did not reach the rendezvous within ",
+                                    DurationToSeconds(kJoinBound), " s (a prompt for a password? "
+                                    "the remote command must not need a terminal)")
+                     : StartFailureLine(e, h.info);
+  const bool unreachable =
+      e.unreachable || (!h.info.rsh.empty() && e.outcome.exit_status == 255);
+  if (started_) {
+    if (unreachable) return Retry(h, why);
+    return Fail(h, why);
+  }
+  SayLocked(absl::StrCat(HostLabel(h.plan.entry), ": ", why));
+  h.last_failure = why;
+  h.state = unreachable ? State::kRetrying : State::kExcluded;
+  h.retry_at = Clock::now() + kRetryInterval;
+  CheckStart();
+}
+
+void SshLauncher::Retry(Host& h, const std::string& why) {
+  h.state = State::kRetrying;
+  h.last_failure = why;
+  h.retry_at = Clock::now() + kRetryInterval;
+  if (h.said_down) return;  // said once; tried again quietly
+  h.said_down = true;
+  SayLocked(absl::StrCat(HostLabel(h.plan.entry), ": ", why, "; trying it again every ",
+                         DurationToSeconds(kRetryInterval), " s: it joins the job when it answers"));
+}
+
+// Before the job has started: it starts (for the launcher) once MIN hosts'
+// agents have joined, and is refused, naming every failing host, once every
+// host has its verdict and fewer than MIN can join. A static job with no
+// spare needs every host; hosts beyond MIN that fail do not hold the job up.
+void SshLauncher::CheckStart() {
+  if (started_ || refused_ || finished_ || stop_level_ > 0) return;
+  int joined = 0, failed = 0;
+  for (const Host& h : hosts_) {
+    joined += h.joined ? 1 : 0;
+    failed += (h.state == State::kExcluded || h.state == State::kRetrying) ? 1 : 0;
+  }
+  const int n = static_cast<int>(hosts_.size());
+  if (joined < plan_.min_nodes) {
+    if (n - failed >= plan_.min_nodes || joined + failed < n) return;  // may still start
+    SayLocked(absl::StrCat("pre-flight failed on ", failed, " of ", n, " host", n == 1 ? "" : "s",
+                           "; nothing was started"));
+    refused_ = true;
+    exit_code_ = 1;
+    StopAll(1);
+    return;
+  }
+  started_ = true;
+  Announce();
+  for (Host& h : hosts_) {
+    if (h.joined) h.control->output->Release();
+    if (h.state != State::kRetrying || h.said_down) continue;
+    h.said_down = true;
+    SayLocked(absl::StrCat(HostLabel(h.plan.entry), ": the job starts without it; trying it "
+                           "again every ", DurationToSeconds(kRetryInterval),
+                           " s: it joins the job when it answers"));
+  }
+}
+
+void SshLauncher::OnArrived(const std::string& name) {
+  Host* h = FindHost(name);
+  if (!h || h->state != State::kRunning || h->joined) return;
+  h->joined = true;
+  if (h->said_down) {
+    h->said_down = false;
+    SayLocked(absl::StrCat(name, ": answers again; its agent joined the job"));
+  }
+  if (started_) {
+    h->control->output->Release();
+  } else {
+    CheckStart();
+  }
 }
 
 void SshLauncher::OnLost(const std::string& name) {
@@ -683,93 +736,62 @@ void SshLauncher::AddHosts(const std::string& token, const Rendezvous& rdzv,
   }
 }
 
-// Pre-flight, every host at once. Returns the exit code when the job cannot
-// start (a check failed, or a stop signal came), nothing when it can.
-std::optional<int> SshLauncher::RunPreflight(int sig_fd) {
-  const std::string local_version = VersionText();
-  struct Slot {
-    std::mutex mu;
-    std::vector<std::optional<Preflight>> results ABSL_GUARDED_BY(mu);
-    int done ABSL_GUARDED_BY(mu) = 0;
-  };
-  auto slot = std::make_shared<Slot>();
-  {
-    std::lock_guard<std::mutex> lock(slot->mu);
-    slot->results.resize(hosts_.size());
-  }
-  auto done_fd = std::make_shared<UniqueFd>(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  auto controls = std::make_shared<std::vector<std::shared_ptr<Control>>>();
-  for (size_t i = 0; i < hosts_.size(); ++i) {
-    controls->push_back(std::make_shared<Control>());
-    threads_.emplace_back([slot, i, info = hosts_[i].info, local_version, done_fd,
-                           control = controls->back()] {
-      Preflight p = CheckHost(info, local_version, control.get());
-      std::lock_guard<std::mutex> lock(slot->mu);
-      slot->results[i] = std::move(p);
-      slot->done++;
-      uint64_t one = 1;
-      (void)!write(done_fd->get(), &one, sizeof one);
-    });
-  }
-  auto all_done = [&] {
-    std::lock_guard<std::mutex> lock(slot->mu);
-    return slot->done == static_cast<int>(hosts_.size());
-  };
-  while (!all_done()) {
-    pollfd fds[2] = {{done_fd->get(), POLLIN, 0}, {sig_fd, POLLIN, 0}};
-    if (PollUntil(fds, 2, std::nullopt) < 0) break;
-    if (fds[1].revents) {
-      signalfd_siginfo si;
-      if (read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si) &&
-          !IsUserSignal(static_cast<int>(si.ssi_signo))) {  // no worker to tell yet
-        SayLocked(absl::StrCat("got ", SignalName(static_cast<int>(si.ssi_signo)),
-                         " during the pre-flight checks: nothing was started"));
-        // The checks still running are aborted; the destructor joins them.
-        for (auto& c : *controls) c->Request(2);
-        return ExitCodeForSignal(static_cast<int>(si.ssi_signo));
-      }
-    }
-    uint64_t v;
-    while (read(done_fd->get(), &v, sizeof v) > 0) {
-    }
-  }
-  int failed = 0;
-  {
-    std::lock_guard<std::mutex> lock(slot->mu);
-    for (size_t i = 0; i < hosts_.size(); ++i) {
-      Preflight& p = *slot->results[i];
-      if (!p.status.ok()) {
-        failed++;
-        SayLocked(absl::StrCat(HostLabel(hosts_[i].plan.entry), ": ", p.status.message()));
-        continue;
-      }
-      hosts_[i].conn = std::move(p.conn);
-      hosts_[i].info.rsh_dial = p.rsh_dial;
-    }
-  }
-  if (failed == 0) return std::nullopt;
-  SayLocked(absl::StrCat("pre-flight failed on ", failed, " of ", hosts_.size(), " host",
-                   hosts_.size() == 1 ? "" : "s", "; nothing was started"));
-  return 1;
+// Every host at once: one connection and one remote command each (the agent
+// makes the host's checks itself).
+void SshLauncher::AnnounceAndStart(const v1::JobSpec& spec_in, int port) {
+  quiet_ = spec_in.quiet();
+  port_ = port;
+  for (Host& h : hosts_) Start(h);
 }
 
-void SshLauncher::AnnounceAndStart(const v1::JobSpec& spec_in, int port) {
-  if (!spec_in.quiet()) {
-    std::vector<std::string> names, spares;
-    for (const Host& h : hosts_) (h.plan.spare ? spares : names).push_back(h.plan.entry.host);
-    SayLocked(absl::StrCat("starting agents on ", names.size(), " host", names.size() == 1 ? "" : "s",
-                     " (", absl::StrJoin(names, ", "), ")",
-                     spares.empty() ? "" : absl::StrCat(" and ", spares.size(), " spare",
-                                                        spares.size() == 1 ? "" : "s", " (",
-                                                        absl::StrJoin(spares, ", "), ")"),
-                     "; rendezvous on port ", port));
+// Said once MIN hosts' agents have joined: which ones, and that the rest are
+// spares (the rendezvous' first-come decision; each spare's agent says so).
+void SshLauncher::Announce() const {
+  if (quiet_) return;
+  std::vector<std::string> names;
+  for (const Host& h : hosts_) {
+    if (h.joined) names.push_back(h.plan.entry.host);
   }
+  const int n = static_cast<int>(names.size());
+  SayLocked(absl::StrCat(
+      "agents joined on ", n, " of ", hosts_.size(), " host", hosts_.size() == 1 ? "" : "s", " (",
+      absl::StrJoin(names, ", "), ")",
+      plan_.spares > 0 ? absl::StrCat("; the job runs on ", hosts_.size() - plan_.spares,
+                                       ", the others wait as spares")
+                       : "",
+      "; rendezvous on port ", port_));
+}
+
+// Drops the agents that have not joined in time; the earliest bound still running.
+std::optional<TimePoint> SshLauncher::JoinDue(TimePoint now) {
+  std::optional<TimePoint> next;
+  if (finished_ || stop_level_ > 0) return next;
   for (Host& h : hosts_) {
-    if (!h.plan.spare) Start(h);
+    if (h.state != State::kRunning || h.joined || h.join_overdue || !h.alive) continue;
+    if (h.join_by <= now) {
+      h.join_overdue = true;
+      h.control->Request(2);
+      continue;
+    }
+    if (!next || h.join_by < *next) next = h.join_by;
   }
+  return next;
+}
+
+// Tries again the hosts whose wait is over (once the job runs); the earliest
+// wait still running.
+std::optional<TimePoint> SshLauncher::RetryDue(TimePoint now) {
+  std::optional<TimePoint> next;
+  if (!started_ || finished_ || stop_level_ > 0) return next;
   for (Host& h : hosts_) {
-    if (h.plan.spare) Start(h);
+    if (h.state != State::kRetrying) continue;
+    if (h.retry_at <= now) {
+      Start(h);
+      continue;
+    }
+    if (!next || h.retry_at < *next) next = h.retry_at;
   }
+  return next;
 }
 
 // Settles the hosts whose wait is over; the earliest wait still running.
@@ -814,6 +836,8 @@ void SshLauncher::DrainServer(RendezvousServer* server, Duration end_bound) {
       }
     } else if (ev->kind == RendezvousServer::Event::kNodeLost) {
       OnLost(ev->host);
+    } else if (ev->kind == RendezvousServer::Event::kNodeArrived) {
+      OnArrived(ev->host);
     } else if (ev->kind == RendezvousServer::Event::kStacks && control_) {
       control_->OnStacks(*ev);
     } else if (ev->kind == RendezvousServer::Event::kReport && report_) {
@@ -830,6 +854,9 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
     if ((finished_ || stop_level_ > 0) && AllEnded()) break;
     const TimePoint now = Clock::now();
     std::optional<TimePoint> deadline = SettleDue(now);
+    for (std::optional<TimePoint> due : {RetryDue(now), JoinDue(now)}) {
+      if (due && (!deadline || *due < *deadline)) deadline = due;
+    }
     if (end_deadline_ && (!deadline || *end_deadline_ < *deadline)) deadline = end_deadline_;
     pollfd fds[4] = {{sig_fd, POLLIN, 0},
                      {server->event_fd(), POLLIN, 0},
@@ -892,18 +919,12 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   signal(SIGPIPE, SIG_IGN);
   const UniqueFd sig_fd(signalfd(-1, &stop_set, SFD_CLOEXEC | SFD_NONBLOCK));
 
-  if (auto code = RunPreflight(sig_fd.get())) return *code;
-
-  // The rendezvous, on every interface (agents dial the address at which
-  // their host sees this machine).
-  bool v6 = rdzv->dial_override.find(':') != std::string::npos;
-  for (const Host& h : hosts_) {
-    if (h.conn && h.conn->local_address().find(':') != std::string::npos) v6 = true;
-  }
+  // The rendezvous first, on every interface (agents dial the address at
+  // which their host sees this machine, IPv4 or IPv6).
   v1::JobSpec job_spec = spec_in;
   job_spec.set_min_nodes(plan_.min_nodes);
   job_spec.set_max_nodes(plan_.max_nodes);
-  auto job = JobHost::Start(job_spec, token, v6 ? "::" : "0.0.0.0", rdzv->port, JobHost::Members::kOpen);
+  auto job = JobHost::Start(job_spec, token, AnyAddress(), rdzv->port, JobHost::Members::kOpen);
   if (!job.ok()) {
     SayLocked(absl::StrCat("cannot serve the rendezvous: ", job.status().message()));
     return 1;
@@ -917,6 +938,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
             spec_in.shutdown_timeout_s() > 0 ? spec_in.shutdown_timeout_s() : 30);
   server->Shutdown(std::chrono::seconds(1));
   for (Host& h : hosts_) h.conn.reset();
+  if (refused_) return exit_code_;  // each failing host had its line; nothing ran
   // The table of every host's ranks first, the root cause last.
   const int code = ExitCode();
   report_->End(code, finish_ ? &*finish_ : nullptr, Clock::now());

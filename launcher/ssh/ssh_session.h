@@ -24,7 +24,9 @@ struct SshTarget {
   std::string host;  // as the user wrote it (a ~/.ssh/config Host alias works)
   std::string user;  // "" : ~/.ssh/config's User, else the local user name
   bool accept_new = false;  // StrictHostKeyChecking=accept-new
-  int connect_timeout_s = 15;
+  // A host that is off is reported within this (unless ~/.ssh/config's
+  // ConnectTimeout says otherwise).
+  int connect_timeout_s = 5;
   // Serialises known_hosts updates of connections made in parallel.
   std::mutex* known_hosts_mu = nullptr;
 };
