@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <set>
@@ -24,6 +25,7 @@
 #include "launcher/hosts/hostlist.h"
 #include "launcher/job_control.h"
 #include "launcher/job_host.h"
+#include "launcher/slurm/slurm_env.h"
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/event_loop.h"
@@ -62,18 +64,12 @@ std::string DialHost(const v1::JobSpec& spec, const Env& env, int port) {
   std::string list = Get(env, "SLURM_JOB_NODELIST");
   if (list.empty()) list = Get(env, "SLURM_NODELIST");
   auto nodes = ExpandHostlist(list, 100000);
-  bool others = false;
-  if (nodes.ok()) {
-    for (const std::string& n : *nodes) {
-      if (n == self) continue;
-      others = true;
-      auto ip = ResolveHost(n);
-      if (!ip.ok()) continue;
-      std::string src = RouteSourceAddress(*ip, port);
-      if (!src.empty()) return src;
-    }
+  if (nodes.ok() && !nodes->empty() &&
+      std::all_of(nodes->begin(), nodes->end(), [&](const std::string& n) { return n == self; })) {
+    return "127.0.0.1";  // a one-node allocation
   }
-  if (!others && nodes.ok() && !nodes->empty()) return "127.0.0.1";  // a one-node allocation
+  std::string src = AddressTowardOtherNodes(list, self, port);
+  if (!src.empty()) return src;
   return self.empty() ? "127.0.0.1" : self;
 }
 
