@@ -205,17 +205,15 @@ std::string AddressTowardOtherNodes(const std::string& nodelist, const std::stri
   return "";
 }
 
+std::string SlurmNodeName(const Env& env) {
+  if (const std::string* n = Lookup(env, "SLURMD_NODENAME")) return *n;
+  char buf[256] = {0};
+  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "";
+}
+
 std::string StepAddressTowardOtherNodes(const Env& env, int port) {
   const std::string* list = First(env, {"SLURM_STEP_NODELIST", "SLURM_NODELIST"}).second;
-  if (!list) return "";
-  std::string self;
-  if (const std::string* n = Lookup(env, "SLURMD_NODENAME")) {
-    self = *n;
-  } else {
-    char buf[256] = {0};
-    if (gethostname(buf, sizeof buf - 1) == 0) self = buf;
-  }
-  return AddressTowardOtherNodes(*list, self, port);
+  return list ? AddressTowardOtherNodes(*list, SlurmNodeName(env), port) : "";
 }
 
 absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl, const Env& env,

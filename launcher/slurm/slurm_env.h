@@ -115,9 +115,11 @@ absl::Status ApplySlurmEnvironment(CommandLine* cl, std::map<std::string, std::s
 // Debian's stock /etc/hosts has it (127.0.1.1).
 std::string AddressTowardOtherNodes(const std::string& nodelist, const std::string& self, int port);
 
+// This node's Slurm name: SLURMD_NODENAME, else the hostname ("" if none).
+std::string SlurmNodeName(const std::map<std::string, std::string>& env);
+
 // AddressTowardOtherNodes for a task of an srun step: the step's nodes
-// (SLURM_STEP_NODELIST, else SLURM_NODELIST), this node being SLURMD_NODENAME
-// (else the hostname).
+// (SLURM_STEP_NODELIST, else SLURM_NODELIST), this node being SlurmNodeName.
 std::string StepAddressTowardOtherNodes(const std::map<std::string, std::string>& env, int port);
 
 // --launcher slurm: nnodes defaults to the allocation's node count (and may not

@@ -48,19 +48,12 @@ std::string Get(const Env& env, const char* name) {
   return it == env.end() ? "" : it->second;
 }
 
-std::string ThisNode(const Env& env) {
-  std::string n = Get(env, "SLURMD_NODENAME");
-  if (!n.empty()) return n;
-  char buf[256] = {0};
-  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "";
-}
-
 // The address the agents dial: --local-addr, else the source address this node
 // uses towards another node of the allocation (what that node sees us as),
 // else our node name for the agents to resolve.
 std::string DialHost(const v1::JobSpec& spec, const Env& env, int port) {
   if (!spec.local_addr().empty()) return spec.local_addr();
-  const std::string self = ThisNode(env);
+  const std::string self = SlurmNodeName(env);
   std::string list = Get(env, "SLURM_JOB_NODELIST");
   if (list.empty()) list = Get(env, "SLURM_NODELIST");
   auto nodes = ExpandHostlist(list, 100000);
