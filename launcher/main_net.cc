@@ -178,6 +178,13 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   AgentOptions options;
   options.advertise_addr = spec.local_addr();
   if (options.advertise_addr.empty()) options.advertise_addr = RouteSourceAddress(*ip, ep->port);
+  if (slurm != SlurmMode::kOff && spec.local_addr().empty() && IsLoopbackAddress(options.advertise_addr)) {
+    // The step's first node names itself on 127.0.1.1 where /etc/hosts is Debian's
+    // stock one, and so reaches its own rendezvous through lo; the other nodes, and
+    // its workers' gloo and NCCL sockets, need its address toward them.
+    std::string toward = StepAddressTowardOtherNodes(env, ep->port);
+    if (!toward.empty()) options.advertise_addr = toward;
+  }
   auto iface = ChooseSocketIface(spec, options.advertise_addr, spec.max_nodes() > 1);
   if (!iface.ok()) QuickExit(Fail(kExitBadInput, std::string(iface.status().message())));
   options.socket_iface = *iface;

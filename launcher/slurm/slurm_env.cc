@@ -15,6 +15,7 @@
 #include "agent/output.h"
 #include "agent/process.h"
 #include "launcher/hosts/hostlist.h"
+#include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/unique_fd.h"
 
 namespace drun {
@@ -189,6 +190,30 @@ std::string DerivedSlurmToken(const std::string& cluster, const std::string& job
     data += *part;
   }
   return Sha256Hex(data);
+}
+
+std::string AddressTowardOtherNodes(const std::string& nodelist, const std::string& self, int port) {
+  auto nodes = ExpandHostlist(nodelist, 100000);
+  if (!nodes.ok()) return "";
+  for (const std::string& n : *nodes) {
+    if (n == self) continue;
+    auto ip = ResolveHost(n);
+    if (!ip.ok()) continue;
+    std::string src = RouteSourceAddress(*ip, port);
+    if (!src.empty()) return src;
+  }
+  return "";
+}
+
+std::string SlurmNodeName(const Env& env) {
+  if (const std::string* n = Lookup(env, "SLURMD_NODENAME")) return *n;
+  char buf[256] = {0};
+  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "";
+}
+
+std::string StepAddressTowardOtherNodes(const Env& env, int port) {
+  const std::string* list = First(env, {"SLURM_STEP_NODELIST", "SLURM_NODELIST"}).second;
+  return list ? AddressTowardOtherNodes(*list, SlurmNodeName(env), port) : "";
 }
 
 absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl, const Env& env,

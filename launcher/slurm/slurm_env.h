@@ -108,6 +108,20 @@ absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl,
 absl::Status ApplySlurmEnvironment(CommandLine* cl, std::map<std::string, std::string>* env,
                                    SlurmMode* mode = nullptr);
 
+// The source address this node uses toward the first node of the Slurm hostlist
+// `nodelist` other than `self` that resolves and routes (what that node sees this
+// one as); "" when the list names no other node or none resolves or routes. It is
+// this node's address for the job even where its own name resolves to loopback, as
+// Debian's stock /etc/hosts has it (127.0.1.1).
+std::string AddressTowardOtherNodes(const std::string& nodelist, const std::string& self, int port);
+
+// This node's Slurm name: SLURMD_NODENAME, else the hostname ("" if none).
+std::string SlurmNodeName(const std::map<std::string, std::string>& env);
+
+// AddressTowardOtherNodes for a task of an srun step: the step's nodes
+// (SLURM_STEP_NODELIST, else SLURM_NODELIST), this node being SlurmNodeName.
+std::string StepAddressTowardOtherNodes(const std::map<std::string, std::string>& env, int port);
+
 // --launcher slurm: nnodes defaults to the allocation's node count (and may not
 // exceed it), the run id to slurm-<job>, --nproc-per-node to
 // SLURM_GPUS_ON_NODE. Errors when not inside an allocation or inside an srun

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <set>
@@ -24,6 +25,7 @@
 #include "launcher/hosts/hostlist.h"
 #include "launcher/job_control.h"
 #include "launcher/job_host.h"
+#include "launcher/slurm/slurm_env.h"
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/event_loop.h"
@@ -46,34 +48,21 @@ std::string Get(const Env& env, const char* name) {
   return it == env.end() ? "" : it->second;
 }
 
-std::string ThisNode(const Env& env) {
-  std::string n = Get(env, "SLURMD_NODENAME");
-  if (!n.empty()) return n;
-  char buf[256] = {0};
-  return gethostname(buf, sizeof buf - 1) == 0 ? buf : "";
-}
-
 // The address the agents dial: --local-addr, else the source address this node
 // uses towards another node of the allocation (what that node sees us as),
 // else our node name for the agents to resolve.
 std::string DialHost(const v1::JobSpec& spec, const Env& env, int port) {
   if (!spec.local_addr().empty()) return spec.local_addr();
-  const std::string self = ThisNode(env);
+  const std::string self = SlurmNodeName(env);
   std::string list = Get(env, "SLURM_JOB_NODELIST");
   if (list.empty()) list = Get(env, "SLURM_NODELIST");
   auto nodes = ExpandHostlist(list, 100000);
-  bool others = false;
-  if (nodes.ok()) {
-    for (const std::string& n : *nodes) {
-      if (n == self) continue;
-      others = true;
-      auto ip = ResolveHost(n);
-      if (!ip.ok()) continue;
-      std::string src = RouteSourceAddress(*ip, port);
-      if (!src.empty()) return src;
-    }
+  if (nodes.ok() && !nodes->empty() &&
+      std::all_of(nodes->begin(), nodes->end(), [&](const std::string& n) { return n == self; })) {
+    return "127.0.0.1";  // a one-node allocation
   }
-  if (!others && nodes.ok() && !nodes->empty()) return "127.0.0.1";  // a one-node allocation
+  std::string src = AddressTowardOtherNodes(list, self, port);
+  if (!src.empty()) return src;
   return self.empty() ? "127.0.0.1" : self;
 }
 

@@ -4,6 +4,7 @@
 #   tests/slurm/cluster.sh up      # network, munged, slurmctld, 3 slurmd; waits until idle
 #   tests/slurm/cluster.sh down    # jobs cancelled, daemons stopped, network removed
 #   tests/slurm/cluster.sh env     # prints `export SLURM_CONF=...` for clients
+#   tests/slurm/cluster.sh stock on|off   # the running cluster's nodes as stock lab PCs, or not
 #
 # Layout (subnet 10.213.61.0/24, nothing of it ever leaves the machine):
 #   root namespace  drs-root 10.213.61.1 (clients: sbatch, scontrol, ...)
@@ -15,6 +16,14 @@
 # whose cgroup probing fails on the /sys it remounts. munged is private (own key and socket).
 # Every pid started here is recorded in $STATE/pids and stopped by that pid; what remains in
 # the test namespaces afterwards (job steps) is found with `ip netns pids`, never by name.
+#
+# Stock mode (off after `up`; `down` ends it too): the nodes as Debian and Ubuntu install a PC,
+# switched on a running cluster so the other tests keep theirs. `stock on` stacks a second bind
+# mount on each slurmd's /etc/hosts (so its job steps, which share its mount namespace, see it)
+# with the node's own name on 127.0.1.1 first, and gives each node namespace a decoy second
+# interface docker0 (a veth pair with both ends there: it leads nowhere) in 10.213.62.0/24,
+# whose `unreachable` route in the root namespace comes first. `stock off` undoes each part.
+# $STATE/stock marks the mode (tests/slurm/slurm_testlib.py reads it).
 #
 # Exit codes: 0 done, 77 skipped (not root, or a tool is missing: the reason is printed),
 # 1 failed (the daemons' logs are printed).
@@ -31,6 +40,9 @@ NODE_NS=(drs-n1 drs-n2 drs-n3)
 CONF=$STATE/slurm.conf
 MUNGE_SOCKET=$STATE/munge/munge.socket.2
 BOUND=${DRUN_SLURM_SETUP_TIMEOUT:-30}  # seconds; a bound, not a delay
+DECOY_SUBNET=10.213.62.0/24  # stock mode's decoy interfaces; used by nothing else
+DECOY_NET=10.213.62
+STOCK_MARK=$STATE/stock
 
 log() { printf 'cluster: %s\n' "$*" >&2; }
 skip() { printf 'SKIP: %s\n' "$*"; exit 77; }
@@ -95,10 +107,82 @@ net_down() {
   for ns in "${NODE_NS[@]}" "$CTL_NS" "$BR_NS"; do
     if [ -e "/run/netns/$ns" ]; then ip netns del "$ns"; fi
   done
-  # Last: the unreachable route outlives every link into the subnet.
-  if ip route show "$SUBNET" | grep -q '^unreachable'; then
-    ip route del unreachable "$SUBNET"
+  # Last: the unreachable routes outlive every link into their subnets.
+  local subnet
+  for subnet in "$SUBNET" "$DECOY_SUBNET"; do
+    if ip route show "$subnet" | grep -q '^unreachable'; then
+      ip route del unreachable "$subnet"
+    fi
+  done
+}
+
+# --- stock mode ---------------------------------------------------------------------------
+
+# The recorded pid of the daemon named $1 (slurmd of a node).
+daemon_pid() { awk -v h="$1" '$2 == h { p = $1 } END { if (p) print p }' "$STATE/pids" 2>/dev/null || true; }
+
+# How many mounts /etc/hosts has in the mount namespace of pid $1 (1 normally, 2 in stock mode).
+hosts_mounts() { awk '$5 == "/etc/hosts"' "/proc/$1/mountinfo" 2>/dev/null | wc -l; }
+
+require_running() {
+  [ "$(id -u)" -eq 0 ] || skip "the Slurm tests need root"
+  local host p
+  for host in "${NODES[@]}"; do
+    p=$(daemon_pid "$host")
+    if [ -z "$p" ] || ! kill -0 "$p" 2>/dev/null; then
+      log "no running test cluster here ($STATE: slurmd of $host is not running): $0 up first"
+      exit 1
+    fi
+  done
+}
+
+stock_on() {
+  require_running
+  local exact addrs
+  exact=$(ip -4 route show exact "$DECOY_SUBNET")
+  addrs=$(ip -4 -o addr show to "$DECOY_SUBNET")
+  if [ -n "$addrs" ] || { [ -n "$exact" ] && [[ $exact != unreachable* ]]; }; then
+    log "the root namespace already uses $DECOY_SUBNET (${addrs:-$exact}); stock mode needs it free"
+    exit 1
   fi
+  # Safety first, as in net_up; and the mark before any change, so `stock off` and `down`
+  # undo whatever part of this was done.
+  [ -n "$exact" ] || ip route add unreachable "$DECOY_SUBNET"
+  touch "$STOCK_MARK"
+  local i host ns p
+  for i in 0 1 2; do
+    host=${NODES[i]} ns=${NODE_NS[i]}
+    p=$(daemon_pid "$host")
+    if [ "$(hosts_mounts "$p")" -lt 2 ]; then
+      # glibc takes the first match: this line hides the node's address from itself.
+      { echo "127.0.1.1 $host"; cat "$STATE/hosts"; } >"$STATE/hosts-stock-$host"
+      nsenter --target "$p" --mount mount --bind "$STATE/hosts-stock-$host" /etc/hosts
+    fi
+    if ! ip -n "$ns" link show docker0 >/dev/null 2>&1; then
+      ip -n "$ns" link add docker0 type veth peer name docker0p
+      ip -n "$ns" addr add "$DECOY_NET.$((11 + i))/24" dev docker0
+      ip -n "$ns" link set docker0 up
+      ip -n "$ns" link set docker0p up
+    fi
+  done
+  log "stock: each node's own name on 127.0.1.1 in its /etc/hosts, decoy docker0 in $DECOY_SUBNET"
+}
+
+stock_off() {
+  require_running
+  local i host ns p
+  for i in 0 1 2; do
+    host=${NODES[i]} ns=${NODE_NS[i]}
+    p=$(daemon_pid "$host")
+    if [ "$(hosts_mounts "$p")" -ge 2 ]; then nsenter --target "$p" --mount umount /etc/hosts; fi
+    if ip -n "$ns" link show docker0 >/dev/null 2>&1; then ip -n "$ns" link del docker0; fi
+    rm -f "$STATE/hosts-stock-$host"
+  done
+  if ip route show "$DECOY_SUBNET" | grep -q '^unreachable'; then
+    ip route del unreachable "$DECOY_SUBNET"
+  fi
+  rm -f "$STOCK_MARK"
+  log "stock mode off"
 }
 
 # --- munge and Slurm ----------------------------------------------------------------------
@@ -249,6 +333,7 @@ down() {
   fi
   stop_pids
   net_down
+  rm -f "$STOCK_MARK" "$STATE"/hosts-stock-*
   rm -rf "$STATE/munge-key"  # the outputs and logs stay for a look; the key goes
   log "down"
 }
@@ -257,5 +342,11 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   env) echo "export SLURM_CONF=$CONF" ;;
-  *) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+  stock)
+    case "${2:-}" in
+      on) stock_on ;;
+      off) stock_off ;;
+      *) echo "usage: $0 stock on|off" >&2; exit 2 ;;
+    esac ;;
+  *) echo "usage: $0 up|down|env|stock on|off" >&2; exit 2 ;;
 esac

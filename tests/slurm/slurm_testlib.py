@@ -7,6 +7,10 @@ and observe what a user would: the job's state and exit code (`scontrol show job
 with a bound: `sbatch --wait` polls every 10 s), its output file, and the processes left on
 the nodes (`ip netns pids`, i.e. by namespace, never by name).
 
+A test class with STOCK = True runs on stock nodes (`cluster.sh stock on`: each node's own name
+on 127.0.1.1 in its /etc/hosts, a decoy docker0 in 10.213.62.0/24) and switches them back when
+it ends; every other test switches them back first if a stock test was cut short.
+
 Workers that must stay up until the test has acted connect to a Gate: a TCP listener of this
 process on the root namespace's test address. They report their facts there and block until
 the gate releases them, so nothing waits on a timer to make something happen.
@@ -29,6 +33,10 @@ PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
 ROOT_ADDR = "10.213.61.1"  # the root namespace's address on the test bridge (cluster.sh)
 NODES = ["node1", "node2", "node3"]
 NODE_NS = {"node1": "drs-n1", "node2": "drs-n2", "node3": "drs-n3"}
+NODE_ADDR = {"node1": "10.213.61.11", "node2": "10.213.61.12", "node3": "10.213.61.13"}  # eth0
+CLUSTER_SH = os.path.join(HERE, "cluster.sh")
+STOCK_MARK = os.path.join(STATE, "stock")  # cluster.sh's mark of stock mode
+DECOY_SUBNET = "10.213.62.0/24"  # stock mode's decoy docker0 interfaces (cluster.sh)
 
 JOB_TIMEOUT = float(os.environ.get("DRUN_SLURM_JOB_TIMEOUT", "90"))  # a bound, not a delay
 POLL = 0.2  # interval of the bounded polls of scontrol (Slurm has no completion event)
@@ -110,6 +118,18 @@ def node_processes():
     return out
 
 
+def set_stock(on):
+    """Stock nodes on or off (cluster.sh stock on|off; both are idempotent). On is always
+    asked for, so that a switch cut short is completed; off only when the mark says stock."""
+    if not on and not os.path.exists(STOCK_MARK):
+        return
+    proc = subprocess.run(["bash", CLUSTER_SH, "stock", "on" if on else "off"], env=slurm_env(),
+                          capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise AssertionError(f"cluster.sh stock {'on' if on else 'off'} failed ({proc.returncode}): "
+                             f"{proc.stdout.strip()} {proc.stderr.strip()}")
+
+
 class Job:
     def __init__(self, jid, out_path):
         self.id = jid
@@ -162,12 +182,21 @@ class Job:
 
 class SlurmTestCase(unittest.TestCase):
     """Skips without the cluster; gives each test a directory on the (shared) file system and
-    checks after each test that no process of it is left on any node."""
+    checks after each test that no process of it is left on any node. STOCK: the nodes as
+    stock lab PCs for this class's tests (set_stock), as they were after it."""
+
+    STOCK = False
+
+    @classmethod
+    def setUpClass(cls):
+        if cls.STOCK:
+            cls.addClassCleanup(set_stock, False)
 
     def setUp(self):
         reason = cluster_unavailable_reason()
         if reason:
             self.skipTest(reason)
+        set_stock(self.STOCK)
         self.drun = drun_path()
         os.makedirs(os.path.join(STATE, "out"), exist_ok=True)
         self.dir = tempfile.mkdtemp(prefix=f"{self.id().split('.')[-1]}-", dir=os.path.join(STATE, "out"))

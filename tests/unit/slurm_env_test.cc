@@ -425,6 +425,17 @@ TEST(SlurmEnv, LauncherSlurmDefaultsAndMisuse) {
   EXPECT_THAT(st.message(), HasSubstr("not under srun"));
 }
 
+// The step's other nodes, never this one, say which address this node is to them.
+TEST(SlurmEnv, AddressTowardOtherNodesSkipsThisNode) {
+  EXPECT_EQ(AddressTowardOtherNodes("node1", "node1", 12000), "");  // no other node
+  EXPECT_EQ(AddressTowardOtherNodes("127.0.0.1", "node1", 12000), "127.0.0.1");
+  EXPECT_EQ(StepAddressTowardOtherNodes({{"SLURM_STEP_NODELIST", "127.0.0.1"},
+                                         {"SLURMD_NODENAME", "127.0.0.1"}}, 12000), "");
+  EXPECT_EQ(StepAddressTowardOtherNodes({{"SLURM_NODELIST", "127.0.0.1"},
+                                         {"SLURMD_NODENAME", "node1"}}, 12000), "127.0.0.1");
+  EXPECT_EQ(SlurmNodeName({{"SLURMD_NODENAME", "node7"}}), "node7");
+}
+
 TEST(SlurmLauncher, SrunArgvStartsOneAgentPerNodeWithoutAShell) {
   EXPECT_THAT(SrunAgentArgv("/usr/bin/srun", 3, "/opt/drun bin/drun"),
               ElementsAre("/usr/bin/srun", "--nodes=3", "--ntasks=3", "--ntasks-per-node=1",
