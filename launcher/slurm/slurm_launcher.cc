@@ -231,7 +231,8 @@ void StepSupervisor::DrainEvents() {
     } else if (ev->kind == RendezvousServer::Event::kFinished) {
       if (!finish_) finish_ = ev->finish;
       if (!deadline_) deadline_ = Clock::now() + grace_;  // agents exit at once after Finish
-    } else if (!finish_ && lost_seen_.insert(ev->host).second) {
+    } else if (ev->kind == RendezvousServer::Event::kNodeLost && !finish_ &&
+               lost_seen_.insert(ev->host).second) {
       lost_.push_back(ev->host);
       // While stopping on a signal, agents leaving is the plan, not news.
       if (stop_signal_ == 0) Say(absl::StrCat("lost the agent on ", ev->host));
