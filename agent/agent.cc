@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rendezvous/base/private_files.h"
 #include "rendezvous/base/event_loop.h"
 #include "rendezvous/base/exit_code.h"
 #include "rendezvous/base/random.h"
@@ -169,9 +170,7 @@ bool Agent::PrepareLogDir() {
                      "; give a directory you can write"));
     return false;
   };
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  if (ec) return fail(root, ec.value());
+  if (int err = MakePrivateDirs(root); err != 0) return fail(root, err);
   std::string base;
   if (opt_.spec.run_id() == kDefaultRunId) {
     // As torchrun 2.x: RUN_ID_<unique>, so a rerun never replaces a run's logs.
@@ -179,14 +178,13 @@ bool Agent::PrepareLogDir() {
     if (!mkdtemp(base.data())) return fail(base, errno);
   } else {
     base = (fs::path(root) / opt_.spec.run_id()).string();
-    fs::create_directories(base, ec);
-    if (ec) return fail(base, ec.value());
+    if (int err = MakePrivateDirs(base); err != 0) return fail(base, err);
   }
   if (opt_.spec.max_nodes() > 1 || opt_.host_in_prefix) {
     // Nodes may share the file system (and a host name): each claims a
     // directory of its own with an exclusive mkdir.
     std::string node = (fs::path(base) / opt_.hostname).string();
-    for (int i = 1; mkdir(node.c_str(), 0755) != 0; ++i) {
+    for (int i = 1; mkdir(node.c_str(), kPrivateDirMode) != 0; ++i) {
       if (errno != EEXIST) return fail(node, errno);
       node = absl::StrCat((fs::path(base) / opt_.hostname).string(), ".", i);
     }
@@ -575,8 +573,7 @@ std::string Agent::AttemptDir(int local_rank) const {
   std::filesystem::path dir = std::filesystem::path(log_base_) /
                               absl::StrCat("attempt_", assignment_->round()) /
                               std::to_string(local_rank);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  MakePrivateDirs(dir.string());  // a failure shows when the log file is opened
   return dir.string();
 }
 

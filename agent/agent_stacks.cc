@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "agent/agent.h"
 #include "agent/process.h"
+#include "rendezvous/base/private_files.h"
 #include "rendezvous/base/exit_code.h"
 #include "rendezvous/base/say.h"
 #include "rendezvous/stacks_relay.h"
@@ -241,7 +242,7 @@ std::string Agent::WriteDumpFile(const std::string& text, bool hang) {
   const std::string path = (std::filesystem::path(log_base_) /
                             absl::StrCat("attempt_", assignment_->round()) / name)
                                .string();
-  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode));
   if (!fd || WriteAll(fd.get(), text) != 0) {
     Log(absl::StrCat("cannot write the stack dump to ", path, ": ", strerror(errno)));
     return "";

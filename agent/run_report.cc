@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "rendezvous/base/private_files.h"
 #include "rendezvous/base/say.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
@@ -197,7 +198,7 @@ std::string RenderReportJson(const RunReport& report) {
 
 absl::Status CheckReportPath(const std::string& path) {
   const std::string tmp = path + ".tmp";
-  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode));
   if (!fd.valid()) {
     return absl::Status(absl::ErrnoToStatusCode(errno),
                         absl::StrCat("cannot write the report to ", path, ": ", strerror(errno),
@@ -211,7 +212,7 @@ absl::Status CheckReportPath(const std::string& path) {
 absl::Status WriteReportFile(const std::string& path, const RunReport& report) {
   const std::string tmp = path + ".tmp";
   const std::string json = RenderReportJson(report);
-  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode));
   if (!fd.valid() || WriteAll(fd.get(), json) != 0 || rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::Status(absl::ErrnoToStatusCode(errno),
                         absl::StrCat("cannot write the report to ", path, ": ", strerror(errno)));

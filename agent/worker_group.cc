@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "rendezvous/base/private_files.h"
 #include "rendezvous/base/exit_code.h"
 
 namespace drun {
@@ -129,7 +130,7 @@ absl::Status WorkerGroup::OpenStreams(Worker& w, size_t pipe_size, ChildEnds* en
     fcntl(st->fd.get(), F_SETPIPE_SZ, static_cast<int>(pipe_size));
     st->path = st->is_err ? w.launch.stderr_file : w.launch.stdout_file;
     if (!st->path.empty()) {
-      st->file.reset(open(st->path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      st->file.reset(open(st->path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode));
       if (!st->file) {
         // Checked before the job started; a failure now is a disk that went away.
         console_->Text(absl::StrCat("drun: warning: cannot open the log ", st->path, ": ",

@@ -55,6 +55,7 @@ int Main(int argc, char** argv) {
   if (cl->help) return WriteAll(1, HelpText()), 0;
   if (cl->print_config) return WriteAll(1, RenderJobFile(cl->resolved)), 0;
   if (NeedsNetwork(*cl)) ExecNet(argv);
+  HideSecrets(*cl, argc, argv);
   v1::JobSpec spec = cl->spec;
   if (int code = PrepareJob(*cl, env, /*workers_here=*/true, &spec); code != 0) return code;
   auto token = ReadJobToken(*cl, env);

@@ -243,6 +243,7 @@ int Main(int argc, char** argv) {
   EnvMap env = EnvironToMap(environ);
   auto cl = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
   if (!cl.ok()) return Fail(kExitBadInput, std::string(cl.status().message()));
+  HideSecrets(*cl, argc, argv);
   if (cl->help) return WriteAll(1, HelpText()), 0;
   if (cl->print_config) return WriteAll(1, RenderJobFile(cl->resolved)), 0;
   if (cl->version) return WriteAll(1, VersionText()), 0;

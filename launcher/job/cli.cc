@@ -1,5 +1,6 @@
 #include "launcher/job/cli.h"
 
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -228,6 +229,7 @@ std::string RandomRunId() { return RandomHex(6); }
 struct Tokens {
   std::map<std::string, std::string> given;  // canonical name -> value ("1" for flags)
   std::vector<std::string> x;                // -x values, in order
+  std::vector<size_t> x_args;                // the argument holding each (the value ends it)
   std::vector<std::string> rest;             // entrypoint and its arguments
   // mpirun's -np N (kTotal) or -N N (kPerNode), with the spelling used.
   MpiCount mpi_kind = MpiCount::kNone;
@@ -290,6 +292,7 @@ absl::StatusOr<Tokens> Tokenize(const std::vector<std::string>& args) {
     }
     if (std::string(o->name) == "x") {  // repeatable
       t.x.push_back(*value);
+      t.x_args.push_back(i);
       continue;
     }
     t.given[o->name] = *value;
@@ -729,6 +732,14 @@ absl::Status CheckIfaceOnce(const CommandLine& cl) {
 absl::Status ResolveEnv(const Sources& src, CommandLine* cl) {
   cl->forward_env = src.job().multi.count("x") ? src.job().multi.at("x") : std::vector<std::string>{};
   for (const auto& x : src.tokens().x) cl->forward_env.push_back(x);
+  const Tokens& t = src.tokens();
+  for (size_t k = 0; k < t.x.size(); ++k) {
+    // -x NAME=VALUE: VALUE is the end of the argument that holds it.
+    const size_t eq = t.x[k].find('=');
+    if (eq != std::string::npos && eq + 1 < t.x[k].size()) {
+      cl->secret_args.push_back({t.x_args[k], t.x[k].size() - eq - 1});
+    }
+  }
   cl->env_file = src.Value("env-file").value_or("");
   std::optional<std::pair<std::string, std::string>> env_file;
   if (!cl->env_file.empty()) {
@@ -1001,6 +1012,15 @@ std::string Origin::Describe(const std::string& option) const {
 std::string CommandLine::Describe(const std::string& option) const {
   auto it = origins.find(option);
   return it == origins.end() ? absl::StrCat("--", option) : it->second.Describe(option);
+}
+
+void HideSecrets(const CommandLine& cl, int argc, char** argv) {
+  for (const SecretArg& s : cl.secret_args) {
+    if (s.arg + 1 >= static_cast<size_t>(argc)) continue;
+    char* a = argv[s.arg + 1];
+    const size_t n = strlen(a);
+    if (s.tail_bytes <= n) memset(a + n - s.tail_bytes, '*', s.tail_bytes);
+  }
 }
 
 bool NeedsNetwork(const CommandLine& cl) { return cl.version || cl.mode != JobMode::kSingleNode; }

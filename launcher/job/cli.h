@@ -48,6 +48,13 @@ struct Origin {
   std::string Describe(const std::string& option) const;
 };
 
+// Where a secret sits in the arguments ParseCommandLine was given: the last
+// tail_bytes of args[arg] (the VALUE of -x NAME=VALUE).
+struct SecretArg {
+  size_t arg = 0;
+  size_t tail_bytes = 0;
+};
+
 struct CommandLine {
   v1::JobSpec spec;
   bool help = false;
@@ -59,6 +66,7 @@ struct CommandLine {
   std::string hostfile;                  // --hostfile
   std::string hosts;                     // -H/--host
   std::vector<std::string> forward_env;  // -x VAR or VAR=VALUE, in order (resolved into spec.env)
+  std::vector<SecretArg> secret_args;    // the -x values, for HideSecrets
   std::string env_file;                  // --env-file (resolved into spec.env)
   std::string remote_drun;
   std::string rsh;
@@ -86,6 +94,12 @@ struct CommandLine {
 // to write instead; the caller prints "drun: <message>" and exits 2.
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
                                              const std::map<std::string, std::string>& env);
+
+// Overwrites the -x values in this process's own argv (argv[0] is the
+// program, argv[1..] the arguments ParseCommandLine was given) with '*', so
+// `ps` and /proc/PID/cmdline, which every user may read, do not show them.
+// Call it once the command line is parsed and argv is not exec'd again.
+void HideSecrets(const CommandLine& cl, int argc, char** argv);
 
 // The options drun knows, for other front ends (YAML job files, the man page).
 struct OptionInfo {
