@@ -419,9 +419,9 @@ class SshLauncher {
   int ExitCode() const;
 
   // The supervision loop's parts.
-  std::optional<TimePoint> SettleDue(TimePoint now);
-  std::optional<TimePoint> RetryDue(TimePoint now);
-  std::optional<TimePoint> JoinDue(TimePoint now);
+  std::optional<TimePoint> Due(TimePoint now);
+  std::optional<TimePoint> DeadlineOf(const Host& h) const;
+  void OnDue(Host& h);
   void OnStopSignal(int sig, Duration end_bound);
   void DrainServer(RendezvousServer* server, Duration end_bound);
 
@@ -762,48 +762,52 @@ void SshLauncher::Announce() const {
       "; rendezvous on port ", port_));
 }
 
-// Drops the agents that have not joined in time; the earliest bound still running.
-std::optional<TimePoint> SshLauncher::JoinDue(TimePoint now) {
-  std::optional<TimePoint> next;
-  if (finished_ || stop_level_ > 0) return next;
-  for (Host& h : hosts_) {
-    if (h.state != State::kRunning || h.joined || h.join_overdue || !h.alive) continue;
-    if (h.join_by <= now) {
+// The one deadline a host waits for, if any: its settling; its next try
+// (once the job runs); the bound for its agent to join.
+std::optional<TimePoint> SshLauncher::DeadlineOf(const Host& h) const {
+  const bool going = !finished_ && stop_level_ == 0;
+  switch (h.state) {
+    case State::kSettling:
+      return h.settle_deadline;
+    case State::kRetrying:
+      if (going && started_) return h.retry_at;
+      return std::nullopt;
+    case State::kRunning:
+      if (going && h.alive && !h.joined && !h.join_overdue) return h.join_by;
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+void SshLauncher::OnDue(Host& h) {
+  switch (h.state) {
+    case State::kSettling:
+      Settle(h);
+      break;
+    case State::kRetrying:
+      Start(h);
+      break;
+    case State::kRunning:  // stuck before the rendezvous: its end fails its pre-flight
       h.join_overdue = true;
       h.control->Request(2);
-      continue;
-    }
-    if (!next || h.join_by < *next) next = h.join_by;
+      break;
+    default:
+      break;
   }
-  return next;
 }
 
-// Tries again the hosts whose wait is over (once the job runs); the earliest
-// wait still running.
-std::optional<TimePoint> SshLauncher::RetryDue(TimePoint now) {
-  std::optional<TimePoint> next;
-  if (!started_ || finished_ || stop_level_ > 0) return next;
-  for (Host& h : hosts_) {
-    if (h.state != State::kRetrying) continue;
-    if (h.retry_at <= now) {
-      Start(h);
-      continue;
-    }
-    if (!next || h.retry_at < *next) next = h.retry_at;
-  }
-  return next;
-}
-
-// Settles the hosts whose wait is over; the earliest wait still running.
-std::optional<TimePoint> SshLauncher::SettleDue(TimePoint now) {
+// Acts for the hosts whose deadline has come; the earliest one still to come.
+std::optional<TimePoint> SshLauncher::Due(TimePoint now) {
   std::optional<TimePoint> next;
   for (Host& h : hosts_) {
-    if (h.state != State::kSettling) continue;
-    if (h.settle_deadline <= now) {
-      Settle(h);
+    const std::optional<TimePoint> at = DeadlineOf(h);
+    if (!at) continue;
+    if (*at <= now) {
+      OnDue(h);
       continue;
     }
-    if (!next || h.settle_deadline < *next) next = h.settle_deadline;
+    if (!next || *at < *next) next = *at;
   }
   return next;
 }
@@ -853,10 +857,7 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
   for (;;) {
     if ((finished_ || stop_level_ > 0) && AllEnded()) break;
     const TimePoint now = Clock::now();
-    std::optional<TimePoint> deadline = SettleDue(now);
-    for (std::optional<TimePoint> due : {RetryDue(now), JoinDue(now)}) {
-      if (due && (!deadline || *due < *deadline)) deadline = due;
-    }
+    std::optional<TimePoint> deadline = Due(now);
     if (end_deadline_ && (!deadline || *end_deadline_ < *deadline)) deadline = end_deadline_;
     pollfd fds[4] = {{sig_fd, POLLIN, 0},
                      {server->event_fd(), POLLIN, 0},
