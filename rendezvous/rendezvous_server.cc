@@ -386,6 +386,16 @@ void Core::WakeTimerIfEarlier() {
 }
 
 void Core::Dispatch(RendezvousState::Outbox out) {
+  if (std::any_of(out.begin(), out.end(), [](const auto& o) { return o.msg.has_assignment(); })) {
+    // A round starts: its nodes (and their workers) may reach its store.
+    std::vector<std::string> ips;
+    for (const RendezvousState::Member& m : state_.Members()) {
+      if (m.node_rank < 0) continue;
+      ips.push_back(m.addr);
+      ips.push_back(m.advertised);
+    }
+    store_.SetMembers(ips);
+  }
   if (absl::Status s = store_.Apply(&out); !s.ok()) {
     // Without its store the round cannot run: end the job for everyone.
     for (auto& o : out) {

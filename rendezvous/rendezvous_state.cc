@@ -61,7 +61,9 @@ std::vector<RendezvousState::Member> RendezvousState::Members() const {
   for (const auto& [id, n] : nodes_) {
     auto pos = std::find(participants_.begin(), participants_.end(), id);
     const bool in_round = phase_ != Phase::kWaiting && pos != participants_.end();
-    members.push_back({id, n.hello.hostname(), in_round ? static_cast<int>(pos - participants_.begin()) : -1});
+    members.push_back({id, n.hello.hostname(),
+                       in_round ? static_cast<int>(pos - participants_.begin()) : -1, n.addr,
+                       n.hello.addr()});
   }
   return members;
 }

@@ -120,6 +120,8 @@ class RendezvousState {
     NodeId node = 0;
     std::string host;    // as its Hello named it
     int node_rank = -1;  // its group rank in the current round; -1 when not in it
+    std::string addr;        // its stream's peer address, as this server sees it
+    std::string advertised;  // the address it says other nodes reach it at (Hello.addr)
   };
   // Every node currently known, with its place in the current round.
   std::vector<Member> Members() const;

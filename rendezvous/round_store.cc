@@ -4,7 +4,14 @@
 
 #include <utility>
 
+#include "rendezvous/base/say.h"
+
 namespace drun {
+
+RoundStore::RoundStore(int port, std::string bind_addr)
+    : port_(port), bind_addr_(std::move(bind_addr)), admission_([](absl::string_view line) {
+        Say(line);
+      }) {}
 
 void RoundStore::ServeThroughListener(int port) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -24,8 +31,10 @@ absl::Status RoundStore::Apply(RendezvousState::Outbox* out) {
     auto* a = o.msg.mutable_assignment();
     if (a->round() != round_) {
       store_.reset();  // the old round's keys die with it
-      auto started = shared_ ? C10dStoreServer::StartWithoutListener()
-                             : C10dStoreServer::Start(bind_addr_, port_);
+      C10dStoreServer::Options options;
+      options.admit = [this](int fd) { return admission_.Admit(fd); };
+      auto started = shared_ ? C10dStoreServer::StartWithoutListener(options)
+                             : C10dStoreServer::Start(bind_addr_, port_, options);
       if (!started.ok()) return started.status();
       store_ = std::move(*started);
       round_ = a->round();
@@ -40,6 +49,7 @@ absl::Status RoundStore::Apply(RendezvousState::Outbox* out) {
 }
 
 void RoundStore::Adopt(UniqueFd fd) {
+  if (!admission_.Admit(fd.get())) return;  // fd closes itself
   std::lock_guard<std::mutex> lock(mu_);
   if (!shared_ || finished_) return;  // fd closes itself
   if (store_ == nullptr) {

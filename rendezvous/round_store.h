@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "rendezvous/admission.h"
 #include "rendezvous/store/c10d_store.h"
 #include "rendezvous/rendezvous_state.h"
 
@@ -40,8 +41,7 @@ class RoundStore {
   // `port`: the port to serve on (0: any free one).
   // `bind_addr`: the address each round's own store listens on ("" every
   // interface, as a multi-node job's store must; a single node's: loopback).
-  explicit RoundStore(int port = 0, std::string bind_addr = "")
-      : port_(port), bind_addr_(std::move(bind_addr)) {}
+  explicit RoundStore(int port = 0, std::string bind_addr = "");
   ~RoundStore() { Stop(); }
   RoundStore(const RoundStore&) = delete;
   RoundStore& operator=(const RoundStore&) = delete;
@@ -65,6 +65,11 @@ class RoundStore {
   // Stops the store (and closes held connections) once the job has finished.
   void Stop();
 
+  // Who may connect (rendezvous/admission.h): the current round's nodes'
+  // addresses; every store of the job, and Adopt(), admit only them and the host.
+  void SetMembers(const std::vector<std::string>& ips) { admission_.SetMembers(ips); }
+  uint64_t refused_connections() const { return admission_.refused(); }
+
  private:
   void StopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -76,6 +81,7 @@ class RoundStore {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<C10dStoreServer> store_ ABSL_GUARDED_BY(mu_);
   std::vector<UniqueFd> held_ ABSL_GUARDED_BY(mu_);  // adopted before the first store
+  Admission admission_;
 };
 
 }  // namespace drun

@@ -227,6 +227,33 @@ absl::StatusOr<std::string> ResolveIface(const IfaceChoice& choice) {
   return found;
 }
 
+std::string SockAddrIp(const sockaddr_storage& sa) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (sa.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&sa)->sin_addr, text, sizeof text);
+  } else if (sa.ss_family == AF_INET6) {
+    const in6_addr& a6 = reinterpret_cast<const sockaddr_in6*>(&sa)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(&a6)) {
+      inet_ntop(AF_INET, &a6.s6_addr[12], text, sizeof text);
+    } else {
+      inet_ntop(AF_INET6, &a6, text, sizeof text);
+    }
+  }
+  return text;
+}
+
+std::string PeerIp(int fd) {
+  sockaddr_storage sa{};
+  socklen_t len = sizeof sa;
+  return getpeername(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0 ? SockAddrIp(sa) : "";
+}
+
+std::string LocalIp(int fd) {
+  sockaddr_storage sa{};
+  socklen_t len = sizeof sa;
+  return getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0 ? SockAddrIp(sa) : "";
+}
+
 std::string AnyAddress() {
   const UniqueFd s(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
   return s.get() >= 0 ? "::" : "0.0.0.0";

@@ -54,6 +54,13 @@ bool IsLocalAddress(const std::string& ip);
 // True for an IPv4 or IPv6 literal in the loopback range (127.0.0.0/8, ::1).
 bool IsLoopbackAddress(const std::string& ip);
 
+// The address of a socket address as text: "10.0.0.2", "fe80::1"; an
+// IPv4-mapped IPv6 address as IPv4. "" for other families.
+std::string SockAddrIp(const sockaddr_storage& sa);
+// The addresses of a connected socket's two ends ("" when unknown).
+std::string PeerIp(int fd);
+std::string LocalIp(int fd);
+
 // The source address the kernel picks to reach ip:port ("" if none).
 std::string RouteSourceAddress(const std::string& ip, int port);
 

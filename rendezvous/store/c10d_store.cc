@@ -231,6 +231,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
         }
         return;  // EAGAIN, or an error we can only wait out
       }
+      if (options_.admit && !options_.admit(fd.get())) continue;  // closes itself
       AddConn(std::move(fd));
     }
   }

@@ -49,6 +49,10 @@ class C10dStoreServer {
     size_t max_pending_output = 16 * 1024 * 1024;
     // Receives one line per closed-on-error connection; null = silent.
     std::function<void(absl::string_view)> log;
+    // Asked for every connection the store's own listener accepts (not for
+    // Adopt()ed ones, which their acceptor asked): false closes it at once.
+    // Null: every connection is served.
+    std::function<bool(int fd)> admit;
   };
 
   // Binds bind_addr:port (port 0 = an ephemeral port; bind_addr "" = all interfaces,

@@ -1,0 +1,78 @@
+"""Only the job's members reach its c10d store (issue #14, docs/architecture.md "Who may
+connect"): two agents in their own network namespaces run a job; a third namespace on the
+same bridge, not part of the job, opens a real torch TCPStore client to the job's store and
+is refused (closed at accept), while a member node's client reads and writes keys; the
+refusal is said once on the host's console; the job itself is unaffected.
+
+Network safety as in test_link_cut.py: an `unreachable` route for the subnet first, every
+address inside namespaces this test made. Needs root, `ip netns` and Debian's PyTorch."""
+import subprocess
+import unittest
+
+from mn_testlib import (PYTHON, Gate, MultiNodeTestCase, NetnsLab, kill_and_reap_descendants,
+                        main, netns_unavailable_reason, worker_command)
+
+SUBNET = "10.213.34"  # unique to this test
+PORT = 29400
+
+PROBE = """
+import datetime, sys
+from torch.distributed import TCPStore
+host, port = sys.argv[1], int(sys.argv[2])
+try:
+    s = TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=10),
+                 wait_for_workers=False)
+    s.set("probe", "written")
+    print("served", s.get("probe").decode())
+except Exception as e:
+    print("refused", type(e).__name__)
+"""
+
+
+class MembersTest(MultiNodeTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        reason = netns_unavailable_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        super().setUpClass()
+
+    def setUp(self):
+        super().setUp()
+        self.lab = NetnsLab(SUBNET, 3)  # nodes 0 and 1 run the job; 2 is an outsider
+        self.addCleanup(self.lab.teardown)
+        self.addCleanup(kill_and_reap_descendants)
+        self.lab.setup()
+        self.endpoint = f"{self.lab.addr(0)}:{PORT}"
+
+    def probe(self, node, host, port):
+        out = subprocess.run(self.lab.wrapper(node) + [PYTHON, "-c", PROBE, host, str(port)],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=60)
+        return out.stdout.strip().splitlines()[-1]
+
+    def test_a_non_member_is_refused_and_a_member_served(self):
+        gate = Gate(self.tmp)
+        self.addCleanup(gate.open)
+        cmd = worker_command("--then", "gate", "--gate", gate.path)
+        agents = [self.agent(self.lab.addr(i), cmd, name=f"ns{i}", wrapper=self.lab.wrapper(i))
+                  for i in range(2)]
+        records = []
+        for a in agents:
+            records += self.wait_workers(a, 2)
+        host, port = records[0]["master"].rsplit(":", 1)
+        self.assertEqual(host, self.lab.addr(0), records)
+        self.assertEqual(self.probe(2, host, port), "refused RuntimeError")
+        self.assertEqual(self.probe(1, host, port), "served written")
+        agents[0].wait_for_line(rf"c10d store refused a connection from {self.lab.addr(2)}, "
+                                r"which is not a node of the current round", stream="stderr")
+        gate.open()
+        for a in agents:
+            self.assertExit(a, 0)
+        refusals = [l for l in agents[0].stderr_lines if "refused a connection" in l]
+        self.assertEqual(len(refusals), 1, agents[0].describe())
+
+
+if __name__ == "__main__":
+    main()
