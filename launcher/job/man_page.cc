@@ -136,7 +136,11 @@ std::string SectionDescription() {
   m += ".TP\n" + Bold("ssh") + "\n";
   m += Line(
       "drun starts `drun agent' on every host of --hostfile or -H over ssh (libssh, or "
-      "--rsh).");
+      "--rsh): one connection and one command per host, all at once; each agent checks its "
+      "host (the same drun version, the working directory, the script) before it joins. A "
+      "job starts once --nnodes MIN hosts have joined; a host that does not answer (5 s "
+      "connect timeout) is tried again every 5 s and joins as a spare when it is up. A job "
+      "that cannot reach MIN hosts ends with one line per failing host.");
   m += ".TP\n" + Bold("slurm") + "\n";
   m += Line(
       "`srun drun ...' configures itself from SLURM_* in every task; --launcher slurm "
