@@ -612,10 +612,9 @@ class ServerImpl : public RendezvousServer {
         }
         return;  // EAGAIN, or an error the next round retries
       }
-      if (!shared_) {
-        ToGrpc(fd.release(), PeerText(peer));  // gRPC owns it from here
-        continue;
-      }
+      // Every connection is sorted by its first bytes, on a port of its own
+      // too: garbage is closed before gRPC parses it, and a connection that
+      // never speaks is closed after first_bytes_timeout.
       // Edge-triggered: peeking leaves the bytes unread, so a level-triggered
       // descriptor would stay ready; each new arrival is a new edge.
       const uint64_t id = next_pending_++;
@@ -639,6 +638,7 @@ class ServerImpl : public RendezvousServer {
     if (kind == FirstBytes::kNeedMore && (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
       kind = FirstBytes::kGarbage;
     if (kind == FirstBytes::kNeedMore) return;
+    if (kind == FirstBytes::kStore && !shared_) kind = FirstBytes::kGarbage;  // no store here
     PendingConn conn = std::move(it->second);
     pending_.erase(it);
     epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, conn.fd.get(), nullptr);

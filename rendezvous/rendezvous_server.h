@@ -14,7 +14,8 @@
 // request stream to the current round's store (RoundStore::Adopt), anything
 // else is closed. Waiting for first bytes never holds up accepting others; a
 // connection that stays silent longer than Options::first_bytes_timeout is
-// closed. Otherwise every connection goes to gRPC at once, as before.
+// closed. On a port of its own the same sorting runs, with only the HTTP/2
+// preface going on: garbage and silent connections never reach gRPC.
 #ifndef DRUN_RENDEZVOUS_RENDEZVOUS_SERVER_H_
 #define DRUN_RENDEZVOUS_RENDEZVOUS_SERVER_H_
 

@@ -330,6 +330,30 @@ TEST(OnePort, AnotherConfiguredPortIsTheStoresOwn) {
   EXPECT_EQ(store.Recv(8), U64(3));
 }
 
+TEST(OwnPort, GarbageStoreRequestsAndSilenceAreClosedBeforeGrpc) {
+  // The rendezvous on a port of its own sorts connections too: only the HTTP/2
+  // preface goes on to gRPC.
+  RendezvousServer::Options opt;
+  opt.first_bytes_timeout = std::chrono::milliseconds(500);
+  auto s = RendezvousServer::Start("127.0.0.1:0", OneNodeJob(0), opt);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int port = (*s)->port();
+  Raw silent(port), garbage(port), store(port);
+  ASSERT_TRUE(silent.connected() && garbage.connected() && store.connected());
+  ASSERT_TRUE(garbage.Send("GET / HTTP/1.1\r\n\r\n"));
+  ASSERT_TRUE(store.Send(Encode(Dialect::kV113, Req(Op::kAdd, {"/n"}, {}, 3))));
+  for (Raw* r : {&garbage, &store}) {
+    const std::string how = r->WaitClosed();
+    EXPECT_TRUE(how == "closed" || how == "reset") << how;
+  }
+  // While the silent one waits for its bound, an agent connects and is served.
+  auto agent = Agent::Connect(port, "oneport");
+  ASSERT_NE(agent, nullptr);
+  ASSERT_TRUE(agent->Assignment().has_value());
+  const std::string how = silent.WaitClosed();
+  EXPECT_TRUE(how == "closed" || how == "reset") << how;
+}
+
 TEST(OnePort, NoConfiguredPortPicksAFreeOne) {
   auto s = RendezvousServer::Start("127.0.0.1:0", OneNodeJob(0));
   ASSERT_TRUE(s.ok()) << s.status();
