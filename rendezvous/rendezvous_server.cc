@@ -540,6 +540,7 @@ class ServerImpl : public RendezvousServer {
       acceptor_.join();
       shutdown(listen_fd_.get(), SHUT_RDWR);  // refuse new connections from now on
       pending_.clear();                 // closes connections still silent
+      silent_per_peer_.clear();
     }
     if (!server_) return;
     server_->Shutdown(std::chrono::system_clock::now() +
@@ -552,6 +553,10 @@ class ServerImpl : public RendezvousServer {
   static constexpr uint64_t kListenTag = 0;
   static constexpr uint64_t kStopTag = 1;
   static constexpr uint64_t kFirstPending = 2;
+  // Connections one address may hold open before it has spoken: a node's
+  // agent and its workers' store clients speak at once, so even a node of
+  // many workers never has this many silent at a time.
+  static constexpr int kMaxSilentPerPeer = 64;
 
   absl::Status StartServing() {
     grpc::ServerBuilder b;
@@ -617,10 +622,16 @@ class ServerImpl : public RendezvousServer {
       // never speaks is closed after first_bytes_timeout.
       // Edge-triggered: peeking leaves the bytes unread, so a level-triggered
       // descriptor would stay ready; each new arrival is a new edge.
+      std::string ip = PeerText(peer);
+      // A peer that opens connections faster than it speaks (a flood) holds at
+      // most kMaxSilentPerPeer descriptors here; the rest close at once.
+      int& waiting = silent_per_peer_[ip];
+      if (waiting >= kMaxSilentPerPeer) continue;  // fd closes itself
       const uint64_t id = next_pending_++;
       if (!Watch(fd.get(), id, EPOLLIN | EPOLLRDHUP | EPOLLET)) continue;  // fd closes itself
+      waiting++;
       const TimePoint deadline = Clock::now() + first_bytes_timeout_;
-      pending_.emplace(id, PendingConn{std::move(fd), PeerText(peer)});
+      pending_.emplace(id, PendingConn{std::move(fd), std::move(ip)});
       expiry_.emplace_back(deadline, id);
     }
   }
@@ -639,8 +650,7 @@ class ServerImpl : public RendezvousServer {
       kind = FirstBytes::kGarbage;
     if (kind == FirstBytes::kNeedMore) return;
     if (kind == FirstBytes::kStore && !shared_) kind = FirstBytes::kGarbage;  // no store here
-    PendingConn conn = std::move(it->second);
-    pending_.erase(it);
+    PendingConn conn = TakePending(it);
     epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, conn.fd.get(), nullptr);
     if (kind == FirstBytes::kGrpc) {
       ToGrpc(conn.fd.release(), std::move(conn.peer));  // gRPC owns it from here
@@ -660,9 +670,19 @@ class ServerImpl : public RendezvousServer {
   // deadline order: the front of expiry_ is the next to expire.
   void CloseSilent(TimePoint now) {
     while (!expiry_.empty() && expiry_.front().first <= now) {
-      pending_.erase(expiry_.front().second);  // no-op if it was sorted already
+      auto it = pending_.find(expiry_.front().second);  // gone if it was sorted already
+      if (it != pending_.end()) TakePending(it);  // closes it
       expiry_.pop_front();
     }
+  }
+
+  // Takes a connection out of the pending ones.
+  PendingConn TakePending(std::map<uint64_t, PendingConn>::iterator it) {
+    PendingConn conn = std::move(it->second);
+    pending_.erase(it);
+    auto peer = silent_per_peer_.find(conn.peer);
+    if (peer != silent_per_peer_.end() && --peer->second <= 0) silent_per_peer_.erase(peer);
+    return conn;
   }
 
   int MsToFirstExpiry() {
@@ -687,6 +707,7 @@ class ServerImpl : public RendezvousServer {
   std::thread acceptor_;
   // Acceptor thread only: shared-port connections that have not spoken yet.
   std::map<uint64_t, PendingConn> pending_;
+  std::map<std::string, int> silent_per_peer_;  // pending_ by peer address
   std::deque<std::pair<TimePoint, uint64_t>> expiry_;
   uint64_t next_pending_ = kFirstPending;
 };

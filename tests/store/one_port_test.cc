@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/grpc_rendezvous_client.h"
 #include "rendezvous/rendezvous_server.h"
@@ -352,6 +353,29 @@ TEST(OwnPort, GarbageStoreRequestsAndSilenceAreClosedBeforeGrpc) {
   ASSERT_TRUE(agent->Assignment().has_value());
   const std::string how = silent.WaitClosed();
   EXPECT_TRUE(how == "closed" || how == "reset") << how;
+}
+
+TEST(OwnPort, OneAddressHoldsAtMost64SilentConnections) {
+  // A flood of connections that say nothing costs the server 64 descriptors per address;
+  // beyond that they close at once, and once some go, an agent gets in again.
+  RendezvousServer::Options opt;
+  opt.first_bytes_timeout = std::chrono::seconds(60);
+  auto s = RendezvousServer::Start("127.0.0.1:0", OneNodeJob(0), opt);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int port = (*s)->port();
+  std::vector<std::unique_ptr<Raw>> silent;
+  for (int i = 0; i < 64; ++i) {
+    silent.push_back(std::make_unique<Raw>(port));
+    ASSERT_TRUE(silent.back()->connected());
+  }
+  Raw one_more(port);
+  ASSERT_TRUE(one_more.connected());  // the kernel accepts; the server closes it
+  const std::string how = one_more.WaitClosed();
+  EXPECT_TRUE(how == "closed" || how == "reset") << how;
+  silent.clear();
+  auto agent = Agent::Connect(port, "oneport");
+  ASSERT_NE(agent, nullptr);
+  ASSERT_TRUE(agent->Assignment().has_value());
 }
 
 TEST(OnePort, NoConfiguredPortPicksAFreeOne) {
