@@ -1,0 +1,96 @@
+"""Worker I/O over the ssh launcher: drun's stdin reaches global rank 0 on a remote host
+(--stdin RANK|all|none; the others read end-of-file at once), relayed on each agent's
+lifeline; a remote rank's partial line (a prompt, a `\\r` progress bar) shows on drun's
+stdout before its newline, with its prefix, and lines of two hosts never mix."""
+import os
+import re
+import statistics
+import subprocess
+
+import ssh_testlib as t
+
+PROGRAM = os.path.join(t.PROGRAMS, "stdin_echo.py")
+PREFIXED = re.compile(r"^\[[\w.-]+:rank\d+\][:+] ")
+
+
+class StdinTest(t.SshTestCase):
+    HOSTS = ["red01", "orange07", "purple11"]
+
+    def start(self, extra, mode, stdin=subprocess.PIPE):
+        p = self.drun(["-H", ",".join(self.HOSTS)] + extra + [PROGRAM] + mode, stdin=stdin)
+        if p[0].stdin:
+            self.addCleanup(p[0].stdin.close)
+        return p
+
+    def send(self, p, text):
+        p[0].stdin.write(text.encode())
+        p[0].stdin.flush()
+
+    def test_rank0_reads_the_launchers_stdin_the_others_read_eof(self):
+        p = self.start([], ["echo"])
+        lines = p[1]
+        # Ranks 1 and 2 read end-of-file at once, while rank 0 still waits for input.
+        lines.wait_for(r"eof rank=1 lines=0$")
+        lines.wait_for(r"eof rank=2 lines=0$")
+        self.send(p, "hello\n")
+        lines.wait_for(r"\]: echo rank=0 line=hello$")
+        self.send(p, "world\n")
+        lines.wait_for(r"\]: echo rank=0 line=world$")
+        p[0].stdin.close()  # end-of-file for rank 0: it ends, and the job with it
+        self.assertEqual(self.finish(p), 0, lines.describe())
+        self.assertEqual(len(lines.wait_for(r"eof rank=0 lines=2$")), 1)
+        self.assertEqual([x for x in lines.lines() if "echo rank=1" in x or "echo rank=2" in x], [])
+        self.assertHostsClean()
+
+    def test_stdin_all_reaches_every_rank(self):
+        p = self.start(["--stdin", "all"], ["echo"])
+        self.send(p, "a\nb\n")
+        p[1].wait_for(r"echo rank=\d line=b$", count=3)
+        p[0].stdin.close()
+        self.assertEqual(self.finish(p), 0, p[1].describe())
+        for r in range(3):
+            self.assertEqual(len(p[1].wait_for(rf"eof rank={r} lines=2$")), 1, p[1].describe())
+
+    def test_stdin_none_gives_every_rank_eof(self):
+        # drun's stdin stays open and unread: the job ends on its own.
+        p = self.start(["--stdin", "none"], ["echo"])
+        self.assertEqual(self.finish(p), 0, p[1].describe())
+        for r in range(3):
+            p[1].wait_for(rf"eof rank={r} lines=0$")
+
+    def test_stdin_at_dev_null_is_eof_for_rank_0(self):
+        p = self.start([], ["echo"], stdin=subprocess.DEVNULL)
+        self.assertEqual(self.finish(p), 0, p[1].describe())
+        p[1].wait_for(r"eof rank=0 lines=0$")
+
+    def test_partial_lines_show_live_with_their_prefix(self):
+        ticks = 15
+        p = self.start([], ["ticks", str(ticks)])
+        lines = p[1]
+        latencies = []
+        for i in range(ticks):
+            # "tick I" is on drun's stdout with no newline after it yet: rank 0 writes the
+            # next one only once it has read our next line.
+            m = lines.wait_raw(rb"\[[\w.-]+:rank0\]: tick %d t=(\d+\.\d+)" % i)
+            latencies.append(lines.arrival(m.end()) - float(m.group(1)))
+            self.send(p, "next\n")
+        p[0].stdin.close()
+        self.assertEqual(self.finish(p), 0, lines.describe())
+        latencies.sort()
+        print(f"partial line latency over ssh: median {statistics.median(latencies) * 1000:.1f} ms, "
+              f"max {latencies[-1] * 1000:.1f} ms ({ticks} redraws)")
+        self.assertLess(statistics.median(latencies), 0.1, latencies)
+        # Every console line, and every redraw in one, starts with a rank's prefix; the other
+        # hosts' 400 lines crossed rank 0's open line without mixing into it.
+        raw = lines.raw().decode()
+        for piece in re.split(r"[\r\n]", raw):
+            if piece:
+                self.assertRegex(piece, PREFIXED)
+                self.assertFalse("tick" in piece and "noise" in piece, piece)
+        self.assertEqual(len([x for x in lines.lines() if re.search(r"\]: noise rank=\d i=\d+$", x)]),
+                         400)
+        self.assertEqual(len(re.findall(r"\]: tick \d+ t=", raw)), ticks)
+
+
+if __name__ == "__main__":
+    t.main()
