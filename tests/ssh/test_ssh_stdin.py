@@ -1,11 +1,16 @@
 """Worker I/O over the ssh launcher: drun's stdin reaches global rank 0 on a remote host
 (--stdin RANK|all|none; the others read end-of-file at once), relayed on each agent's
 lifeline; a remote rank's partial line (a prompt, a `\\r` progress bar) shows on drun's
-stdout before its newline, with its prefix, and lines of two hosts never mix."""
+stdout before its newline, with its prefix, and lines of two hosts never mix; pdb in a remote
+rank 0 works from a terminal (a tmux pane)."""
 import os
 import re
+import shlex
+import shutil
 import statistics
 import subprocess
+import time
+import unittest
 
 import ssh_testlib as t
 
@@ -90,6 +95,70 @@ class StdinTest(t.SshTestCase):
         self.assertEqual(len([x for x in lines.lines() if re.search(r"\]: noise rank=\d i=\d+$", x)]),
                          400)
         self.assertEqual(len(re.findall(r"\]: tick \d+ t=", raw)), ticks)
+
+
+class Tmux:
+    """A private tmux server (its own socket) running one command in a 200x50 pane (as
+    tests/e2e/test_io.py's)."""
+
+    def __init__(self, tmp, command):
+        self.sock = os.path.join(tmp, "tmux.sock")
+        self.run("new-session", "-d", "-s", "t", "-x", "200", "-y", "50", command)
+
+    def run(self, *args):
+        return subprocess.run(["tmux", "-S", self.sock, *args], check=True,
+                              capture_output=True, text=True).stdout
+
+    def screen(self):
+        return self.run("capture-pane", "-p", "-t", "t", "-S", "-200")
+
+    def wait_for(self, pattern, bound=t.RUN_TIMEOUT):
+        # tmux has no event for "the pane shows X": a bounded poll on the pane's content.
+        deadline = time.monotonic() + bound
+        while True:
+            text = self.screen()
+            if re.search(pattern, text, re.M):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"pane never showed {pattern!r}:\n{text}")
+            time.sleep(0.05)
+
+    def keys(self, *keys):
+        self.run("send-keys", "-t", "t", *keys)
+
+    def close(self):
+        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+
+
+@unittest.skipIf(shutil.which("tmux") is None, "tmux is not installed (tests/install_deps.sh)")
+class TerminalTest(t.SshTestCase):
+    HOSTS = ["red01", "orange07"]
+
+    def test_pdb_in_remote_rank0_works_interactively(self):
+        script = os.path.join(self.bed.tmp, "debug_me.py")
+        with open(script, "w") as f:
+            f.write("import os\nx = 6 * 7\nif int(os.environ['RANK']) == 0:\n    breakpoint()\n"
+                    "print('finished', os.environ['RANK'], x)\n")
+        env = self.bed.env()
+        drun = self.bed.client_cmd([self.bed.drun, "-H", ",".join(self.HOSTS), script])
+        # The exit code is printed for the test to read, then the pane stays.
+        command = (f"trap true INT; {shlex.join(['env'] + [f'{k}={v}' for k, v in env.items()] + drun)}"
+                   "; echo DRUN_EXIT=$?; exec sleep 600")
+        tmux = Tmux(self.bed.tmp, command)
+        self.addCleanup(tmux.close)
+        rank0 = r"\[[\w.-]+:rank0\]"
+        tmux.wait_for(rf"^{rank0}: \(Pdb\) ?$")  # tmux trims trailing blanks
+        tmux.keys("p x", "Enter")
+        # The answer on a line of its own, under the prefix: the agent heard of the echo.
+        tmux.wait_for(rf"^{rank0}: 42$")
+        tmux.wait_for(rf"^{rank0}: 42\n(.*\n)*{rank0}[:+] \(Pdb\) ?$")
+        tmux.keys("c", "Enter")
+        screen = tmux.wait_for(r"^DRUN_EXIT=\d+")
+        self.assertIn("DRUN_EXIT=0", screen)
+        self.assertRegex(screen, rf"(?m)^{rank0}: \(Pdb\) p x$")
+        self.assertRegex(screen, rf"(?m)^{rank0}[:+] (\(Pdb\) )?finished 0 42$")
+        self.assertRegex(screen, r"(?m)^\[[\w.-]+:rank1\]: finished 1 42$")
+        self.assertHostsClean()
 
 
 if __name__ == "__main__":
