@@ -189,13 +189,12 @@ struct Control {
   // ahead of the start); bounded, and whole notices only.
   static constexpr size_t kMaxEarlyInput = 1 << 20;
   std::string early_input ABSL_GUARDED_BY(mu);
-  // Relays notices of the launcher's stdin to the agent, in order.
-  void Input(const std::string& notices) {
+  // Relays notices of the launcher's stdin to the agent, in order. `last`:
+  // they hold stdin's end, kept even past the bound.
+  void Input(const std::string& notices, bool last) {
     std::lock_guard<std::mutex> lock(mu);
     if (proc) return proc->Send(notices);
-    if (early_input.size() + notices.size() <= kMaxEarlyInput || notices == EncodeLifelineInputEnd()) {
-      early_input += notices;
-    }
+    if (early_input.size() + notices.size() <= kMaxEarlyInput || last) early_input += notices;
   }
   // Forwards a signal to the agent (its lifeline's notice). A stop signal
   // stops its workers with it, and an agent not started yet is not started
@@ -710,7 +709,7 @@ void SshLauncher::RelayStdin() {
   const std::string notices = stdin_.Read();
   if (notices.empty()) return;
   for (Host& h : hosts_) {
-    if (h.control) h.control->Input(notices);
+    if (h.control) h.control->Input(notices, stdin_.ended());
   }
 }
 
