@@ -20,7 +20,8 @@ constexpr std::chrono::milliseconds kHostPartialDelay{5};
 
 }  // namespace
 
-ConsoleHub::ConsoleHub() : wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+ConsoleHub::ConsoleHub(int out_fd, int err_fd)
+    : console_(out_fd, err_fd), wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
 
 ConsoleHub& ConsoleHub::Get() {
   static ConsoleHub* hub = new ConsoleHub;  // lives to the end; Drain() before exit

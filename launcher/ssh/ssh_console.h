@@ -30,8 +30,10 @@ namespace drun {
 
 class ConsoleHub {
  public:
-  ConsoleHub();
-  // Created on first use; its destructor drains what is queued.
+  // out_fd/err_fd: this process's stdout and stderr (a test's pipes).
+  explicit ConsoleHub(int out_fd = 1, int err_fd = 2);
+  // This process's, created on first use and never destroyed: Drain() it
+  // before the end.
   static ConsoleHub& Get();
 
   int AddSource(int stream);
