@@ -47,6 +47,15 @@ class StdinTest(t.SshTestCase):
         self.assertEqual([x for x in lines.lines() if "echo rank=1" in x or "echo rank=2" in x], [])
         self.assertHostsClean()
 
+    def test_stdin_through_rsh_openssh(self):
+        # --rsh: the notices go down OpenSSH's client's standard input instead.
+        p = self.start(["--rsh", "ssh -o BatchMode=yes"], ["echo"])
+        self.send(p, "over rsh\n")
+        p[1].wait_for(r"\]: echo rank=0 line=over rsh$")
+        p[0].stdin.close()
+        self.assertEqual(self.finish(p), 0, p[1].describe())
+        p[1].wait_for(r"eof rank=0 lines=1$")
+
     def test_stdin_all_reaches_every_rank(self):
         p = self.start(["--stdin", "all"], ["echo"])
         self.send(p, "a\nb\n")
