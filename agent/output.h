@@ -43,7 +43,7 @@ using OutClock = std::chrono::steady_clock;
 // Accumulates bytes of one stream and yields complete lines, without their
 // '\n'. A line longer than max_line is yielded in max_line pieces, so a
 // worker that never prints a newline cannot make drun buffer without bound.
-// (The ssh launcher splits its remote agents' streams with it.)
+// (The ssh launcher holds its remote agents' lines with it until a host joins.)
 class LineSplitter {
  public:
   explicit LineSplitter(size_t max_line = 64 * 1024) : max_line_(max_line) {}
