@@ -212,13 +212,42 @@ void Agent::PumpStdin() {
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
     // End-of-file, or EIO for a background job: the readers get end-of-file.
-    stdin_eof_ = true;
-    if (group_) group_->EndStdin();
+    TakeStdin("", /*end=*/true, /*echoed=*/false);
     return;
   }
   // The terminal echoed the typed line: its cursor is on a fresh line now.
-  if (stdin_tty_ && buf[n - 1] == '\n') console_.InputEchoed();
-  if (group_) group_->FeedStdin(absl::string_view(buf, static_cast<size_t>(n)));
+  TakeStdin(absl::string_view(buf, static_cast<size_t>(n)), false,
+            stdin_tty_ && buf[n - 1] == '\n');
+}
+
+// One path for drun's stdin, read here (PumpStdin) or relayed by a launcher
+// on the lifeline: bytes wait in stdin_backlog_ for the workers that read it.
+void Agent::TakeStdin(absl::string_view data, bool end, bool echoed) {
+  if (!forward_stdin_) return;
+  stdin_backlog_.append(data.data(), data.size());
+  if (end) stdin_eof_ = true;
+  if (echoed) console_.InputEchoed();
+  DeliverStdin();
+}
+
+// Hands the backlog to the current workers once they took what they had.
+// Without workers yet it waits (input typed ahead); a group with no reader
+// here (rank 0 runs on another node) drops it; a node-setup group keeps it
+// for the workers after it.
+void Agent::DeliverStdin() {
+  if (!group_) return;
+  if (!stdin_backlog_.empty()) {
+    if (!group_is_setup_ && !group_reads_stdin_) {
+      stdin_backlog_.clear();
+    } else if (group_->WantsStdin()) {
+      group_->FeedStdin(stdin_backlog_);
+      stdin_backlog_.clear();
+    }
+  }
+  if (stdin_eof_ && stdin_backlog_.empty() && !stdin_end_given_) {
+    stdin_end_given_ = true;
+    group_->EndStdin();
+  }
 }
 
 int Agent::Run() {
@@ -267,11 +296,11 @@ int Agent::Start() {
     return kExitBadInput;
   }
   BecomeSubreaper();
-  // Only the agent with no launcher above it owns drun's stdin; a remote
-  // agent's stdin is its launcher's channel.
-  forward_stdin_ = opt_.lifeline_fd < 0 &&
-                   opt_.spec.stdin_target().mode() != v1::JobSpec::StdinTarget::NONE;
-  stdin_tty_ = isatty(0);
+  // drun's stdin reaches the workers --stdin names: read here, or (a remote
+  // agent, whose stdin is its launcher's channel) relayed by the launcher as
+  // lifeline notices.
+  forward_stdin_ = opt_.spec.stdin_target().mode() != v1::JobSpec::StdinTarget::NONE;
+  stdin_tty_ = opt_.lifeline_fd < 0 && isatty(0);
   if (opt_.spec.log_dir().empty()) {
     // Error files need a home even when no logs are kept; removed at exit.
     absl::StatusOr<std::string> dir = MakeTempDir("drun-");
@@ -355,7 +384,8 @@ Agent::PollSet Agent::BuildPollSet(std::vector<pollfd>* fds) {
   fds->push_back({signal_fd_.get(), POLLIN, 0});
   if (rdzv_->wakeup_fd() >= 0) fds->push_back({rdzv_->wakeup_fd(), POLLIN, 0});
   if (opt_.lifeline_fd >= 0) fds->push_back({opt_.lifeline_fd, POLLIN, 0});
-  set.read_stdin = forward_stdin_ && !stdin_eof_ && group_ && group_->WantsStdin();
+  set.read_stdin = opt_.lifeline_fd < 0 && forward_stdin_ && !stdin_eof_ && group_ &&
+                  group_->WantsStdin();
   if (set.read_stdin) fds->push_back({0, POLLIN, 0});
   if (control_) fds->push_back({control_->fd(), POLLIN, 0});
   if (dump_) fds->push_back({dump_->done_fd(), POLLIN, 0});
@@ -392,6 +422,7 @@ void Agent::Dispatch(const pollfd& p, const PollSet& set, TimePoint now) {
 
 // After the events of one wake-up: time-driven work of every part.
 void Agent::OnWake(TimePoint now) {
+  DeliverStdin();
   console_.ShowPartials(now);
   // A SIGCHLD can be merged with one already pending; reaping on every
   // wake-up costs one syscall and never misses an exit.
@@ -591,8 +622,10 @@ void Agent::StartSetup(TimePoint now) {
   l.request.cwd = opt_.spec.working_dir();
   group_ = std::make_unique<WorkerGroup>(guardian_, &console_);
   group_is_setup_ = true;
+  stdin_end_given_ = false;
   phase_ = Phase::kSetup;
   std::vector<WorkerLaunch> launches;
+  group_reads_stdin_ = false;
   launches.push_back(std::move(l));
   if (absl::Status s = group_->Start(std::move(launches), now); !s.ok()) {
     Log(absl::StrCat("cannot start --node-setup: ", s.message()));
@@ -610,6 +643,7 @@ void Agent::StartWorkers(TimePoint now) {
   const std::string python = PythonInterpreter(spec, opt_.base_env);
 
   std::vector<WorkerLaunch> launches;
+  group_reads_stdin_ = false;
   const int n = opt_.nproc.count;
   for (int lr = 0; lr < n; ++lr) {
     WorkerLaunch l;
@@ -620,7 +654,8 @@ void Agent::StartWorkers(TimePoint now) {
                                                 : absl::StrCat("[rank", l.rank, "]");
     l.prefix = tag + ": ";
     l.cont_prefix = tag + "+ ";
-    l.reads_drun_stdin = forward_stdin_ && !stdin_eof_ && StdinIncludes(spec.stdin_target(), l.rank);
+    l.reads_drun_stdin = forward_stdin_ && !(stdin_eof_ && stdin_backlog_.empty()) &&
+                         StdinIncludes(spec.stdin_target(), l.rank);
     const int to_file = redirects.ForRank(lr) | tee.ForRank(lr);
     if (!log_base_.empty()) {
       // torchrun's layout: LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/{error.json,stdout.log,...}.
@@ -649,10 +684,12 @@ void Agent::StartWorkers(TimePoint now) {
     l.request.argv = WorkerArgv(spec, python);
     l.request.env = EnvToList(env);
     l.request.cwd = spec.working_dir();
+    group_reads_stdin_ = group_reads_stdin_ || l.reads_drun_stdin;
     launches.push_back(std::move(l));
   }
   group_ = std::make_unique<WorkerGroup>(guardian_, &console_);
   group_is_setup_ = false;
+  stdin_end_given_ = false;
   phase_ = Phase::kRunning;
   if (absl::Status s = group_->Start(std::move(launches), now); !s.ok()) {
     Log(absl::StrCat("cannot start workers: ", s.message()));
@@ -748,12 +785,15 @@ void Agent::Step(TimePoint now) {
 }
 
 void Agent::ReadLifeline(TimePoint now) {
-  char buf[256];
+  char buf[65536];
   ssize_t r = read(opt_.lifeline_fd, buf, sizeof buf);
   if (r > 0) {
-    std::vector<int> signals;
-    lifeline_.Feed(buf, static_cast<size_t>(r), &signals);
-    for (int sig : signals) OnLauncherSignal(sig, now);
+    LifelineNotices notices;
+    lifeline_.Feed(buf, static_cast<size_t>(r), &notices);
+    if (!notices.input.empty() || notices.input_end || notices.echoed) {
+      TakeStdin(notices.input, notices.input_end, notices.echoed);
+    }
+    for (int sig : notices.signals) OnLauncherSignal(sig, now);
     return;
   }
   if (r < 0 && (errno == EINTR || errno == EAGAIN)) return;

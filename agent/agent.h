@@ -153,6 +153,9 @@ class Agent {
   bool PrepareLogDir();
   // drun's stdin is readable: hand it to the workers that read it.
   void PumpStdin();
+  // drun's stdin from here or the lifeline: bytes, its end, a terminal's echo.
+  void TakeStdin(absl::string_view data, bool end, bool echoed);
+  void DeliverStdin();
   void Log(const std::string& line);
   void Info(const std::string& line);  // progress: silent under --quiet
   void RetireGroup();  // records a worker group's outcome and drops it
@@ -187,8 +190,11 @@ class Agent {
   UniqueFd signal_fd_;
   std::string tmp_dir_;  // holds error files when there is no --log-dir
   std::string log_base_;  // this node's directory of this run under --log-dir
-  bool forward_stdin_ = false;  // this agent owns drun's stdin (no launcher above it)
+  bool forward_stdin_ = false;  // --stdin names a rank (or all): some worker reads drun's stdin
   bool stdin_eof_ = false;
+  bool stdin_end_given_ = false;  // the current group was told of stdin's end
+  bool group_reads_stdin_ = false;  // a worker of the current group reads drun's stdin
+  std::string stdin_backlog_;     // drun's stdin not yet taken by the workers
   bool stdin_tty_ = false;
   bool group_is_setup_ = false;
   RunReport report_;

@@ -3,8 +3,12 @@
 #include "rendezvous/base/frame.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "rendezvous/link_liveness.h"
@@ -13,7 +17,10 @@ namespace drun {
 
 namespace {
 
-constexpr char kLifelineSignalTag = 'S';
+constexpr unsigned char kLifelineSignalTag = 'S';
+constexpr unsigned char kLifelineInputTag = 'D';
+constexpr unsigned char kLifelineInputEndTag = 'E';
+constexpr unsigned char kLifelineEchoTag = 'N';
 
 bool IsDirectory(const std::string& path) {
   struct stat st;
@@ -97,19 +104,90 @@ absl::StatusOr<v1::AgentLaunch> ReadAgentLaunch(int fd) {
 }
 
 std::string EncodeLifelineSignal(int sig) {
-  return std::string{kLifelineSignalTag, static_cast<char>(sig & 0x7f)};
+  return std::string{static_cast<char>(kLifelineSignalTag), static_cast<char>(sig & 0x7f)};
 }
 
-void LifelineDecoder::Feed(const char* data, size_t n, std::vector<int>* signals) {
+std::string EncodeLifelineInput(absl::string_view data) {
+  std::string out;
+  out.reserve(data.size() + 3 * (data.size() / 0xffff + 1));
+  while (!data.empty()) {
+    const size_t n = std::min<size_t>(data.size(), 0xffff);
+    out.push_back(kLifelineInputTag);
+    out.push_back(static_cast<char>(n & 0xff));
+    out.push_back(static_cast<char>(n >> 8));
+    out.append(data.data(), n);
+    data.remove_prefix(n);
+  }
+  return out;
+}
+
+std::string EncodeLifelineInputEnd() { return std::string(1, kLifelineInputEndTag); }
+std::string EncodeLifelineEcho() { return std::string(1, kLifelineEchoTag); }
+
+void LifelineDecoder::Feed(const char* data, size_t n, LifelineNotices* out) {
   for (size_t i = 0; i < n; ++i) {
-    if (tag_seen_) {
-      tag_seen_ = false;
-      const int sig = static_cast<unsigned char>(data[i]);
-      if (sig > 0 && sig < 64) signals->push_back(sig);
-    } else {
-      tag_seen_ = data[i] == kLifelineSignalTag;
+    const unsigned char b = static_cast<unsigned char>(data[i]);
+    switch (state_) {
+      case State::kTag:
+        if (b == kLifelineSignalTag) state_ = State::kSignal;
+        else if (b == kLifelineInputTag) state_ = State::kLength0;
+        else if (b == kLifelineInputEndTag) out->input_end = true;
+        else if (b == kLifelineEchoTag) out->echoed = true;
+        break;  // anything else: skipped
+      case State::kSignal:
+        if (b > 0 && b < 64) out->signals.push_back(b);
+        state_ = State::kTag;
+        break;
+      case State::kLength0:
+        length_ = b;
+        state_ = State::kLength1;
+        break;
+      case State::kLength1:
+        length_ |= static_cast<size_t>(b) << 8;
+        state_ = length_ > 0 ? State::kData : State::kTag;
+        break;
+      case State::kData: {
+        // The data notice's bytes, as many of them as this chunk holds.
+        const size_t take = std::min(length_, n - i);
+        out->input.append(data + i, take);
+        length_ -= take;
+        i += take - 1;
+        if (length_ == 0) state_ = State::kTag;
+        break;
+      }
     }
   }
 }
+
+void LifelineDecoder::Feed(const char* data, size_t n, std::vector<int>* signals) {
+  LifelineNotices notices;
+  Feed(data, n, &notices);
+  signals->insert(signals->end(), notices.signals.begin(), notices.signals.end());
+}
+
+StdinRelay::StdinRelay(bool enabled) {
+  ended_ = !enabled || fcntl(0, F_GETFD) < 0;  // --stdin none, or no stdin at all
+  tty_ = !ended_ && isatty(0);
+  // Reading the terminal from a background job fails with EIO (taken for
+  // its end) instead of stopping the launcher.
+  if (!ended_) signal(SIGTTIN, SIG_IGN);
+}
+
+std::string StdinRelay::Read() {
+  if (ended_) return "";
+  char buf[65536];
+  const ssize_t n = read(0, buf, sizeof buf);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return "";
+  if (n <= 0) {
+    ended_ = true;
+    return EncodeLifelineInputEnd();
+  }
+  std::string out = EncodeLifelineInput(absl::string_view(buf, static_cast<size_t>(n)));
+  // The terminal echoed the typed line: its cursor is on a fresh line now.
+  if (tty_ && buf[n - 1] == '\n') out += EncodeLifelineEcho();
+  return out;
+}
+
+std::string StdinRelay::ForNewAgent() const { return ended_ ? EncodeLifelineInputEnd() : ""; }
 
 }  // namespace drun

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "drun/v1/job.pb.h"
 #include "rendezvous/rendezvous_state.h"
 
@@ -17,21 +18,62 @@ namespace drun {
 std::string EncodeAgentLaunch(const v1::AgentLaunch& launch);
 absl::StatusOr<v1::AgentLaunch> ReadAgentLaunch(int fd);
 
-// After the launch message a launcher writes one notice per stop signal it
-// got (SIGINT, SIGTERM, ...), so the agent stops its workers with that very
-// signal rather than taking the stream's end for a SIGHUP: two bytes, a tag
-// and the signal number. The stream's end (EOF) stays the launcher's loss.
+// After the launch message a launcher writes notices on the same stream:
+//  - 'S' + signal number: one per stop signal it got (SIGINT, SIGTERM, ...),
+//    so the agent stops its workers with that very signal rather than taking
+//    the stream's end for a SIGHUP (also SIGUSR1/SIGUSR2, for the workers);
+//  - 'D' + uint16 little-endian length + bytes: the launcher's own standard
+//    input (--stdin), for the workers that read it;
+//  - 'E': that input ended (end-of-file);
+//  - 'N': the launcher's terminal echoed a typed newline, so the cursor is on
+//    a fresh line (the agent's console starts the next output anew).
+// The stream's end (EOF) stays the launcher's loss. Unknown bytes are skipped
+// one at a time, so a newer launcher's notices cost an older agent nothing
+// but those notices (the launch's version check refuses mismatched drun).
 std::string EncodeLifelineSignal(int sig);
+std::string EncodeLifelineInput(absl::string_view data);  // any size: split as needed
+std::string EncodeLifelineInputEnd();
+std::string EncodeLifelineEcho();
 
-// Splits the lifeline's bytes into signal notices; anything else is skipped
-// a byte at a time (a newer launcher's notices an older agent ignores).
+// What one Feed found on the lifeline, in arrival order within each kind.
+struct LifelineNotices {
+  std::vector<int> signals;
+  std::string input;        // bytes of the launcher's stdin
+  bool input_end = false;   // the launcher's stdin ended
+  bool echoed = false;      // the launcher's terminal echoed a newline
+};
+
+// Splits the lifeline's bytes into notices, however the bytes are split.
 class LifelineDecoder {
  public:
-  // Appends the signals noticed in `data` to *signals.
+  void Feed(const char* data, size_t n, LifelineNotices* out);
+  // Only the signals (the rest is decoded and dropped).
   void Feed(const char* data, size_t n, std::vector<int>* signals);
 
  private:
-  bool tag_seen_ = false;
+  enum class State { kTag, kSignal, kLength0, kLength1, kData };
+  State state_ = State::kTag;
+  size_t length_ = 0;  // of the data notice being read
+};
+
+// A launcher's own standard input, relayed to its agents as lifeline notices
+// (--stdin other than none). poll fd() for POLLIN, then Read() once: it
+// never blocks there, and returns the notices to write on every lifeline.
+// A closed stdin, /dev/null, EOF and EIO (a background job reading its
+// terminal: SIGTTIN is ignored so the launcher never stops) all end it with
+// the 'E' notice; after that fd() is -1 and ended() is true.
+class StdinRelay {
+ public:
+  explicit StdinRelay(bool enabled);
+  int fd() const { return ended_ ? -1 : 0; }
+  bool ended() const { return ended_; }
+  std::string Read();
+  // What an agent started now gets first: the end notice once stdin ended.
+  std::string ForNewAgent() const;
+
+ private:
+  bool ended_ = false;
+  bool tty_ = false;
 };
 
 // The checks a launched agent makes on its host before it joins, in place of

@@ -224,6 +224,16 @@ int Console::AddSource(int stream, absl::string_view prefix, absl::string_view c
   return id;
 }
 
+void Console::SetContinuation(int id, absl::string_view cont_prefix) {
+  auto it = sources_.find(id);
+  if (it != sources_.end()) it->second.cont_prefix = std::string(cont_prefix);
+}
+
+void Console::SetPartialDelay(int id, std::chrono::milliseconds delay) {
+  auto it = sources_.find(id);
+  if (it != sources_.end()) it->second.partial_delay = delay;
+}
+
 void Console::RemoveSource(int id) {
   auto it = sources_.find(id);
   if (it == sources_.end()) return;
@@ -350,12 +360,18 @@ void Console::ReleaseHeld(bool force) {
 }
 
 void Console::EmitNow(int id, Source& s, absl::string_view text, bool end) {
-  // At the start of a console line a '\r' redraws nothing: skip it.
-  while (s.need_prefix && !text.empty() && text.front() == '\r') text.remove_prefix(1);
+  // At the start of a console line a '\r' redraws nothing: skip it. A
+  // redraw starts the line anew, under the source's own prefix even after a
+  // cut (a stream prefixed upstream brings that prefix again itself).
+  while (s.need_prefix && !text.empty() && text.front() == '\r') {
+    text.remove_prefix(1);
+    s.continued = false;
+  }
   for (size_t cr; (cr = text.find('\r')) != absl::string_view::npos && cr + 1 < text.size();) {
     // A redraw: the bytes after '\r' start again at the left, so does the prefix.
     EmitPiece(id, s, text.substr(0, cr + 1), false);
     s.need_prefix = true;
+    s.continued = false;
     s.shown = 0;
     text.remove_prefix(cr + 1);
     while (text.size() > 1 && text.front() == '\r') text.remove_prefix(1);
@@ -364,6 +380,7 @@ void Console::EmitNow(int id, Source& s, absl::string_view text, bool end) {
   EmitPiece(id, s, text, end);
   if (!end && text.back() == '\r') {
     s.need_prefix = true;
+    s.continued = false;
     s.shown = 0;
   }
 }
@@ -464,7 +481,7 @@ void Console::Line(int stream, absl::string_view prefix, absl::string_view line,
 void Console::ShowPartials(OutClock::time_point now) {
   if (!held_.empty() && now - hold_since_ >= kHoldLimit) ReleaseHeld(/*force=*/true);
   for (auto& [id, s] : sources_) {
-    if (!s.partial_since || now - *s.partial_since < kPartialDelay) continue;
+    if (!s.partial_since || now - *s.partial_since < s.partial_delay) continue;
     s.partial_since.reset();
     if (s.pending.empty()) continue;
     std::string text = std::move(s.pending);
@@ -477,8 +494,8 @@ std::optional<OutClock::time_point> Console::NextDeadline() const {
   std::optional<OutClock::time_point> next;
   if (!held_.empty()) next = hold_since_ + kHoldLimit;
   for (const auto& [id, s] : sources_) {
-    if (s.partial_since && (!next || *s.partial_since + kPartialDelay < *next)) {
-      next = *s.partial_since + kPartialDelay;
+    if (s.partial_since && (!next || *s.partial_since + s.partial_delay < *next)) {
+      next = *s.partial_since + s.partial_delay;
     }
   }
   return next;

@@ -11,7 +11,8 @@
 //    source's prefix; while one is unfinished on screen, the others' output
 //    waits up to kHoldLimit for it to end (so a writer that stalls mid-line
 //    briefly keeps its line whole) before it is cut;
-//  - a partial line (no newline yet) is shown within kPartialDelay of
+//  - a partial line (no newline yet) is shown within kPartialDelay (or its
+//    source's own delay) of
 //    arriving; a line longer than max_line is shown in max_line pieces, each
 //    after the first under the continuation prefix ("[rank0]+ ");
 //  - drun never blocks on a slow console while the bytes also go to a log
@@ -42,7 +43,7 @@ using OutClock = std::chrono::steady_clock;
 // Accumulates bytes of one stream and yields complete lines, without their
 // '\n'. A line longer than max_line is yielded in max_line pieces, so a
 // worker that never prints a newline cannot make drun buffer without bound.
-// (The ssh launcher splits its remote agents' streams with it.)
+// (The ssh launcher holds its remote agents' lines with it until a host joins.)
 class LineSplitter {
  public:
   explicit LineSplitter(size_t max_line = 64 * 1024) : max_line_(max_line) {}
@@ -121,6 +122,12 @@ class Console {
   // also reach a log file, so the console may drop them when it is too slow.
   int AddSource(int stream, absl::string_view prefix, absl::string_view cont_prefix,
                 int colour_index, bool has_file, size_t max_line = 64 * 1024);
+  // A new continuation prefix for the source's next cut line (a stream whose
+  // lines come prefixed already: the ssh launcher's hosts).
+  void SetContinuation(int id, absl::string_view cont_prefix);
+  // How long the source's partial lines wait before they show (kPartialDelay
+  // unless set: a stream whose partial lines waited upstream already).
+  void SetPartialDelay(int id, std::chrono::milliseconds delay);
   // Shows what is pending (with a newline) and forgets the source.
   void RemoveSource(int id);
   void Write(int id, absl::string_view data);
@@ -156,6 +163,7 @@ class Console {
     bool need_prefix = true;   // the cursor is at the left: the next byte needs the prefix
     bool continued = false;    // the next console line continues a line
     std::optional<OutClock::time_point> partial_since;
+    std::chrono::milliseconds partial_delay = kPartialDelay;
     bool dropping = false;     // the current line is being dropped
     bool closing = false;      // removed; forgotten once nothing of it waits
   };

@@ -150,10 +150,11 @@ absl::StatusOr<SrunStep> StartAgentStep(const std::vector<std::string>& argv,
 // the agents in escalating steps, and remembers what the job's end needs.
 class StepSupervisor {
  public:
-  StepSupervisor(const v1::JobSpec& spec, SrunStep step, RendezvousServer* server,
-                 std::optional<JobControl> control, LauncherReport report)
+  StepSupervisor(const v1::JobSpec& spec, SrunStep step, StdinRelay* stdin_relay,
+                 RendezvousServer* server, std::optional<JobControl> control, LauncherReport report)
       : grace_(SecondsToDuration(spec.shutdown_timeout_s() + 15)),
         step_(std::move(step)),
+        stdin_(stdin_relay),
         server_(server),
         control_(std::move(control)),
         report_(std::move(report)) {}
@@ -165,10 +166,12 @@ class StepSupervisor {
   void Escalate(TimePoint now);
   void OnSignal(int sig, TimePoint now);
   void DrainEvents();
+  void RelayStdin();
   int ExitCode() const;
 
   const Duration grace_;
   SrunStep step_;
+  StdinRelay* stdin_;  // drun's stdin, for the agents (--stdin)
   RendezvousServer* server_;
   std::optional<JobControl> control_;  // `drun stacks` on this machine
   LauncherReport report_;              // --summary, --report: every host's ranks
@@ -240,12 +243,23 @@ void StepSupervisor::DrainEvents() {
   }
 }
 
+// drun's stdin goes to every agent on the lifeline (srun --input=all); each
+// hands it to its workers --stdin names. Once the agents were told to stop,
+// the lifeline carries nothing more.
+void StepSupervisor::RelayStdin() {
+  const std::string notices = stdin_->Read();
+  if (!notices.empty() && step_.lifeline.valid() && escalation_ == 0) {
+    WriteAll(step_.lifeline.get(), notices);
+  }
+}
+
 void StepSupervisor::Run(int signal_fd) {
   while (!srun_status_) {
-    pollfd fds[3] = {{signal_fd, POLLIN, 0},
+    pollfd fds[4] = {{signal_fd, POLLIN, 0},
                      {server_->event_fd(), POLLIN, 0},
-                     {control_ ? control_->fd() : -1, POLLIN, 0}};
-    if (PollUntil(fds, 3, deadline_) < 0) {
+                     {control_ ? control_->fd() : -1, POLLIN, 0},
+                     {escalation_ == 0 ? stdin_->fd() : -1, POLLIN, 0}};
+    if (PollUntil(fds, 4, deadline_) < 0) {
       Say(absl::StrCat("poll failed: ", strerror(errno)));
       kill(step_.pid, SIGTERM);
       break;
@@ -253,6 +267,7 @@ void StepSupervisor::Run(int signal_fd) {
     const TimePoint now = Clock::now();
     DrainSignalFd(signal_fd, [&](int sig, const signalfd_siginfo&) { OnSignal(sig, now); });
     if (fds[2].revents) control_->OnReadable();
+    if (fds[3].revents) RelayStdin();
     DrainEvents();
     if (deadline_ && now >= *deadline_) Escalate(now);
     int status;
@@ -339,12 +354,13 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::
   Say(absl::StrCat("Slurm job ", Get(env, "SLURM_JOB_ID"), ": rendezvous on ", dial, ":",
                    (*host)->port(), ", run id ", spec.run_id(), "; starting ", nodes,
                    " agent(s), --nproc-per-node ", spec.nproc_per_node(), ": ", absl::StrJoin(argv, " ")));
-  auto step = StartAgentStep(argv, message);
+  StdinRelay stdin_relay(spec.stdin_target().mode() != v1::JobSpec::StdinTarget::NONE);
+  auto step = StartAgentStep(argv, message + stdin_relay.ForNewAgent());
   if (!step.ok()) {
     Say(std::string(step.status().message()));
     return 1;
   }
-  StepSupervisor supervisor(spec, std::move(*step), (*host)->server(),
+  StepSupervisor supervisor(spec, std::move(*step), &stdin_relay, (*host)->server(),
                             JobControl::Open(env, spec.run_id(), (*host)->server()), std::move(report));
   supervisor.Run(sfd.get());
   (*host)->server()->Shutdown(std::chrono::seconds(1));

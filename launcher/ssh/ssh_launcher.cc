@@ -24,12 +24,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "agent/agent_launch.h"
 #include "agent/output.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/event_loop.h"
 #include "launcher/job/cli.h"
 #include "launcher/job_control.h"
 #include "launcher/job_host.h"
+#include "launcher/ssh/ssh_console.h"
 #include "launcher/ssh/ssh_plan.h"
 #include "launcher/ssh/ssh_rsh.h"
 #include "launcher/ssh/ssh_session.h"
@@ -56,18 +58,9 @@ constexpr Duration kRetryInterval = std::chrono::seconds(5);
 // up after 30 s with its own message, so this only catches hangs.
 constexpr Duration kJoinBound = std::chrono::seconds(45);
 
-// Whole lines from several threads to this process's stdout/stderr, one
-// write per line so lines of different hosts never mix.
-// g_console_mu serialises the writes themselves (it guards no data).
-std::mutex g_console_mu;
-void ConsoleLine(int fd, absl::string_view line) {
-  std::string out(line);
-  out += '\n';
-  std::lock_guard<std::mutex> lock(g_console_mu);
-  WriteAll(fd, out);
-}
-// The hosts' threads share the console: drun's own lines go through it too.
-void SayLocked(absl::string_view message) { ConsoleLine(2, absl::StripSuffix(DrunLine(message), "\n")); }
+// drun's own lines go through the hosts' console (ssh_console.h), after
+// ending any host's open line.
+void SayLocked(absl::string_view message) { ConsoleHub::Get().Text(DrunLine(message)); }
 
 std::string SelfExe() { return DrunPath(); }
 
@@ -118,30 +111,45 @@ class EventQueue {
   std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
 };
 
-// Splits an agent's streams into lines for the console. Agents' own
-// messages get the host's name; their end-of-job summaries are dropped,
-// since the launcher prints the job's end once. Until the job has started
-// with this host in it (Release, from the launcher's loop), the lines are
-// held: a host whose agent fails its checks gets one line from the launcher
+// An agent's streams, for the console. Agents' own messages get the host's
+// name; their end-of-job summaries are not printed (launcher_reports_end:
+// the launcher prints the job's end once). Until the job has started with
+// this host in it (Release, from the launcher's loop), whole lines are held:
+// a host whose agent fails its checks gets one line from the launcher
 // (StartFailureLine), and a job refused before it started says nothing more.
+// Once released, bytes reach the console as they come, partial lines too
+// (ssh_console.h).
 class HostOutput {
  public:
   explicit HostOutput(std::string host) : host_(std::move(host)) {}
   // From the host's thread.
   void Feed(int stream, const char* data, size_t n) {
-    auto emit = [&](absl::string_view line) { Emit(stream, line); };
+    std::lock_guard<std::mutex> lock(mu_);
+    if (released_) return Stream(stream).Feed(absl::string_view(data, n));
+    auto emit = [&](absl::string_view line) { Hold(stream, line); };
     (stream == 1 ? out_ : err_).Feed(absl::string_view(data, n), emit);
   }
+  // The agent ended: what it left unfinished goes out (or is held).
   void Flush() {
-    out_.Flush([&](absl::string_view line) { Emit(1, line); });
-    err_.Flush([&](absl::string_view line) { Emit(2, line); });
+    std::lock_guard<std::mutex> lock(mu_);
+    if (released_) {
+      streams_[0].reset();
+      streams_[1].reset();
+      return;
+    }
+    out_.Flush([&](absl::string_view line) { Hold(1, line); });
+    err_.Flush([&](absl::string_view line) { Hold(2, line); });
   }
-  // From the launcher's loop: the held lines go out, and every line after them.
+  // From the launcher's loop: the held lines go out, and every byte after them.
   void Release() {
     std::lock_guard<std::mutex> lock(mu_);
+    if (released_) return;
     released_ = true;
-    for (const HeldLine& l : held_) Print(l.stream, l.text);
+    for (const HeldLine& l : held_) Stream(l.stream).Feed(absl::StrCat(l.text, "\n"));
     held_.clear();
+    // A partial line the splitters still hold goes on as one.
+    out_.Flush([&](absl::string_view rest) { Stream(1).Feed(rest); });
+    err_.Flush([&](absl::string_view rest) { Stream(2).Feed(rest); });
   }
   // The lines still held (an agent that never joined, or a job never started).
   std::vector<HeldLine> TakeHeld() {
@@ -151,33 +159,43 @@ class HostOutput {
 
  private:
   static constexpr size_t kMaxHeld = 50;
-  void Emit(int stream, absl::string_view line) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (released_) return Print(stream, line);
+  void Hold(int stream, absl::string_view line) {
     if (held_.size() == kMaxHeld) held_.erase(held_.begin());
     held_.push_back({stream, std::string(line)});
   }
-  void Print(int stream, absl::string_view line) {
-    if (stream == 2 && absl::StartsWith(line, "drun: ")) {
-      ConsoleLine(2, absl::StrCat("drun: ", host_, ": ", line.substr(6)));
-      return;
-    }
-    ConsoleLine(stream, line);
+  HostStream& Stream(int stream) {
+    std::unique_ptr<HostStream>& s = streams_[stream == 1 ? 0 : 1];
+    if (!s) s = std::make_unique<HostStream>(&ConsoleHub::Get(), stream, host_);
+    return *s;
   }
   const std::string host_;
-  LineSplitter out_, err_;  // the host's thread's alone
   std::mutex mu_;
+  LineSplitter out_ ABSL_GUARDED_BY(mu_), err_ ABSL_GUARDED_BY(mu_);
   bool released_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<HeldLine> held_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<HostStream> streams_[2] ABSL_GUARDED_BY(mu_);
 };
 
 // What the launcher's loop and a host's thread share about the running agent.
 struct Control {
-  explicit Control(std::string host) : output(std::make_shared<HostOutput>(std::move(host))) {}
+  // first_input: the notices the agent gets first (stdin's end, once it ended).
+  Control(std::string host, std::string first_input)
+      : output(std::make_shared<HostOutput>(std::move(host))), early_input(std::move(first_input)) {}
   std::mutex mu;
   std::shared_ptr<RemoteProcess> proc ABSL_GUARDED_BY(mu);
   int level ABSL_GUARDED_BY(mu) = 0;  // 1: stop (close stdin), 2: abort
   const std::shared_ptr<HostOutput> output;
+  // The launcher's stdin relayed before the agent's process exists (typed
+  // ahead of the start); bounded, and whole notices only.
+  static constexpr size_t kMaxEarlyInput = 1 << 20;
+  std::string early_input ABSL_GUARDED_BY(mu);
+  // Relays notices of the launcher's stdin to the agent, in order. `last`:
+  // they hold stdin's end, kept even past the bound.
+  void Input(const std::string& notices, bool last) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (proc) return proc->Send(notices);
+    if (early_input.size() + notices.size() <= kMaxEarlyInput || last) early_input += notices;
+  }
   // Forwards a signal to the agent (its lifeline's notice). A stop signal
   // stops its workers with it, and an agent not started yet is not started
   // at all; SIGUSR1/SIGUSR2 reach its workers.
@@ -207,6 +225,7 @@ struct Control {
       std::lock_guard<std::mutex> lock(mu);
       proc = p;
       l = level;
+      if (!early_input.empty()) p->Send(std::exchange(early_input, {}));
     }
     if (l >= 2) p->Abort();
     else if (l >= 1) p->Stop();
@@ -438,6 +457,7 @@ class SshLauncher {
   // A stop signal to every agent (they stop their workers with it).
   void ForwardAll(int sig);
   void StopAll(int level);
+  void RelayStdin();
   bool AllEnded() const;
   Host* FindHost(const std::string& name);
 
@@ -460,6 +480,7 @@ class SshLauncher {
   std::optional<JobControl> control_;  // `drun stacks` on this machine
   std::optional<LauncherReport> report_;  // --summary, --report: every host's ranks
   double keepalive_timeout_s_ = 2;
+  StdinRelay stdin_{false};  // this process's stdin, for the agents (--stdin)
 };
 
 SshLauncher::~SshLauncher() {
@@ -484,7 +505,7 @@ void SshLauncher::Start(Host& h) {
   h.joined = false;
   h.join_overdue = false;
   h.join_by = Clock::now() + kJoinBound;
-  h.control = std::make_shared<Control>(h.plan.entry.host);
+  h.control = std::make_shared<Control>(h.plan.entry.host, stdin_.ForNewAgent());
   LaunchInfo info = h.info;
   info.instance = h.instance;
   threads_.emplace_back(RunAgent, std::move(info), std::move(h.conn), h.control, queue_);
@@ -682,6 +703,16 @@ void SshLauncher::StopAll(int level) {
   }
 }
 
+// What this process reads on its stdin goes to every agent; each hands it to
+// its workers --stdin names (all of them get the end).
+void SshLauncher::RelayStdin() {
+  const std::string notices = stdin_.Read();
+  if (notices.empty()) return;
+  for (Host& h : hosts_) {
+    if (h.control) h.control->Input(notices, stdin_.ended());
+  }
+}
+
 bool SshLauncher::AllEnded() const {
   for (const Host& h : hosts_) {
     if (h.alive) return false;
@@ -859,11 +890,21 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
     const TimePoint now = Clock::now();
     std::optional<TimePoint> deadline = Due(now);
     if (end_deadline_ && (!deadline || *end_deadline_ < *deadline)) deadline = end_deadline_;
-    pollfd fds[4] = {{sig_fd, POLLIN, 0},
+    // The console's partial lines that are due; its descriptors that are full.
+    ConsoleHub& console = ConsoleHub::Get();
+    if (std::optional<TimePoint> due = console.Tick(); due && (!deadline || *due < *deadline)) {
+      deadline = due;
+    }
+    const std::vector<int> blocked = console.BlockedFds();
+    pollfd fds[8] = {{sig_fd, POLLIN, 0},
                      {server->event_fd(), POLLIN, 0},
                      {queue_->fd(), POLLIN, 0},
-                     {control_ ? control_->fd() : -1, POLLIN, 0}};
-    if (PollUntil(fds, 4, deadline) < 0) break;
+                     {control_ ? control_->fd() : -1, POLLIN, 0},
+                     {stdin_.fd(), POLLIN, 0},
+                     {console.wake_fd(), POLLIN, 0},
+                     {blocked.size() > 0 ? blocked[0] : -1, POLLOUT, 0},
+                     {blocked.size() > 1 ? blocked[1] : -1, POLLOUT, 0}};
+    if (PollUntil(fds, 8, deadline) < 0) break;
     if (end_deadline_ && Clock::now() >= *end_deadline_) {
       if (stop_level_ >= 2) break;  // dropped everything and still waiting: give up
       SayLocked("agents did not end in time; dropping their connections");
@@ -882,6 +923,7 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
       });
     }
     if (fds[3].revents) control_->OnReadable();
+    if (fds[4].revents) RelayStdin();
     DrainServer(server, end_bound);
     while (auto ev = queue_->Pop()) OnEnded(std::move(*ev));
   }
@@ -910,6 +952,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   }
   report_.emplace(spec_in.run_id(), cl_.summary, cl_.report_path, Clock::now());
   keepalive_timeout_s_ = spec_in.keepalive_timeout_s() > 0 ? spec_in.keepalive_timeout_s() : 2;
+  stdin_ = StdinRelay(spec_in.stdin_target().mode() != v1::JobSpec::StdinTarget::NONE);
   AddHosts(token, *rdzv, std::move(rsh));
 
   // The stop signals come through a signalfd; blocked before any thread.
@@ -939,6 +982,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
             spec_in.shutdown_timeout_s() > 0 ? spec_in.shutdown_timeout_s() : 30);
   server->Shutdown(std::chrono::seconds(1));
   for (Host& h : hosts_) h.conn.reset();
+  ConsoleHub::Get().Drain();  // every host's output before the end's report
   if (refused_) return exit_code_;  // each failing host had its line; nothing ran
   // The table of every host's ranks first, the root cause last.
   const int code = ExitCode();
@@ -951,8 +995,13 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
 
 int RunSshLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::string& token,
                    const std::map<std::string, std::string>& env) {
-  SshLauncher launcher(cl, env);
-  return launcher.Run(spec, token);
+  int code;
+  {
+    SshLauncher launcher(cl, env);
+    code = launcher.Run(spec, token);
+  }
+  ConsoleHub::Get().Drain();
+  return code;
 }
 
 }  // namespace drun

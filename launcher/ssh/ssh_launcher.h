@@ -11,7 +11,12 @@
 //    key known, login accepted, drun runnable at the same path or
 //    --remote-drun, the script present): one line per failing host, exit 1,
 //    nothing started.
-//  - Every host's lines reach this console as whole lines, as they come.
+//  - Every host's output reaches this console as it comes, partial lines
+//    (prompts, progress bars) within about 100 ms, two hosts' bytes never on
+//    one line (ssh_console.h); before the job starts a host's lines are held.
+//  - This process's stdin (unless --stdin none) goes to every agent as
+//    lifeline notices (agent_launch.h); each agent hands it to its workers
+//    --stdin names (global rank 0 by default), the others read end-of-file.
 //  - Hosts past --nnodes MAX are hot spares: their agents start with the
 //    others and wait in the rendezvous, which puts one in the place of a lost
 //    node. A host whose agent ended or was lost is started again (as a spare

@@ -181,10 +181,10 @@ class RshProcess : public RemoteProcess {
     return outcome;
   }
 
-  void Signal(int sig) override {
+  void Send(absl::string_view notices) override {
     {
       std::lock_guard<std::mutex> lock(pending_mu_);
-      pending_ += EncodeLifelineSignal(sig);
+      pending_.append(notices.data(), notices.size());
     }
     Wake(0);
   }
@@ -192,7 +192,7 @@ class RshProcess : public RemoteProcess {
   void Abort() override { Wake(2); }
 
  private:
-  // Writes what Signal() asked for, on Run's thread (which owns in_). A child
+  // Writes what Send() asked for, on Run's thread (which owns in_). A child
   // that is gone fails the write (EPIPE); its end shows on the output pipes.
   void WritePending() {
     std::string data;

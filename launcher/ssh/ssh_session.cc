@@ -347,10 +347,10 @@ class SshExec : public RemoteProcess {
     return outcome_;
   }
 
-  void Signal(int sig) override {
+  void Send(absl::string_view notices) override {
     {
       std::lock_guard<std::mutex> lock(pending_mu_);
-      pending_ += EncodeLifelineSignal(sig);
+      pending_.append(notices.data(), notices.size());
     }
     Wake(0);
   }
@@ -358,7 +358,7 @@ class SshExec : public RemoteProcess {
   void Abort() override { Wake(2); }
 
  private:
-  // Writes what Signal() asked for; on Run's thread, the only one using the
+  // Writes what Send() asked for; on Run's thread, the only one using the
   // session. A failed write is the connection's loss, which Run sees next.
   void WritePending() {
     std::string data;

@@ -14,6 +14,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "agent/agent_launch.h"
 
 struct ssh_session_struct;
 struct ssh_channel_struct;
@@ -73,9 +75,10 @@ class SshConnection {
 // (over an ssh channel, or a local `--rsh` child). Run() pumps its output
 // until it ends; Signal() writes a signal notice to its standard input (the
 // agent's lifeline: it stops its workers with that signal, agent_launch.h),
+// Send() any notices (the launcher's own stdin, relayed),
 // Stop() closes its standard input (the agent takes that for its launcher's
 // loss: it stops its workers and exits), Abort() drops it at once, after any
-// notice already asked for. Signal(), Stop() and Abort() may be called from
+// notice already asked for. Send(), Signal(), Stop() and Abort() may be called from
 // any thread, Run() from one.
 class RemoteProcess {
  public:
@@ -89,7 +92,9 @@ class RemoteProcess {
   // on_data(1 for stdout, 2 for stderr, bytes) as they come. timeout_ms < 0:
   // no bound; on timeout the process is aborted and error says so.
   virtual Outcome Run(const DataFn& on_data, int timeout_ms = -1) = 0;
-  virtual void Signal(int sig) = 0;
+  // Lifeline notices (agent_launch.h) for its standard input, in order.
+  virtual void Send(absl::string_view notices) = 0;
+  void Signal(int sig) { Send(EncodeLifelineSignal(sig)); }
   virtual void Stop() = 0;
   virtual void Abort() = 0;
 };

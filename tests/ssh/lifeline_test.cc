@@ -1,6 +1,7 @@
 // The lifeline's signal notices (agent/agent_launch.h): what a launcher writes
 // after the launch message is what the agent decodes, however the bytes are
 // split, and a real --rsh child's standard input carries them in order.
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -39,6 +40,97 @@ TEST(LifelineTest, OtherBytesAreSkipped) {
   const std::string bytes = std::string("x\x01") + EncodeLifelineSignal(SIGHUP);
   EXPECT_EQ(Decode(bytes, 1), (std::vector<int>{SIGHUP}));
   EXPECT_EQ(Decode(std::string("S\0", 2), 1), (std::vector<int>{}));  // no signal 0
+}
+
+LifelineNotices DecodeAll(const std::string& bytes, size_t chunk) {
+  LifelineDecoder d;
+  LifelineNotices out;
+  for (size_t i = 0; i < bytes.size(); i += chunk) {
+    d.Feed(bytes.data() + i, std::min(chunk, bytes.size() - i), &out);
+  }
+  return out;
+}
+
+TEST(LifelineTest, InputNoticesDecodeWhateverTheSplit) {
+  // Data holding every tag byte, one notice longer than a notice's limit,
+  // signals in between, the echo mark and the end.
+  std::string big(70000, 'S');
+  for (size_t i = 0; i < big.size(); i += 7) big[i] = "DENS\0\xff"[i % 6];
+  const std::string bytes = EncodeLifelineInput("p x\n") + EncodeLifelineEcho() +
+                            EncodeLifelineSignal(SIGUSR1) + EncodeLifelineInput(big) +
+                            EncodeLifelineInput("") + EncodeLifelineInputEnd();
+  for (size_t chunk : {1u, 2u, 3u, 5u, 4096u, 1u << 20}) {
+    LifelineNotices n = DecodeAll(bytes, chunk);
+    EXPECT_EQ(n.input, "p x\n" + big) << chunk;
+    EXPECT_EQ(n.signals, (std::vector<int>{SIGUSR1})) << chunk;
+    EXPECT_TRUE(n.echoed) << chunk;
+    EXPECT_TRUE(n.input_end) << chunk;
+  }
+  // Only the signals, for a caller that wants those.
+  EXPECT_EQ(Decode(bytes, 3), (std::vector<int>{SIGUSR1}));
+}
+
+TEST(LifelineTest, UnknownTagsAroundInputAreSkipped) {
+  const std::string bytes = "x\x01" + EncodeLifelineInput("ab") + "?" + EncodeLifelineSignal(SIGHUP);
+  LifelineNotices n = DecodeAll(bytes, 1);
+  EXPECT_EQ(n.input, "ab");
+  EXPECT_EQ(n.signals, (std::vector<int>{SIGHUP}));
+  EXPECT_FALSE(n.input_end);
+}
+
+TEST(LifelineTest, RshChildReceivesInputNotices) {
+  auto p = StartRshProcess({"/bin/cat"}, "launch");
+  ASSERT_TRUE(p.ok()) << p.status();
+  (*p)->Send(EncodeLifelineInput("hello\n"));
+  (*p)->Signal(SIGINT);
+  (*p)->Send(EncodeLifelineInputEnd());
+  (*p)->Stop();
+  std::string out;
+  auto outcome = (*p)->Run([&](int stream, const char* d, size_t n) {
+    if (stream == 1) out.append(d, n);
+  });
+  EXPECT_EQ(outcome.exit_status, 0);
+  ASSERT_EQ(out.substr(0, 6), "launch");
+  LifelineNotices n = DecodeAll(out.substr(6), 64);
+  EXPECT_EQ(n.input, "hello\n");
+  EXPECT_EQ(n.signals, (std::vector<int>{SIGINT}));
+  EXPECT_TRUE(n.input_end);
+}
+
+TEST(LifelineTest, StdinRelayEndsAtOnceOnDevNullAndWhenDisabled) {
+  StdinRelay off(false);
+  EXPECT_TRUE(off.ended());
+  EXPECT_EQ(off.fd(), -1);
+  EXPECT_EQ(off.ForNewAgent(), EncodeLifelineInputEnd());
+  // The relay reads fd 0: point it at /dev/null for this test.
+  const int saved = dup(0);
+  const int null_fd = open("/dev/null", O_RDONLY);
+  ASSERT_GE(null_fd, 0);
+  dup2(null_fd, 0);
+  close(null_fd);
+  StdinRelay relay(true);
+  EXPECT_EQ(relay.fd(), 0);
+  EXPECT_EQ(relay.ForNewAgent(), "");
+  EXPECT_EQ(relay.Read(), EncodeLifelineInputEnd());
+  EXPECT_TRUE(relay.ended());
+  EXPECT_EQ(relay.Read(), "");
+  dup2(saved, 0);
+  close(saved);
+}
+
+TEST(LifelineTest, StdinRelayPassesPipeBytes) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const int saved = dup(0);
+  dup2(fds[0], 0);
+  close(fds[0]);
+  ASSERT_EQ(write(fds[1], "typed\n", 6), 6);
+  StdinRelay relay(true);
+  EXPECT_EQ(relay.Read(), EncodeLifelineInput("typed\n"));  // a pipe echoes nothing
+  close(fds[1]);
+  EXPECT_EQ(relay.Read(), EncodeLifelineInputEnd());
+  dup2(saved, 0);
+  close(saved);
 }
 
 TEST(LifelineTest, RshChildReceivesTheNoticesThenEof) {

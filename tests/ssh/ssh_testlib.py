@@ -118,6 +118,8 @@ class Lines:
         self.proc = proc
         self.name = name
         self._lines = {"stdout": [], "stderr": []}
+        self._raw = {"stdout": b"", "stderr": b""}  # every byte, as it came
+        self._arrivals = {"stdout": [], "stderr": []}  # (raw length after a chunk, time.time())
         self._eof = {"stdout": False, "stderr": False}
         self._cond = threading.Condition()
         self._threads = []
@@ -135,6 +137,8 @@ class Lines:
         while True:
             chunk = os.read(fd, 65536)
             with self._cond:
+                self._raw[stream] += chunk
+                self._arrivals[stream].append((len(self._raw[stream]), time.time()))
                 data = partial + chunk
                 if chunk:
                     *complete, partial = data.split(b"\n")
@@ -162,6 +166,35 @@ class Lines:
                 self._cond.wait(remaining)
         raise AssertionError(f"{self.name}: waited for {count} line(s) matching {pattern!r} on "
                              f"{stream}, got {len(found)}\n{self.describe()}")
+
+    def wait_raw(self, pattern, stream="stdout", timeout=RUN_TIMEOUT):
+        """Waits until the bytes received so far (partial lines too) match `pattern` (bytes);
+        returns the match."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                m = regex.search(self._raw[stream])
+                if m:
+                    return m
+                remaining = deadline - time.monotonic()
+                if self._eof[stream] or remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+        raise AssertionError(f"{self.name}: waited for bytes matching {pattern!r} on {stream}"
+                             f"\n{self.describe()}")
+
+    def arrival(self, offset, stream="stdout"):
+        """When the byte before `offset` of the raw stream arrived (time.time())."""
+        with self._cond:
+            for end, when in self._arrivals[stream]:
+                if end >= offset:
+                    return when
+        raise AssertionError(f"no byte {offset} on {stream} yet")
+
+    def raw(self, stream="stdout"):
+        with self._cond:
+            return self._raw[stream]
 
     def lines(self, stream="stdout"):
         with self._cond:
@@ -367,11 +400,11 @@ class Testbed:
                 env[k] = v
         return env
 
-    def drun_run(self, args, env=None, cwd=None, name="drun"):
+    def drun_run(self, args, env=None, cwd=None, name="drun", stdin=subprocess.DEVNULL):
         """Starts the launcher in the client namespace; returns (Popen, Lines)."""
         proc = subprocess.Popen(self.client_cmd([self.drun] + list(args)),
                                 env=env or self.env(), cwd=cwd or HERE,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stdin=stdin, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE)
         return proc, Lines(proc, name)
 
