@@ -77,7 +77,7 @@ class FloodTest(MultiNodeTestCase):
                f"{flooded:.2f} s with the flood; flooders: {stats}")
         closes = dict(kv.split("=") for kv in stats[0].split())
         silent = dict(kv.split("=") for kv in stats[1].split())
-        self.assertGreater(int(closes["connected"]), 10000, stats)  # it did flood
+        self.assertGreater(int(closes["connected"]), 1000, stats)  # it did flood
         # Beyond 64 waiting, the server closed the silent ones at once.
         self.assertGreater(int(silent["closed_by_peer"]), 0, stats)
         self.assertLess(flooded, max(3 * quiet, quiet + 10), "coarse bound")
