@@ -153,6 +153,7 @@ void Agent::WriteReport(TimePoint now) {
   report_.message = exit_message_;
   report_.failure = exit_failure_;
   report_.wall_s = std::chrono::duration<double>(now - started_).count();
+  if (opt_.refused_connections) report_.refused_connections = opt_.refused_connections();
   const bool failed = exit_code_ != 0 && !report_.ranks.empty() && exit_failure_;
   if (!opt_.launcher_reports_end && (opt_.summary || failed)) {
     console_.Text(FormatSummaryTable(report_));

@@ -11,6 +11,7 @@
 #include <poll.h>
 
 #include <map>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,9 @@ struct AgentOptions {
   int lifeline_fd = -1;
   bool summary = false;     // --summary: print the table even on success
   std::string report_path;  // --report FILE
+  // The node that hosts the rendezvous: how many connections its store
+  // refused (for the report). Null elsewhere.
+  std::function<uint64_t()> refused_connections;
   bool quiet = false;       // --quiet: no progress lines of drun's own
   // A launcher (ssh, --launcher slurm) prints the job's end for every host:
   // no outcome line, table or root cause of this agent's own.

@@ -157,6 +157,7 @@ std::string RenderReportJson(const RunReport& report) {
     sf["text"].set_string_value(d.text);
     *dumps->add_values()->mutable_struct_value() = s;
   }
+  f["refused_connections"].set_number_value(static_cast<double>(report.refused_connections));
   auto* incomplete = f["incomplete_logs"].mutable_list_value();
   for (const auto& path : report.incomplete_logs) incomplete->add_values()->set_string_value(path);
   auto* rounds = f["rounds"].mutable_list_value();

@@ -47,6 +47,9 @@ struct RunReport {
   int64_t rounds_total = 0;
   std::string log_dir;  // where this node's logs went ("" without --log-dir)
   std::vector<std::string> incomplete_logs;  // log files a write error cut short
+  // Connections the job's store refused (not from a member: rendezvous/admission.h);
+  // known where the rendezvous runs (the host node, or the launcher), else 0.
+  uint64_t refused_connections = 0;
   std::map<int, RankStats> ranks;  // by global rank
   double wall_s = 0;
   // Stack dumps taken during the run (drun stacks, --hang-timeout), the last

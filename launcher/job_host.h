@@ -55,6 +55,7 @@ class LauncherReport {
     report_.run_id = std::move(run_id);
   }
   void Add(const v1::NodeReport& node) { report_.AddNode(node); }
+  void SetRefusedConnections(uint64_t n) { report_.refused_connections = n; }
   // Before the table, the root cause comes last (JobHost::Report). `finish`:
   // the rendezvous' end, when there was one.
   void End(int exit_code, const v1::Finish* finish, TimePoint now);

@@ -220,6 +220,7 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   options.quiet = spec.quiet();
   EnableStacks(options.base_env, &options);
   options.members_are_tasks = slurm == SlurmMode::kPerTask;
+  if (server) options.refused_connections = [s = server.get()] { return s->refused_connections(); };
   auto agent = std::make_unique<Agent>(std::move(options), std::move(client.value()), &guardian);
   const int code = agent->Run();
   if (server) {

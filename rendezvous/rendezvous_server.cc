@@ -109,6 +109,7 @@ class Core {
   }
   void Lost(RendezvousState::NodeId id);
   // The launcher's own `drun stacks` request (RendezvousServer::AskStacks).
+  uint64_t refused_connections() const { return store_.refused_connections(); }
   uint64_t AskStacks() {
     std::lock_guard<std::mutex> l(mu_);
     const uint64_t id = ++local_stacks_id_;
@@ -532,6 +533,7 @@ class ServerImpl : public RendezvousServer {
   int event_fd() const override { return core_->event_fd(); }
   std::optional<Event> NextEvent() override { return core_->NextEvent(); }
   uint64_t AskStacks() override { return core_->AskStacks(); }
+  uint64_t refused_connections() const override { return core_->refused_connections(); }
   void Shutdown(Duration grace) override {
     if (acceptor_.joinable()) {
       uint64_t one = 1;

@@ -70,6 +70,8 @@ class RendezvousServer {
   // Asks every node's agent for its ranks' stacks (rendezvous/stacks_relay.h);
   // the answer comes as a kStacks event with the returned number.
   virtual uint64_t AskStacks() = 0;
+  // Connections the job's store refused so far (rendezvous/admission.h).
+  virtual uint64_t refused_connections() const = 0;
   // Stops accepting, gives open streams up to `grace` to finish, then cancels.
   virtual void Shutdown(Duration grace) = 0;
 };

@@ -289,6 +289,7 @@ int StepSupervisor::ExitCode() const {
 // --report; then why the job ended, the root cause last.
 int StepSupervisor::Report() {
   const int code = ExitCode();
+  report_.SetRefusedConnections(server_->refused_connections());
   report_.End(code, finish_ ? &*finish_ : nullptr, Clock::now());
   if (stop_signal_ != 0) {
     Say(absl::StrCat("job stopped by ", SignalName(stop_signal_),

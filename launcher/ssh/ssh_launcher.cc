@@ -986,6 +986,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   if (refused_) return exit_code_;  // each failing host had its line; nothing ran
   // The table of every host's ranks first, the root cause last.
   const int code = ExitCode();
+  report_->SetRefusedConnections(server->refused_connections());
   report_->End(code, finish_ ? &*finish_ : nullptr, Clock::now());
   if (stop_signal_ == 0 && exit_code_ == 0 && finish_) JobHost::Report(*finish_);
   return code;

@@ -6,6 +6,8 @@ refusal is said once on the host's console; the job itself is unaffected.
 
 Network safety as in test_link_cut.py: an `unreachable` route for the subnet first, every
 address inside namespaces this test made. Needs root, `ip netns` and Debian's PyTorch."""
+import json
+import os
 import subprocess
 import unittest
 
@@ -56,7 +58,9 @@ class MembersTest(MultiNodeTestCase):
         gate = Gate(self.tmp)
         self.addCleanup(gate.open)
         cmd = worker_command("--then", "gate", "--gate", gate.path)
-        agents = [self.agent(self.lab.addr(i), cmd, name=f"ns{i}", wrapper=self.lab.wrapper(i))
+        report = os.path.join(self.tmp, "host_report.json")
+        agents = [self.agent(self.lab.addr(i), cmd, name=f"ns{i}", wrapper=self.lab.wrapper(i),
+                             extra=["--report", report] if i == 0 else [])
                   for i in range(2)]
         records = []
         for a in agents:
@@ -72,6 +76,8 @@ class MembersTest(MultiNodeTestCase):
             self.assertExit(a, 0)
         refusals = [l for l in agents[0].stderr_lines if "refused a connection" in l]
         self.assertEqual(len(refusals), 1, agents[0].describe())
+        with open(report) as f:
+            self.assertGreaterEqual(json.load(f)["refused_connections"], 1)
 
 
 if __name__ == "__main__":
