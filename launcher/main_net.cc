@@ -148,13 +148,19 @@ HostDecision DecideHost(const v1::JobSpec& spec, const Endpoint& ep, const std::
   return {named || IsLocalAddress(ip), false};
 }
 
-// Where the hosting node's rendezvous (and the store on its port) listens: an
-// endpoint written as a loopback address keeps every node on this machine, so
-// there alone; else every interface, since other machines dial it by some
-// address of this one (binding the job's own interface is issue #14's rest).
-std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
+// Where the hosting node's rendezvous and the job's store listen: an endpoint
+// written as an address of this machine (a loopback one keeps every node on
+// it) is the one address every node dials, so they listen there alone; a name
+// may resolve to another of this machine's addresses elsewhere (DNS, a stock
+// 127.0.1.1 line), so then every interface. "" when that is every interface.
+std::string JobListenAddress(const Endpoint& ep, const std::string& ip) {
   const bool literal = NumericSockAddr(ep).ok();
-  if (literal && IsLoopbackAddress(ip)) return Endpoint{ip, ep.port}.ToString();
+  return literal && (IsLoopbackAddress(ip) || IsLocalAddress(ip)) ? ip : "";
+}
+
+std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
+  const std::string only = JobListenAddress(ep, ip);
+  if (!only.empty()) return Endpoint{only, ep.port}.ToString();
   return Endpoint{ip.find(':') == std::string::npos ? "0.0.0.0" : "::", ep.port}.ToString();
 }
 
@@ -193,6 +199,7 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   if (host.is_host) {
     RendezvousState::Config config = RendezvousConfigFor(spec, token);
     config.closed_membership = slurm != SlurmMode::kOff;
+    config.store_bind_addr = JobListenAddress(*ep, *ip);
     auto started = RendezvousServer::Start(RendezvousBindAddress(*ep, *ip), config);
     if (started.ok()) {
       server = std::move(*started);

@@ -54,7 +54,7 @@ class Stream;
 class Core {
  public:
   explicit Core(RendezvousState::Config config)
-      : state_(config), store_(config.fixed_master_port) {
+      : state_(config), store_(config.fixed_master_port, config.store_bind_addr) {
     event_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     timer_ = std::thread([this] { TimerLoop(); });
   }

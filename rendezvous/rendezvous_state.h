@@ -72,6 +72,10 @@ class RendezvousState {
     // group rank 0's (static backend, or a store the host serves).
     std::string fixed_master_addr;
     int fixed_master_port = 0;
+    // Where each round's store listens when it has a port of its own: ""
+    // every interface; else the one address every node dials (the
+    // rendezvous' own, docs/architecture.md "Where drun listens").
+    std::string store_bind_addr;
     v1::JobSpec spec;
   };
 

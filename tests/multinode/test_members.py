@@ -2,7 +2,9 @@
 connect"): two agents in their own network namespaces run a job; a third namespace on the
 same bridge, not part of the job, opens a real torch TCPStore client to the job's store and
 is refused (closed at accept), while a member node's client reads and writes keys; the
-refusal is said once on the host's console; the job itself is unaffected.
+refusal is said once on the host's console and counted in its --report; the job itself is
+unaffected. The endpoint is the host node's address, so the rendezvous and the store listen
+on that address alone (`ss -ltn` in its namespace).
 
 Network safety as in test_link_cut.py: an `unreachable` route for the subnet first, every
 address inside namespaces this test made. Needs root, `ip netns` and Debian's PyTorch."""
@@ -67,6 +69,12 @@ class MembersTest(MultiNodeTestCase):
             records += self.wait_workers(a, 2)
         host, port = records[0]["master"].rsplit(":", 1)
         self.assertEqual(host, self.lab.addr(0), records)
+        # The endpoint is an address of the host node: its rendezvous and the round's store
+        # listen there alone (ss, in the host node's namespace).
+        ss = subprocess.run(self.lab.wrapper(0) + ["ss", "-Hltn"], stdout=subprocess.PIPE,
+                            text=True, check=True).stdout
+        local = sorted(line.split()[3] for line in ss.splitlines() if line.split())
+        self.assertEqual(local, sorted({f"{host}:{PORT}", f"{host}:{port}"}), ss)
         self.assertEqual(self.probe(2, host, port), "refused RuntimeError")
         self.assertEqual(self.probe(1, host, port), "served written")
         agents[0].wait_for_line(rf"c10d store refused a connection from {self.lab.addr(2)}, "
