@@ -312,7 +312,6 @@ void Agent::SendHello(TimePoint now) {
   h->set_hostname(opt_.hostname);
   h->set_local_world_size(opt_.nproc.count);
   h->set_requested_node_rank(opt_.spec.node_rank());
-  h->set_token(opt_.token);
   h->set_addr(opt_.advertise_addr);
   h->set_version("0.1.0");
   rdzv_->Send(hello, now);

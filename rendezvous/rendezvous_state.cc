@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rendezvous/base/signal_name.h"
+#include "rendezvous/join_auth.h"
 
 namespace drun {
 
@@ -136,14 +137,16 @@ std::vector<RendezvousState::NodeId> RendezvousState::JoinedNodes() const {
 }
 
 RendezvousState::Outbox RendezvousState::OnHello(NodeId node, const v1::Hello& hello,
-                                                 const std::string& peer_addr, TimePoint now) {
+                                                 const std::string& peer_addr, TimePoint now,
+                                                 const std::string& challenge) {
   if (finished_) return {{node, RejectMessage("the job has already finished")}};
   if (hello.run_id() != config_.run_id) {
     return {{node, RejectMessage(absl::StrCat("run id '", hello.run_id(),
                                               "' does not match this job's run id '",
                                               config_.run_id, "'"))}};
   }
-  if (!config_.token.empty() && hello.token() != config_.token) {
+  const Transcript transcript = StreamTranscript(config_.run_id, challenge, hello);
+  if (!config_.token.empty() && !HelloProvesToken(config_.token, transcript, hello)) {
     return {{node, RejectMessage("wrong job token: set DRUN_RDZV_TOKEN (or --rdzv-token-file) "
                                  "to the token of this job")}};
   }
@@ -176,7 +179,9 @@ RendezvousState::Outbox RendezvousState::OnHello(NodeId node, const v1::Hello& h
   n.seen = now - stalled_;
   n.seen_pos = by_seen_.insert(by_seen_.end(), node);
   if (KeepaliveOn() && !last_sweep_) last_sweep_ = now;
-  return {};
+  if (config_.token.empty()) return {};
+  n.seal = SealKey::ForStream(config_.token, transcript);
+  return {{node, WelcomeMessage(config_.token, transcript)}};
 }
 
 RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, TimePoint now) {
@@ -505,6 +510,7 @@ RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
 
   Outbox out;
   int offset = 0;
+  std::string spec_bytes;  // serialized once, sealed once per node
   for (size_t i = 0; i < participants_.size(); ++i) {
     Node& n = nodes_.at(participants_[i]);
     SetState(n, NodeState::kRunning);
@@ -520,7 +526,12 @@ RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
     a->set_master_addr(master_addr);
     a->set_master_port(master_port);
     a->set_use_agent_store(config_.use_agent_store);
-    *a->mutable_spec() = config_.spec;
+    if (n.seal) {
+      if (spec_bytes.empty()) spec_bytes = config_.spec.SerializeAsString();
+      SealSpec(&*n.seal, config_.run_id, spec_bytes, a);
+    } else {
+      *a->mutable_spec() = config_.spec;
+    }
     offset += n.hello.local_world_size();
     out.push_back({participants_[i], std::move(m)});
   }

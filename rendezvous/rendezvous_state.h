@@ -38,6 +38,7 @@
 
 #include "drun/v1/rendezvous.pb.h"
 #include "rendezvous/base/clock.h"
+#include "rendezvous/base/job_auth.h"
 
 namespace drun {
 
@@ -50,7 +51,10 @@ class RendezvousState {
     int max_nodes = 1;
     int max_restarts = 0;
     std::string run_id;
-    std::string token;  // empty: no token required
+    // Empty: no token required. Otherwise a Hello must prove it against its
+    // stream's challenge (join_auth.h), and each accepted node is sent a
+    // Welcome and its Assignments' spec sealed.
+    std::string token;
     Duration last_call_timeout = std::chrono::seconds(30);
     Duration join_timeout = std::chrono::seconds(600);
     // Zero disables keepalive checking (in-process rendezvous).
@@ -84,9 +88,11 @@ class RendezvousState {
   explicit RendezvousState(Config config);
 
   // A node opened its stream and said hello. `peer_addr` is its address as
-  // the server sees it (MASTER_ADDR when it becomes group rank 0).
+  // the server sees it (MASTER_ADDR when it becomes group rank 0);
+  // `challenge` the nonce its stream's Challenge carried (with a token, the
+  // hello's proof must cover it; a wrong proof is a "wrong job token").
   Outbox OnHello(NodeId node, const v1::Hello& hello, const std::string& peer_addr,
-                 TimePoint now);
+                 TimePoint now, const std::string& challenge = "");
   // A node wants to be in the next round; `free_port` is a port free on it,
   // used as MASTER_PORT if it becomes group rank 0. Also acknowledges a Stop.
   Outbox OnJoin(NodeId node, int free_port, TimePoint now);
@@ -150,6 +156,7 @@ class RendezvousState {
     // Time of the node's last message on the stall-free clock (now - stalled_).
     TimePoint seen;
     std::list<NodeId>::iterator seen_pos;  // its place in by_seen_
+    std::optional<SealKey> seal;  // with a token: its stream's key
   };
 
   Outbox Finish(int exit_code, const std::string& message, const v1::Failure* failure);
