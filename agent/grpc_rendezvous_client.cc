@@ -56,7 +56,7 @@ class GrpcClient : public RendezvousClient {
     if (stream_done_) return;
     // With a token, a Hello waits for the Challenge it must answer, and
     // whatever follows it waits behind it.
-    if (handshake_.has_token() && !handshake_.challenged()) {
+    if (!opt_.token.empty() && !challenged_) {
       held_.push_back(msg);
       return;
     }
@@ -126,20 +126,27 @@ class GrpcClient : public RendezvousClient {
 
  private:
   void WriteLocked(const v1::AgentMessage& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
-    if (!msg.has_hello() || !handshake_.has_token()) {
+    if (!msg.has_hello() || opt_.token.empty()) {
       stream_->Write(msg);  // a failure: the reader will see the break
       return;
     }
     v1::AgentMessage proven = msg;
-    handshake_.Answer(proven.mutable_hello());
+    {
+      std::lock_guard<std::mutex> l(auth_mu_);
+      handshake_.Answer(proven.mutable_hello());
+    }
     stream_->Write(proven);
   }
 
   // Reader thread: the server's Challenge came; the held messages go now.
   void OnChallenge(const v1::Challenge& c) {
     std::lock_guard<std::mutex> l(write_mu_);
-    if (handshake_.challenged()) return;  // a second one is ignored
-    handshake_.OnChallenge(c);
+    if (challenged_) return;  // a second one is ignored
+    {
+      std::lock_guard<std::mutex> a(auth_mu_);
+      handshake_.OnChallenge(c);
+    }
+    challenged_ = true;
     for (const v1::AgentMessage& m : held_) WriteLocked(m);
     held_.clear();
   }
@@ -149,7 +156,8 @@ class GrpcClient : public RendezvousClient {
     if (m->has_challenge()) OnChallenge(m->challenge());
     absl::Status st;
     {
-      std::lock_guard<std::mutex> l(write_mu_);  // the handshake's state
+      // Not write_mu_: a blocking write must not hold up what the server says.
+      std::lock_guard<std::mutex> l(auth_mu_);
       st = handshake_.Check(m);
     }
     if (st.ok()) return !m->has_heartbeat();
@@ -224,8 +232,11 @@ class GrpcClient : public RendezvousClient {
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool refused_ ABSL_GUARDED_BY(mu_) = false;  // it failed the job token's handshake
   bool stream_done_ ABSL_GUARDED_BY(write_mu_) = false;
-  AgentHandshake handshake_ ABSL_GUARDED_BY(write_mu_);
+  bool challenged_ ABSL_GUARDED_BY(write_mu_) = false;  // the Challenge came: nothing is held
   std::vector<v1::AgentMessage> held_ ABSL_GUARDED_BY(write_mu_);  // until the Challenge
+  // auth_mu_: the job token's handshake (taken inside write_mu_, never the reverse).
+  std::mutex auth_mu_;
+  AgentHandshake handshake_ ABSL_GUARDED_BY(auth_mu_);
 };
 
 }  // namespace

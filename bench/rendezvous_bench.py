@@ -558,6 +558,10 @@ def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False, token="off")
                     time.sleep(0.02)
                 if count_waiting(logpath) < i:
                     break
+            # N = 2: no batch ran, so nothing waited for the host's own agent to join yet.
+            while (count_waiting(logpath) < n - 1 and time.monotonic() < deadline
+                   and not wait_exits([pids[0]], 0, procs)):
+                time.sleep(0.02)
             res["joined_s"] = time.monotonic() - t_first
             if count_waiting(logpath) < n - 1:
                 res["error"] = (f"only {count_waiting(logpath)} of {n - 1} agents joined"

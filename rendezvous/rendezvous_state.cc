@@ -475,6 +475,17 @@ RendezvousState::Outbox RendezvousState::MaybeClose(TimePoint now) {
   return {};
 }
 
+// With a token the spec goes sealed under the node's own stream key
+// (join_auth.h): it holds the -x values. `spec_bytes` caches its serialization.
+void RendezvousState::PutSpec(Node& n, std::string* spec_bytes, v1::Assignment* a) {
+  if (!n.seal) {
+    *a->mutable_spec() = config_.spec;
+    return;
+  }
+  if (spec_bytes->empty()) *spec_bytes = config_.spec.SerializeAsString();
+  SealSpec(&*n.seal, config_.run_id, *spec_bytes, a);
+}
+
 RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
   std::vector<NodeId> joined = JoinedNodes();
   const bool static_ranks = std::any_of(joined.begin(), joined.end(), [&](NodeId id) {
@@ -526,12 +537,7 @@ RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
     a->set_master_addr(master_addr);
     a->set_master_port(master_port);
     a->set_use_agent_store(config_.use_agent_store);
-    if (n.seal) {
-      if (spec_bytes.empty()) spec_bytes = config_.spec.SerializeAsString();
-      SealSpec(&*n.seal, config_.run_id, spec_bytes, a);
-    } else {
-      *a->mutable_spec() = config_.spec;
-    }
+    PutSpec(n, &spec_bytes, a);
     offset += n.hello.local_world_size();
     out.push_back({participants_[i], std::move(m)});
   }

@@ -165,6 +165,7 @@ class RendezvousState {
   Outbox StopComplete(TimePoint now);
   Outbox MaybeClose(TimePoint now);
   Outbox CloseRound(TimePoint now);
+  void PutSpec(Node& n, std::string* spec_bytes, v1::Assignment* a);
   void EnterWaiting(TimePoint now);
   v1::ServerMessage WaitingMessage(v1::Waiting::Reason reason, TimePoint now) const;
   std::vector<NodeId> JoinedNodes() const;
