@@ -12,33 +12,47 @@ std::string SpecAad(const std::string& run_id, int64_t round) {
   return absl::StrCat("drun.v1.Assignment.spec/", run_id, "/", round);
 }
 
+class SealingKey : public TokenAuthority::StreamKey {
+ public:
+  SealingKey(SealKey key, std::string run_id) : key_(std::move(key)), run_id_(std::move(run_id)) {}
+  void SealSpec(const std::string& spec_bytes, v1::Assignment* a) override {
+    a->clear_spec();
+    a->set_sealed_spec(key_.Seal(spec_bytes, SpecAad(run_id_, a->round())));
+  }
+
+ private:
+  SealKey key_;
+  const std::string run_id_;
+};
+
+class HmacAuthority : public TokenAuthority {
+ public:
+  HmacAuthority(std::string token, std::string run_id)
+      : token_(std::move(token)), run_id_(std::move(run_id)) {}
+  std::optional<Admission> Admit(const std::string& challenge, const v1::Hello& hello) const override {
+    const Transcript t{run_id_, challenge, hello.agent_nonce()};
+    if (!ProofMatches(AgentProof(token_, t), hello.proof())) return std::nullopt;
+    Admission a;
+    a.welcome.mutable_welcome()->set_proof(ServerProof(token_, t));
+    a.key = std::make_unique<SealingKey>(SealKey::ForStream(token_, t), run_id_);
+    return a;
+  }
+
+ private:
+  const std::string token_;
+  const std::string run_id_;
+};
+
 }  // namespace
 
-Transcript StreamTranscript(const std::string& run_id, const std::string& challenge,
-                            const v1::Hello& hello) {
-  return Transcript{run_id, challenge, hello.agent_nonce()};
-}
-
-bool HelloProvesToken(const std::string& token, const Transcript& t, const v1::Hello& hello) {
-  return ProofMatches(AgentProof(token, t), hello.proof());
-}
-
-v1::ServerMessage WelcomeMessage(const std::string& token, const Transcript& t) {
-  v1::ServerMessage m;
-  m.mutable_welcome()->set_proof(ServerProof(token, t));
-  return m;
+std::shared_ptr<const TokenAuthority> MakeTokenAuthority(std::string token, std::string run_id) {
+  return std::make_shared<HmacAuthority>(std::move(token), std::move(run_id));
 }
 
 v1::ServerMessage ChallengeMessage(const std::string& nonce) {
   v1::ServerMessage m;
   m.mutable_challenge()->set_nonce(nonce);
   return m;
-}
-
-void SealSpec(SealKey* key, const std::string& run_id, const std::string& spec_bytes,
-              v1::Assignment* a) {
-  a->clear_spec();
-  a->set_sealed_spec(key->Seal(spec_bytes, SpecAad(run_id, a->round())));
 }
 
 void AgentHandshake::Answer(v1::Hello* hello) {

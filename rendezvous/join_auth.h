@@ -3,10 +3,11 @@
 // and the cryptography are job_auth.h's; this file says which message fields
 // carry them. Docs: docs/architecture.md, "The job token on the wire".
 //
-// Server side (pure functions, driven by RendezvousState): the stream's
-// Challenge nonce and the agent's Hello decide whether the agent holds the
-// token; the Welcome proves the server does; each accepted stream gets its
-// own SealKey, and every Assignment's spec goes out sealed under it.
+// Server side (MakeTokenAuthority, the TokenAuthority RendezvousState asks;
+// deterministic: the nonces are its inputs): the stream's Challenge nonce
+// and the agent's Hello decide whether the agent holds the token; the
+// Welcome proves the server does; each accepted stream gets its own SealKey,
+// and every Assignment's spec goes out sealed under it.
 //
 // Agent side (AgentHandshake, one per stream, used by the gRPC client): it
 // answers the Challenge, and lets nothing from the server through before a
@@ -26,21 +27,16 @@
 #include "absl/status/status.h"
 #include "drun/v1/rendezvous.pb.h"
 #include "rendezvous/base/job_auth.h"
+#include "rendezvous/rendezvous_state.h"
 
 namespace drun {
 
 // --- server side ---
-// The transcript of a stream whose Challenge carried `challenge`.
-Transcript StreamTranscript(const std::string& run_id, const std::string& challenge,
-                            const v1::Hello& hello);
-// True when hello.proof proves `token` for that stream (constant time).
-bool HelloProvesToken(const std::string& token, const Transcript& t, const v1::Hello& hello);
-v1::ServerMessage WelcomeMessage(const std::string& token, const Transcript& t);
+// What RendezvousState checks Hellos with when the job has a token: proofs
+// over the job's run id; each admitted stream's key seals the Assignment's
+// spec, bound to the job and the round (associated data), spec left unset.
+std::shared_ptr<const TokenAuthority> MakeTokenAuthority(std::string token, std::string run_id);
 v1::ServerMessage ChallengeMessage(const std::string& nonce);
-// Puts `spec_bytes` (a serialized JobSpec) into a->sealed_spec, bound to the
-// job and the round (associated data), leaving a->spec unset.
-void SealSpec(SealKey* key, const std::string& run_id, const std::string& spec_bytes,
-              v1::Assignment* a);
 
 // --- agent side ---
 class AgentHandshake {

@@ -701,6 +701,10 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
   }
+  // Hellos prove the token against their stream's Challenge (join_auth.h).
+  if (!config.token.empty() && !config.token_authority) {
+    config.token_authority = MakeTokenAuthority(config.token, config.run_id);
+  }
   auto s = std::make_unique<ServerImpl>(std::move(config), options);
   if (absl::Status st = s->Listen(listen_addr); !st.ok()) return st;
   return std::unique_ptr<RendezvousServer>(std::move(s));

@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rendezvous/base/signal_name.h"
-#include "rendezvous/join_auth.h"
 
 namespace drun {
 
@@ -145,8 +144,11 @@ RendezvousState::Outbox RendezvousState::OnHello(NodeId node, const v1::Hello& h
                                               "' does not match this job's run id '",
                                               config_.run_id, "'"))}};
   }
-  const Transcript transcript = StreamTranscript(config_.run_id, challenge, hello);
-  if (!config_.token.empty() && !HelloProvesToken(config_.token, transcript, hello)) {
+  std::optional<TokenAuthority::Admission> admitted;
+  if (!config_.token.empty() && config_.token_authority) {
+    admitted = config_.token_authority->Admit(challenge, hello);
+  }
+  if (!config_.token.empty() && !admitted) {
     return {{node, RejectMessage("wrong job token: set DRUN_RDZV_TOKEN (or --rdzv-token-file) "
                                  "to the token of this job")}};
   }
@@ -179,9 +181,9 @@ RendezvousState::Outbox RendezvousState::OnHello(NodeId node, const v1::Hello& h
   n.seen = now - stalled_;
   n.seen_pos = by_seen_.insert(by_seen_.end(), node);
   if (KeepaliveOn() && !last_sweep_) last_sweep_ = now;
-  if (config_.token.empty()) return {};
-  n.seal = SealKey::ForStream(config_.token, transcript);
-  return {{node, WelcomeMessage(config_.token, transcript)}};
+  if (!admitted) return {};
+  n.key = std::move(admitted->key);
+  return {{node, std::move(admitted->welcome)}};
 }
 
 RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, TimePoint now) {
@@ -478,12 +480,12 @@ RendezvousState::Outbox RendezvousState::MaybeClose(TimePoint now) {
 // With a token the spec goes sealed under the node's own stream key
 // (join_auth.h): it holds the -x values. `spec_bytes` caches its serialization.
 void RendezvousState::PutSpec(Node& n, std::string* spec_bytes, v1::Assignment* a) {
-  if (!n.seal) {
+  if (!n.key) {
     *a->mutable_spec() = config_.spec;
     return;
   }
   if (spec_bytes->empty()) *spec_bytes = config_.spec.SerializeAsString();
-  SealSpec(&*n.seal, config_.run_id, *spec_bytes, a);
+  n.key->SealSpec(*spec_bytes, a);
 }
 
 RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {

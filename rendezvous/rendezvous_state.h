@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -38,9 +39,31 @@
 
 #include "drun/v1/rendezvous.pb.h"
 #include "rendezvous/base/clock.h"
-#include "rendezvous/base/job_auth.h"
 
 namespace drun {
+
+// The job token's side of a Hello. rendezvous/join_auth.h has the one
+// implementation (MakeTokenAuthority); it is an interface so that the state
+// machine, and with it the in-process rendezvous of the light `drun`, links
+// no cryptography.
+class TokenAuthority {
+ public:
+  // One accepted stream's key: seals what the node is sent.
+  class StreamKey {
+   public:
+    virtual ~StreamKey() = default;
+    // Puts `spec_bytes` (a serialized JobSpec) sealed into a->sealed_spec.
+    virtual void SealSpec(const std::string& spec_bytes, v1::Assignment* a) = 0;
+  };
+  struct Admission {
+    v1::ServerMessage welcome;  // the server's proof, sent before anything else
+    std::unique_ptr<StreamKey> key;
+  };
+  virtual ~TokenAuthority() = default;
+  // `hello` proves the token on a stream whose Challenge carried `challenge`
+  // (constant-time comparison), or nullopt.
+  virtual std::optional<Admission> Admit(const std::string& challenge, const v1::Hello& hello) const = 0;
+};
 
 class RendezvousState {
  public:
@@ -52,9 +75,11 @@ class RendezvousState {
     int max_restarts = 0;
     std::string run_id;
     // Empty: no token required. Otherwise a Hello must prove it against its
-    // stream's challenge (join_auth.h), and each accepted node is sent a
-    // Welcome and its Assignments' spec sealed.
+    // stream's challenge through token_authority (RendezvousServer::Start
+    // makes it; without one every Hello is refused), and each accepted node
+    // is sent a Welcome and its Assignments' spec sealed.
     std::string token;
+    std::shared_ptr<const TokenAuthority> token_authority;
     Duration last_call_timeout = std::chrono::seconds(30);
     Duration join_timeout = std::chrono::seconds(600);
     // Zero disables keepalive checking (in-process rendezvous).
@@ -156,7 +181,7 @@ class RendezvousState {
     // Time of the node's last message on the stall-free clock (now - stalled_).
     TimePoint seen;
     std::list<NodeId>::iterator seen_pos;  // its place in by_seen_
-    std::optional<SealKey> seal;  // with a token: its stream's key
+    std::unique_ptr<TokenAuthority::StreamKey> key;  // with a token: its stream's
   };
 
   Outbox Finish(int exit_code, const std::string& message, const v1::Failure* failure);

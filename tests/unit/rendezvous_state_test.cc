@@ -413,6 +413,7 @@ v1::Hello Proven(v1::Hello h, AgentHandshake* agent, const std::string& challeng
 TEST_F(RendezvousStateTest, RejectsWrongRunIdTokenAndDuplicateRank) {
   auto c = Config(2, 2);
   c.token = "secret";
+  c.token_authority = MakeTokenAuthority(c.token, c.run_id);
   RendezvousState s(c);
   const std::string challenge = NewNonce();
   AgentHandshake right("secret"), wrong("nope");
@@ -445,6 +446,7 @@ TEST_F(RendezvousStateTest, RejectsWrongRunIdTokenAndDuplicateRank) {
 TEST_F(RendezvousStateTest, TokenHandshakeProvesBothWaysAndSealsTheSpec) {
   auto c = Config(2, 2);
   c.token = "job-token-1";
+  c.token_authority = MakeTokenAuthority(c.token, c.run_id);
   (*c.spec.mutable_env())["SECRET_VALUE"] = "api-key-42";
   RendezvousState s(c);
   const std::string ch1 = NewNonce(), ch2 = NewNonce(), ch3 = NewNonce();
@@ -504,6 +506,18 @@ TEST_F(RendezvousStateTest, TokenHandshakeProvesBothWaysAndSealsTheSpec) {
   EXPECT_EQ(a2.Check(&other_round).code(), absl::StatusCode::kDataLoss);
   ASSERT_TRUE(a2.Check(&for4).ok());
   EXPECT_EQ(for4.assignment().spec().env().at("SECRET_VALUE"), "api-key-42");
+}
+
+// A token with nothing to check it with fails closed: every Hello is refused.
+TEST_F(RendezvousStateTest, ATokenWithoutAnAuthorityAdmitsNobody) {
+  auto c = Config(1, 1);
+  c.token = "job-token-1";
+  RendezvousState s(c);
+  const std::string challenge = NewNonce();
+  AgentHandshake agent("job-token-1");
+  Outbox out = s.OnHello(1, Proven(Hello("a"), &agent, challenge), "10.0.0.1", now, challenge);
+  ASSERT_EQ(Count(out, kReject), 1);
+  EXPECT_NE(out[0].msg.reject().message().find("wrong job token"), std::string::npos);
 }
 
 // An agent with a token trusts nothing from a server that has not proven it:
