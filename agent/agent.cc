@@ -340,7 +340,6 @@ void Agent::SendHello(TimePoint now) {
   h->set_hostname(opt_.hostname);
   h->set_local_world_size(opt_.nproc.count);
   h->set_requested_node_rank(opt_.spec.node_rank());
-  h->set_token(opt_.token);
   h->set_addr(opt_.advertise_addr);
   h->set_version("0.1.0");
   rdzv_->Send(hello, now);
@@ -504,6 +503,8 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
     case v1::ServerMessage::kHangFound:
       return OnHangFound(msg.hang_found(), now);
     case v1::ServerMessage::kHeartbeat:
+    case v1::ServerMessage::kChallenge:  // the job token's handshake: the client's (join_auth.h)
+    case v1::ServerMessage::kWelcome:
     case v1::ServerMessage::kReportReceived:  // awaited in SendNodeReport
     case v1::ServerMessage::KIND_NOT_SET:
       return;

@@ -16,12 +16,14 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "drun/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/join_auth.h"
 #include "rendezvous/link_liveness.h"
 
 namespace drun {
@@ -31,7 +33,7 @@ namespace {
 class GrpcClient : public RendezvousClient {
  public:
   GrpcClient(const GrpcClientOptions& opt, std::shared_ptr<grpc::Channel> channel)
-      : opt_(opt), stub_(v1::Rendezvous::NewStub(channel)) {
+      : opt_(opt), stub_(v1::Rendezvous::NewStub(channel)), handshake_(opt.token) {
     event_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     stream_ = stub_->Attach(&ctx_);
     last_rx_ = Clock::now();
@@ -49,10 +51,16 @@ class GrpcClient : public RendezvousClient {
   }
 
   void Send(const v1::AgentMessage& msg, TimePoint now) override {
+    if (msg.has_heartbeat()) next_heartbeat_ = now + opt_.heartbeat;
     std::lock_guard<std::mutex> l(write_mu_);
     if (stream_done_) return;
-    if (!stream_->Write(msg)) return;  // the reader will see the break
-    if (msg.has_heartbeat()) next_heartbeat_ = now + opt_.heartbeat;
+    // With a token, a Hello waits for the Challenge it must answer, and
+    // whatever follows it waits behind it.
+    if (!opt_.token.empty() && !challenged_) {
+      held_.push_back(msg);
+      return;
+    }
+    WriteLocked(msg);
   }
 
   std::optional<v1::ServerMessage> Receive() override {
@@ -117,13 +125,61 @@ class GrpcClient : public RendezvousClient {
   }
 
  private:
+  void WriteLocked(const v1::AgentMessage& msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) {
+    if (!msg.has_hello() || opt_.token.empty()) {
+      stream_->Write(msg);  // a failure: the reader will see the break
+      return;
+    }
+    v1::AgentMessage proven = msg;
+    {
+      std::lock_guard<std::mutex> l(auth_mu_);
+      handshake_.Answer(proven.mutable_hello());
+    }
+    stream_->Write(proven);
+  }
+
+  // Reader thread: the server's Challenge came; the held messages go now.
+  void OnChallenge(const v1::Challenge& c) {
+    std::lock_guard<std::mutex> l(write_mu_);
+    if (challenged_) return;  // a second one is ignored
+    {
+      std::lock_guard<std::mutex> a(auth_mu_);
+      handshake_.OnChallenge(c);
+    }
+    challenged_ = true;
+    for (const v1::AgentMessage& m : held_) WriteLocked(m);
+    held_.clear();
+  }
+
+  // Reader thread: true when `m` is for the agent (a sealed spec opened).
+  bool Admit(v1::ServerMessage* m) {
+    if (m->has_challenge()) OnChallenge(m->challenge());
+    absl::Status st;
+    {
+      // Not write_mu_: a blocking write must not hold up what the server says.
+      std::lock_guard<std::mutex> l(auth_mu_);
+      st = handshake_.Check(m);
+    }
+    if (st.ok()) return !m->has_heartbeat();
+    if (!absl::IsAlreadyExists(st)) {
+      std::lock_guard<std::mutex> l(mu_);
+      refused_ = true;
+      LoseLocked(std::string(st.message()));
+    }
+    return false;
+  }
+
   void ReadLoop() {
     v1::ServerMessage m;
     while (stream_->Read(&m)) {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        last_rx_ = Clock::now();
+        seen_ = last_rx_ - stalled_;
+        if (refused_) continue;  // nothing from a refused server reaches the agent
+      }
+      if (!Admit(&m)) continue;
       std::lock_guard<std::mutex> l(mu_);
-      last_rx_ = Clock::now();
-      seen_ = last_rx_ - stalled_;
-      if (m.has_heartbeat()) continue;
       inbox_.push_back(m);
       Wake();
     }
@@ -174,7 +230,13 @@ class GrpcClient : public RendezvousClient {
   TimePoint next_heartbeat_ = Clock::now();     // the agent's loop thread only
   bool lost_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool refused_ ABSL_GUARDED_BY(mu_) = false;  // it failed the job token's handshake
   bool stream_done_ ABSL_GUARDED_BY(write_mu_) = false;
+  bool challenged_ ABSL_GUARDED_BY(write_mu_) = false;  // the Challenge came: nothing is held
+  std::vector<v1::AgentMessage> held_ ABSL_GUARDED_BY(write_mu_);  // until the Challenge
+  // auth_mu_: the job token's handshake (taken inside write_mu_, never the reverse).
+  std::mutex auth_mu_;
+  AgentHandshake handshake_ ABSL_GUARDED_BY(auth_mu_);
 };
 
 }  // namespace

@@ -7,6 +7,14 @@
 // lost as a Finish with exit code 1 naming the server. Time the agent itself
 // did not run (a heartbeat tick more than 50 ms late) does not count as
 // silence.
+//
+// The job token (rendezvous/join_auth.h): with one, the client holds the
+// agent's Hello (and what follows it) until the server's Challenge has come,
+// answers it with a proof instead of the token, and passes nothing from the
+// server to the agent before a Welcome that proves the server knows the
+// token; sealed specs are opened back into Assignment.spec. A server that
+// cannot prove it, or whose spec does not open, is lost like a dead one: a
+// Finish with exit code 1 that says why.
 #ifndef DRUN_AGENT_GRPC_RENDEZVOUS_CLIENT_H_
 #define DRUN_AGENT_GRPC_RENDEZVOUS_CLIENT_H_
 
@@ -20,6 +28,7 @@ namespace drun {
 
 struct GrpcClientOptions {
   std::string target;  // HOST:PORT
+  std::string token;   // the job token; empty: none (nothing proven or sealed)
   Duration connect_timeout = std::chrono::seconds(60);
   Duration heartbeat = std::chrono::milliseconds(500);
   // The connection breaks when the server's kernel has not answered for

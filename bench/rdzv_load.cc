@@ -1,7 +1,11 @@
 // Load client for bench/rendezvous_bench.py: N simulated agents on one
 // rendezvous server, each one gRPC stream that speaks proto/drun/v1 like
 // agent/grpc_rendezvous_client.cc does (Hello, Join, a Heartbeat every
-// --heartbeat-ms, Succeeded once assigned).
+// --heartbeat-ms, Succeeded once assigned). With --token, each stream runs
+// the job token's handshake (rendezvous/join_auth.h) like the real client:
+// it waits for the server's Challenge, answers with a proof, checks the
+// server's Welcome and opens every sealed spec; a refused server counts as
+// an error.
 //
 //   drun_rdzv_load --target 127.0.0.1:PORT --streams 10000 [--channels 8]
 //                  [--run-id ID] [--token T] [--heartbeat-ms 500]
@@ -33,6 +37,7 @@
 #include <vector>
 
 #include "drun/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/join_auth.h"
 
 namespace {
 
@@ -61,6 +66,7 @@ struct Tally {
   int assigned = 0;
   int finished = 0;       // Finish received
   int rejected = 0;
+  int refused = 0;        // the server failed the token's handshake
   int waiting = 0;        // Waiting replies received
   int broken = 0;         // stream ended before it got what it waited for
   int stops = 0;
@@ -73,26 +79,31 @@ struct Tally {
 class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
  public:
   SimAgent(int index, const Options& opt, Tally* tally)
-      : index_(index), opt_(opt), tally_(tally) {}
+      : index_(index), opt_(opt), tally_(tally), handshake_(opt.token) {}
 
   void Start(drun::v1::Rendezvous::Stub* stub) {
     stub->async()->Attach(&ctx_, this);
+    // Without a token Hello goes at once; with one it answers the Challenge.
+    if (!handshake_.has_token()) SayHello();
+    StartRead(&in_);
+    StartCall();
+    started_.store(true);
+  }
+
+  void SayHello() {
     AgentMessage hello;
     auto* h = hello.mutable_hello();
     h->set_run_id(opt_.run_id);
-    h->set_token(opt_.token);
     h->set_hostname("sim" + std::to_string(index_));
     h->set_local_world_size(1);
     h->set_requested_node_rank(-1);
     h->set_version("0.1.0");
     h->set_addr("127.0.0.1");
+    handshake_.Answer(h);
     Enqueue(std::move(hello));
     AgentMessage join;
     join.mutable_join()->set_free_port(0);
     Enqueue(std::move(join));
-    StartRead(&in_);
-    StartCall();
-    started_.store(true);
   }
 
   // Called by the heartbeat thread.
@@ -128,6 +139,20 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
   void OnReadDone(bool ok) override {
     if (!ok) return;  // OnDone follows
     const Clock::time_point now = Clock::now();
+    if (in_.has_challenge() && handshake_.has_token() && !handshake_.challenged()) {
+      handshake_.OnChallenge(in_.challenge());
+      SayHello();
+    }
+    const absl::Status st = handshake_.Check(&in_);  // reads come one at a time
+    if (!st.ok()) {
+      if (!absl::IsAlreadyExists(st)) {
+        std::lock_guard<std::mutex> t(tally_->mu);
+        ++tally_->refused;
+        if (tally_->first_error.empty()) tally_->first_error = "server refused: " + std::string(st.message());
+      }
+      StartRead(&in_);
+      return;
+    }
     switch (in_.kind_case()) {
       case ServerMessage::kHeartbeat: {
         double rtt = -1;
@@ -242,6 +267,7 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
   Tally* tally_;
   grpc::ClientContext ctx_;
   ServerMessage in_;
+  drun::AgentHandshake handshake_;  // the reactor's read side only
   std::mutex mu_;
   std::deque<AgentMessage> out_;
   std::deque<Clock::time_point> hb_sent_;
@@ -359,11 +385,11 @@ int main(int argc, char** argv) {
   std::printf("heartbeats=%zu\nhb_rtt_p50_s=%.4f\nhb_rtt_p99_s=%.4f\nhb_rtt_max_s=%.4f\n",
               tally.hb_rtt.size(), Percentile(tally.hb_rtt, 0.5), Percentile(tally.hb_rtt, 0.99),
               Percentile(tally.hb_rtt, 1.0));
-  std::printf("rejected=%d\nbroken=%d\nstops=%d\ntimed_out=%d\n", tally.rejected, tally.broken,
-              tally.stops, timed_out ? 1 : 0);
+  std::printf("rejected=%d\nrefused=%d\nbroken=%d\nstops=%d\ntimed_out=%d\n", tally.rejected,
+              tally.refused, tally.broken, tally.stops, timed_out ? 1 : 0);
   std::fflush(stdout);
   if (!tally.first_error.empty()) std::fprintf(stderr, "drun_rdzv_load: %s\n", tally.first_error.c_str());
-  const bool ok = !timed_out && tally.broken == 0 && tally.rejected == 0 &&
+  const bool ok = !timed_out && tally.broken == 0 && tally.rejected == 0 && tally.refused == 0 &&
                   tally.assigned == opt.streams && tally.finished == opt.streams;
   // After a timeout some reactors may still be live: skip destructors.
   std::fflush(stderr);

@@ -33,6 +33,10 @@ Parts (--parts, comma separated; default all):
   torchrun  torchrun 1.13 `--rdzv_backend c10d` with N agents on 127.0.0.1 (default and
             last-call settings), started back to back, first start -> last exit; drun `all`
             mode at the same N for the ratio.
+
+--tokens off,on runs `agents` and `load` without a job token, with one (DRUN_RDZV_TOKEN in every
+agent's environment, --token for drun_rdzv_load: the challenge-response and the sealed spec of
+rendezvous/join_auth.h), or both; the rows say which.
 """
 import argparse
 import datetime
@@ -502,10 +506,23 @@ def log_digest(path, top=4):
     return sorted(((c, k) for k, c in counts.items()), reverse=True)[:top]
 
 
-def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False):
-    res = {"n": n, "mode": mode, "keepalive": "5s x 3" if relaxed else "0.5s x 4", "load": load1()}
+BENCH_TOKEN = "rb71-bench-job-token-0123456789abcdef"
+
+
+def drun_env(token):
+    """The agents' environment: with a job token (--tokens on) or without."""
+    env = {k: v for k, v in os.environ.items() if k != "DRUN_RDZV_TOKEN"}
+    if token == "on":
+        env["DRUN_RDZV_TOKEN"] = BENCH_TOKEN
+    return env
+
+
+def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False, token="off"):
+    res = {"n": n, "mode": mode, "keepalive": "5s x 3" if relaxed else "0.5s x 4", "load": load1(),
+           "token": token}
     conf = RELAXED_CONF if relaxed else ""
-    tag = f"{n}-{mode}{'-relaxed' if relaxed else ''}-{run_index}"
+    env = drun_env(token)
+    tag = f"{n}-{mode}{'-relaxed' if relaxed else ''}-t{token}-{run_index}"
     logpath = os.path.join(tmp, f"agents-{tag}.log")
     logf = os.open(logpath, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -518,7 +535,7 @@ def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False):
     try:
         t_first = time.monotonic()
         pids.append(spawn_in(g_host, procs, drun_round_argv(args, n, port, rid, True, conf=conf),
-                             stdout=devnull, stderr=logf, desc="drun host agent"))
+                             env=env, stdout=devnull, stderr=logf, desc="drun host agent"))
         if mode == "last":
             if not wait_listening(port, 30):
                 res["error"] = "host did not listen"
@@ -532,7 +549,7 @@ def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False):
                 for _ in range(min(args.batch, n - 1 - i)):
                     pids.append(spawn_in(g_agents, procs,
                                          drun_round_argv(args, n, port, rid, False, conf=conf),
-                                         stdout=devnull, stderr=logf, desc=f"drun agent {i}"))
+                                         env=env, stdout=devnull, stderr=logf, desc=f"drun agent {i}"))
                     i += 1
                 batch_deadline = min(deadline, time.monotonic() + 60)
                 while count_waiting(logpath) < i and time.monotonic() < batch_deadline:
@@ -541,6 +558,10 @@ def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False):
                     time.sleep(0.02)
                 if count_waiting(logpath) < i:
                     break
+            # N = 2: no batch ran, so nothing waited for the host's own agent to join yet.
+            while (count_waiting(logpath) < n - 1 and time.monotonic() < deadline
+                   and not wait_exits([pids[0]], 0, procs)):
+                time.sleep(0.02)
             res["joined_s"] = time.monotonic() - t_first
             if count_waiting(logpath) < n - 1:
                 res["error"] = (f"only {count_waiting(logpath)} of {n - 1} agents joined"
@@ -553,7 +574,7 @@ def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False):
             try:
                 for i in range(1, n):
                     pids.append(procs.spawn(drun_round_argv(args, n, port, rid, False, conf=conf),
-                                            stdout=devnull, stderr=logf, desc=f"drun agent {i}"))
+                                            env=env, stdout=devnull, stderr=logf, desc=f"drun agent {i}"))
             finally:
                 if g_agents:
                     g_agents.leave()
@@ -580,7 +601,7 @@ def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False):
             pids.append(spawn_in(g_agents, procs,
                                  drun_round_argv(args, n, port, rid, False, ("--report", report),
                                                  conf=conf),
-                                 stdout=devnull, stderr=logf, desc="drun last agent"))
+                                 env=env, stdout=devnull, stderr=logf, desc="drun last agent"))
             t_start = t0
         else:
             t_start = t_first
@@ -623,12 +644,15 @@ def part_agents(procs, args, tmp, results):
     out = results.setdefault("agents", [])
     plan = [(n, False) for n in args.agents] + [(n, True) for n in args.agents_relaxed]
     for n, relaxed in plan:
-        for mode in ("last", "all"):
+        for mode in args.agent_modes:
             # Unpaced starts of 1024 agents on 2 cores are a stress test, not a figure: once.
-            for r in range(args.runs if (mode == "last" or n < 1024) else 1):
-                res = agents_run(procs, args, n, mode, tmp, r, relaxed)
+            # Token on and off interleaved, so a drift of the machine's load touches both alike.
+            runs = [(r, t) for r in range(args.runs if (mode == "last" or n < 1024) else 1)
+                    for t in args.tokens]
+            for r, token in runs:
+                res = agents_run(procs, args, n, mode, tmp, r, relaxed, token)
                 out.append(res)
-                log(f"agents n={n} {mode} relaxed={relaxed} #{r}: {json.dumps(res)}")
+                log(f"agents n={n} {mode} relaxed={relaxed} token={token} #{r}: {json.dumps(res)}")
                 time.sleep(args.settle)
                 if "error" in res:
                     break
@@ -636,9 +660,10 @@ def part_agents(procs, args, tmp, results):
 
 # ---------------------------------------------------------------- part 3: simulated agents
 
-def load_run(procs, args, streams, tmp, run_index, relaxed=False):
-    res = {"streams": streams, "keepalive": "5s x 3" if relaxed else "0.5s x 4", "load": load1()}
-    tag = f"{streams}{'-relaxed' if relaxed else ''}-{run_index}"
+def load_run(procs, args, streams, tmp, run_index, relaxed=False, token="off"):
+    res = {"streams": streams, "keepalive": "5s x 3" if relaxed else "0.5s x 4", "load": load1(),
+           "token": token}
+    tag = f"{streams}{'-relaxed' if relaxed else ''}-t{token}-{run_index}"
     logf = os.open(os.path.join(tmp, f"load-{tag}.log"),
                    os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -648,7 +673,7 @@ def load_run(procs, args, streams, tmp, run_index, relaxed=False):
     try:
         host = procs.spawn(drun_round_argv(args, streams + 1, port, rid, True,
                                            conf=RELAXED_CONF if relaxed else ""),
-                           stdout=devnull, stderr=logf, desc="drun host (load)")
+                           env=drun_env(token), stdout=devnull, stderr=logf, desc="drun host (load)")
         if not wait_listening(port, 30):
             res["error"] = "host did not listen"
             return res
@@ -657,6 +682,8 @@ def load_run(procs, args, streams, tmp, run_index, relaxed=False):
                 "--channels", str(args.channels), "--run-id", rid,
                 "--timeout-s", str(args.load_timeout),
                 "--heartbeat-ms", "5000" if relaxed else "500"]
+        if token == "on":
+            argv += ["--token", BENCH_TOKEN]
         out_path = os.path.join(tmp, f"load-{tag}.out")
         with open(out_path, "w") as outf:
             t0 = time.monotonic()
@@ -694,10 +721,10 @@ def part_load(procs, args, tmp, results):
     out = results.setdefault("load", [])
     plan = [(s, False) for s in args.streams] + [(s, True) for s in args.relaxed_streams]
     for s, relaxed in plan:
-        for r in range(args.runs):
-            res = load_run(procs, args, s, tmp, r, relaxed)
+        for r, token in [(r, t) for r in range(args.runs) for t in args.tokens]:
+            res = load_run(procs, args, s, tmp, r, relaxed, token)
             out.append(res)
-            log(f"load streams={s} relaxed={relaxed} #{r}: {json.dumps(res)}")
+            log(f"load streams={s} relaxed={relaxed} token={token} #{r}: {json.dumps(res)}")
             time.sleep(args.settle)
             if "error" in res:
                 break
@@ -797,8 +824,9 @@ def summarize(results):
             failures(dall) or (f"max {max(r['stop_s'] for r in d):.3f} s" if d else ""))
 
     agents_all = results.get("agents", [])
-    for n, ka in sorted({(r["n"], r["keepalive"]) for r in agents_all}):
-        agents = [r for r in agents_all if r["keepalive"] == ka]
+    for n, ka, tk in sorted({(r["n"], r["keepalive"], r.get("token", "off")) for r in agents_all}):
+        agents = [r for r in agents_all if r["keepalive"] == ka and r.get("token", "off") == tk]
+        ka = f"{ka}, token {tk}"
         for mode, label in (("last", "start of the last agent -> all exited 0"),
                             ("all", "start of all (back to back) -> all exited 0")):
             rall = [r for r in agents if r["n"] == n and r["mode"] == mode]
@@ -834,8 +862,10 @@ def summarize(results):
                             if median([r.get('idle_host_cpu_frac') for r in rs]) is not None else "")))
 
     lrs = results.get("load", [])
-    for s, ka in sorted({(r["streams"], r["keepalive"]) for r in lrs}):
-        rall = [r for r in lrs if r["streams"] == s and r["keepalive"] == ka]
+    for s, ka, tk in sorted({(r["streams"], r["keepalive"], r.get("token", "off")) for r in lrs}):
+        rall = [r for r in lrs if r["streams"] == s and r["keepalive"] == ka
+                and r.get("token", "off") == tk]
+        ka = f"{ka}, token {tk}"
         rs = [r for r in rall if "error" not in r]
         note = failures(rall)
         if rs:
@@ -895,6 +925,9 @@ def main():
     ap.add_argument("--agents-relaxed", default="1024",
                     help="also run these N with torchrun's keep-alive (5 s x 3)")
     ap.add_argument("--agents-timeout", type=float, default=600)
+    ap.add_argument("--agent-modes", default="last,all", help="`agents` modes to run")
+    ap.add_argument("--tokens", default="on",
+                    help="off, on or off,on: run `agents` and `load` without / with a job token")
     ap.add_argument("--batch", type=int, default=64,
                     help="`last` mode starts the first N-1 agents in batches of this size")
     ap.add_argument("--streams", default="1000,5000,10000")
@@ -913,6 +946,10 @@ def main():
     args.streams = [int(x) for x in args.streams.split(",") if x]
     args.relaxed_streams = [int(x) for x in args.relaxed_streams.split(",") if x]
     args.torchrun_n = [int(x) for x in args.torchrun_n.split(",") if x]
+    args.agent_modes = [m for m in args.agent_modes.split(",") if m]
+    args.tokens = [t for t in args.tokens.split(",") if t]
+    if any(t not in ("on", "off") for t in args.tokens):
+        sys.exit("rendezvous_bench: --tokens takes on, off or off,on")
     parts = set(args.parts.split(","))
     for path in [args.drun] + ([args.load_client] if "load" in parts else []):
         if not os.access(path, os.X_OK):

@@ -83,6 +83,7 @@ int AgentMain() {
 
   GrpcClientOptions copt;
   copt.target = launch->rdzv_target();
+  copt.token = launch->token();
   copt.connect_timeout = std::chrono::seconds(30);
   SetLiveness(spec, /*in_process_server=*/false, &copt);
   int stop_signal = 0;
@@ -210,6 +211,7 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   }
   GrpcClientOptions copt;
   copt.target = ep->ToString();
+  copt.token = token;
   copt.connect_timeout = Seconds(spec.read_timeout_s() > 0 ? spec.read_timeout_s() : 60);
   SetLiveness(spec, /*in_process_server=*/server != nullptr, &copt);
   int stop_signal = 0;

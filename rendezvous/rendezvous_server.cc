@@ -27,6 +27,7 @@
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/unique_fd.h"
 #include "rendezvous/first_bytes.h"
+#include "rendezvous/join_auth.h"
 #include "rendezvous/link_liveness.h"
 #include "rendezvous/round_store.h"
 #include "rendezvous/stacks_relay.h"
@@ -91,7 +92,9 @@ class Core {
     std::lock_guard<std::mutex> l(mu_);
     streams_.erase(id);
   }
-  void Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const std::string& peer);
+  // `challenge`: the nonce the stream's Challenge carried (join_auth.h).
+  void Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const std::string& peer,
+              const std::string& challenge);
 
   // Connections accepted by drun's own listener reach gRPC as descriptors,
   // and gRPC names such a peer "fd:N": the acceptor notes the address.
@@ -157,9 +160,12 @@ class Core {
 
 class Stream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage> {
  public:
+  // Every stream opens with a fresh Challenge: the agent's proof of the job
+  // token must cover it, so a Hello captured on another stream is worthless.
   Stream(Core* core, grpc::CallbackServerContext* ctx)
-      : core_(core), peer_(core->PeerOf(ctx->peer())) {
+      : core_(core), peer_(core->PeerOf(ctx->peer())), challenge_(NewNonce()) {
     id_ = core_->Register(this);
+    Enqueue(ChallengeMessage(challenge_), false);
     StartRead(&in_);
   }
 
@@ -186,7 +192,7 @@ class Stream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessag
       ack.mutable_heartbeat();
       Enqueue(std::move(ack), false);
     }
-    core_->Handle(id_, in_, peer_);
+    core_->Handle(id_, in_, peer_, challenge_);
     StartRead(&in_);
   }
 
@@ -229,6 +235,7 @@ class Stream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessag
 
   Core* core_;
   std::string peer_;
+  const std::string challenge_;
   RendezvousState::NodeId id_ = 0;
   v1::AgentMessage in_;
   std::mutex mu_;
@@ -238,13 +245,14 @@ class Stream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessag
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const std::string& peer) {
+void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const std::string& peer,
+                  const std::string& challenge) {
   std::lock_guard<std::mutex> l(mu_);
   const TimePoint now = Clock::now();
   switch (m.kind_case()) {
     case v1::AgentMessage::kHello: {
       const std::string addr = m.hello().addr().empty() ? peer : m.hello().addr();
-      Dispatch(state_.OnHello(id, m.hello(), addr, now));
+      Dispatch(state_.OnHello(id, m.hello(), addr, now, challenge));
       break;
     }
     case v1::AgentMessage::kJoin:
@@ -729,6 +737,10 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
     rl.rlim_cur = rl.rlim_max;
     setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  // Hellos prove the token against their stream's Challenge (join_auth.h).
+  if (!config.token.empty() && !config.token_authority) {
+    config.token_authority = MakeTokenAuthority(config.token, config.run_id);
   }
   auto s = std::make_unique<ServerImpl>(std::move(config), options);
   if (absl::Status st = s->Listen(listen_addr); !st.ok()) return st;

@@ -138,14 +138,19 @@ std::vector<RendezvousState::NodeId> RendezvousState::JoinedNodes() const {
 }
 
 RendezvousState::Outbox RendezvousState::OnHello(NodeId node, const v1::Hello& hello,
-                                                 const std::string& peer_addr, TimePoint now) {
+                                                 const std::string& peer_addr, TimePoint now,
+                                                 const std::string& challenge) {
   if (finished_) return {{node, RejectMessage("the job has already finished")}};
   if (hello.run_id() != config_.run_id) {
     return {{node, RejectMessage(absl::StrCat("run id '", hello.run_id(),
                                               "' does not match this job's run id '",
                                               config_.run_id, "'"))}};
   }
-  if (!config_.token.empty() && hello.token() != config_.token) {
+  std::optional<TokenAuthority::Admission> admitted;
+  if (!config_.token.empty() && config_.token_authority) {
+    admitted = config_.token_authority->Admit(challenge, hello);
+  }
+  if (!config_.token.empty() && !admitted) {
     return {{node, RejectMessage("wrong job token: set DRUN_RDZV_TOKEN (or --rdzv-token-file) "
                                  "to the token of this job")}};
   }
@@ -179,7 +184,9 @@ RendezvousState::Outbox RendezvousState::OnHello(NodeId node, const v1::Hello& h
   n.seen_pos = by_seen_.insert(by_seen_.end(), node);
   if (KeepaliveOn() && !last_sweep_) last_sweep_ = now;
   arrived_hosts_.push_back(HostOf(hello));
-  return {};
+  if (!admitted) return {};
+  n.key = std::move(admitted->key);
+  return {{node, std::move(admitted->welcome)}};
 }
 
 RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, TimePoint now) {
@@ -473,6 +480,17 @@ RendezvousState::Outbox RendezvousState::MaybeClose(TimePoint now) {
   return {};
 }
 
+// With a token the spec goes sealed under the node's own stream key
+// (join_auth.h): it holds the -x values. `spec_bytes` caches its serialization.
+void RendezvousState::PutSpec(Node& n, std::string* spec_bytes, v1::Assignment* a) {
+  if (!n.key) {
+    *a->mutable_spec() = config_.spec;
+    return;
+  }
+  if (spec_bytes->empty()) *spec_bytes = config_.spec.SerializeAsString();
+  n.key->SealSpec(*spec_bytes, a);
+}
+
 RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
   std::vector<NodeId> joined = JoinedNodes();
   const bool static_ranks = std::any_of(joined.begin(), joined.end(), [&](NodeId id) {
@@ -508,6 +526,7 @@ RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
 
   Outbox out;
   int offset = 0;
+  std::string spec_bytes;  // serialized once, sealed once per node
   for (size_t i = 0; i < participants_.size(); ++i) {
     Node& n = nodes_.at(participants_[i]);
     SetState(n, NodeState::kRunning);
@@ -523,7 +542,7 @@ RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
     a->set_master_addr(master_addr);
     a->set_master_port(master_port);
     a->set_use_agent_store(config_.use_agent_store);
-    *a->mutable_spec() = config_.spec;
+    PutSpec(n, &spec_bytes, a);
     offset += n.hello.local_world_size();
     out.push_back({participants_[i], std::move(m)});
   }

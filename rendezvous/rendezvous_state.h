@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <list>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -41,6 +42,29 @@
 
 namespace drun {
 
+// The job token's side of a Hello. rendezvous/join_auth.h has the one
+// implementation (MakeTokenAuthority); it is an interface so that the state
+// machine, and with it the in-process rendezvous of the light `drun`, links
+// no cryptography.
+class TokenAuthority {
+ public:
+  // One accepted stream's key: seals what the node is sent.
+  class StreamKey {
+   public:
+    virtual ~StreamKey() = default;
+    // Puts `spec_bytes` (a serialized JobSpec) sealed into a->sealed_spec.
+    virtual void SealSpec(const std::string& spec_bytes, v1::Assignment* a) = 0;
+  };
+  struct Admission {
+    v1::ServerMessage welcome;  // the server's proof, sent before anything else
+    std::unique_ptr<StreamKey> key;
+  };
+  virtual ~TokenAuthority() = default;
+  // `hello` proves the token on a stream whose Challenge carried `challenge`
+  // (constant-time comparison), or nullopt.
+  virtual std::optional<Admission> Admit(const std::string& challenge, const v1::Hello& hello) const = 0;
+};
+
 class RendezvousState {
  public:
   using NodeId = uint64_t;
@@ -50,7 +74,12 @@ class RendezvousState {
     int max_nodes = 1;
     int max_restarts = 0;
     std::string run_id;
-    std::string token;  // empty: no token required
+    // Empty: no token required. Otherwise a Hello must prove it against its
+    // stream's challenge through token_authority (RendezvousServer::Start
+    // makes it; without one every Hello is refused), and each accepted node
+    // is sent a Welcome and its Assignments' spec sealed.
+    std::string token;
+    std::shared_ptr<const TokenAuthority> token_authority;
     Duration last_call_timeout = std::chrono::seconds(30);
     Duration join_timeout = std::chrono::seconds(600);
     // Zero disables keepalive checking (in-process rendezvous).
@@ -88,9 +117,11 @@ class RendezvousState {
   explicit RendezvousState(Config config);
 
   // A node opened its stream and said hello. `peer_addr` is its address as
-  // the server sees it (MASTER_ADDR when it becomes group rank 0).
+  // the server sees it (MASTER_ADDR when it becomes group rank 0);
+  // `challenge` the nonce its stream's Challenge carried (with a token, the
+  // hello's proof must cover it; a wrong proof is a "wrong job token").
   Outbox OnHello(NodeId node, const v1::Hello& hello, const std::string& peer_addr,
-                 TimePoint now);
+                 TimePoint now, const std::string& challenge = "");
   // A node wants to be in the next round; `free_port` is a port free on it,
   // used as MASTER_PORT if it becomes group rank 0. Also acknowledges a Stop.
   Outbox OnJoin(NodeId node, int free_port, TimePoint now);
@@ -159,6 +190,7 @@ class RendezvousState {
     // Time of the node's last message on the stall-free clock (now - stalled_).
     TimePoint seen;
     std::list<NodeId>::iterator seen_pos;  // its place in by_seen_
+    std::unique_ptr<TokenAuthority::StreamKey> key;  // with a token: its stream's
   };
 
   Outbox Finish(int exit_code, const std::string& message, const v1::Failure* failure);
@@ -167,6 +199,7 @@ class RendezvousState {
   Outbox StopComplete(TimePoint now);
   Outbox MaybeClose(TimePoint now);
   Outbox CloseRound(TimePoint now);
+  void PutSpec(Node& n, std::string* spec_bytes, v1::Assignment* a);
   void EnterWaiting(TimePoint now);
   v1::ServerMessage WaitingMessage(v1::Waiting::Reason reason, TimePoint now) const;
   std::vector<NodeId> JoinedNodes() const;

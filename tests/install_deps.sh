@@ -6,7 +6,7 @@ PKGS=(
   # build
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libssh-dev libyaml-cpp-dev libgtest-dev libgmock-dev
+  libabsl-dev libssh-dev libssl-dev libyaml-cpp-dev libgtest-dev libgmock-dev
   # end-to-end tests and the demo: Debian's PyTorch 1.13, LibTorch, Fashion-MNIST
   python3 python3-torch python3-torchvision dataset-fashion-mnist libtorch-dev
   libgloo-dev  # ProcessGroupGloo.hpp's headers, for the LibTorch trainer example
@@ -15,6 +15,7 @@ PKGS=(
   libpython3.11-dev elfutils gdb
   # multi-host and cluster testbeds, fuzzing, pseudo-terminal checks
   iproute2 procps psmisc openssh-server openssh-client
+  tcpdump  # the job token and -x values never cross the rendezvous wire (tests/e2e/test_token_wire.py)
   slurmctld slurmd slurm-client munge
   clang libclang-rt-14-dev tmux util-linux
   # man page and package checks

@@ -4,6 +4,8 @@
 
 #include <csignal>
 
+#include "rendezvous/join_auth.h"
+
 #include <gtest/gtest.h>
 
 namespace drun {
@@ -398,31 +400,148 @@ TEST_F(RendezvousStateTest, SweepsStopWithNoNodesAndRestartWithoutStall) {
   EXPECT_EQ(s.num_nodes(), 1);
 }
 
+// The agent's side of a stream whose Challenge carried `challenge`: its
+// Hello, proven with `token` (job_auth.h), as the gRPC client sends it.
+v1::Hello Proven(v1::Hello h, AgentHandshake* agent, const std::string& challenge) {
+  v1::Challenge c;
+  c.set_nonce(challenge);
+  agent->OnChallenge(c);
+  agent->Answer(&h);
+  return h;
+}
+
 TEST_F(RendezvousStateTest, RejectsWrongRunIdTokenAndDuplicateRank) {
   auto c = Config(2, 2);
   c.token = "secret";
+  c.token_authority = MakeTokenAuthority(c.token, c.run_id);
   RendezvousState s(c);
-  v1::Hello h = Hello("a");
-  h.set_token("secret");
+  const std::string challenge = NewNonce();
+  AgentHandshake right("secret"), wrong("nope");
+  v1::Hello h = Proven(Hello("a"), &right, challenge);
   v1::Hello wrong_id = h;
   wrong_id.set_run_id("other");
-  Outbox out = s.OnHello(1, wrong_id, "x", now);
+  Outbox out = s.OnHello(1, wrong_id, "x", now, challenge);
   ASSERT_EQ(Count(out, kReject), 1);
   EXPECT_NE(out[0].msg.reject().message().find("run id 'other'"), std::string::npos);
-  v1::Hello wrong_token = h;
-  wrong_token.set_token("nope");
-  out = s.OnHello(2, wrong_token, "x", now);
+  v1::Hello wrong_token = Proven(Hello("a"), &wrong, challenge);
+  out = s.OnHello(2, wrong_token, "x", now, challenge);
   ASSERT_EQ(Count(out, kReject), 1);
   EXPECT_NE(out[0].msg.reject().message().find("token"), std::string::npos);
   v1::Hello r0 = h;
   r0.set_requested_node_rank(0);
-  EXPECT_TRUE(s.OnHello(3, r0, "x", now).empty());
-  out = s.OnHello(4, r0, "y", now);
+  EXPECT_EQ(Count(s.OnHello(3, r0, "x", now, challenge), kReject), 0);
+  out = s.OnHello(4, r0, "y", now, challenge);
   ASSERT_EQ(Count(out, kReject), 1);
   EXPECT_NE(out[0].msg.reject().message().find("duplicate --node-rank 0"), std::string::npos);
   v1::Hello r9 = h;
   r9.set_requested_node_rank(9);
-  EXPECT_EQ(Count(s.OnHello(5, r9, "z", now), kReject), 1);
+  EXPECT_EQ(Count(s.OnHello(5, r9, "z", now, challenge), kReject), 1);
+}
+
+// The job token's handshake (join_auth.h) through the state machine: a node
+// that proves the token is welcomed by a server that proves it back, and its
+// Assignment's spec (with the -x values) is sealed for it alone; a proof
+// replayed on another stream, a missing proof and a token-less server are
+// all refused.
+TEST_F(RendezvousStateTest, TokenHandshakeProvesBothWaysAndSealsTheSpec) {
+  auto c = Config(2, 2);
+  c.token = "job-token-1";
+  c.token_authority = MakeTokenAuthority(c.token, c.run_id);
+  (*c.spec.mutable_env())["SECRET_VALUE"] = "api-key-42";
+  RendezvousState s(c);
+  const std::string ch1 = NewNonce(), ch2 = NewNonce(), ch3 = NewNonce();
+  AgentHandshake a1("job-token-1"), a2("job-token-1");
+  const v1::Hello h1 = Proven(Hello("a"), &a1, ch1);
+  EXPECT_TRUE(h1.SerializeAsString().find("job-token-1") == std::string::npos);
+  Outbox out = s.OnHello(1, h1, "10.0.0.1", now, ch1);
+  ASSERT_EQ(out.size(), 1u);
+  v1::ServerMessage welcome = out[0].msg;
+  ASSERT_TRUE(welcome.has_welcome());
+  EXPECT_TRUE(absl::IsAlreadyExists(a1.Check(&welcome)));  // the server proved the token
+
+  // The same Hello, replayed on another stream (its own fresh challenge): refused.
+  out = s.OnHello(2, h1, "10.0.0.9", now, ch2);
+  ASSERT_EQ(Count(out, kReject), 1);
+  EXPECT_NE(out[0].msg.reject().message().find("wrong job token"), std::string::npos);
+  // No proof at all (an agent without the token): refused the same way.
+  out = s.OnHello(3, Hello("c"), "10.0.0.3", now, ch3);
+  ASSERT_EQ(Count(out, kReject), 1);
+  EXPECT_NE(out[0].msg.reject().message().find("wrong job token"), std::string::npos);
+
+  const v1::Hello h2 = Proven(Hello("b"), &a2, ch2);
+  out = s.OnHello(4, h2, "10.0.0.4", now, ch2);
+  ASSERT_EQ(out.size(), 1u);
+  v1::ServerMessage welcome2 = out[0].msg;
+  // Node 1's Welcome does not prove anything on node 4's stream.
+  AgentHandshake probe = a2;
+  v1::ServerMessage crossed = welcome;
+  EXPECT_EQ(probe.Check(&crossed).code(), absl::StatusCode::kPermissionDenied);
+  AgentHandshake a2b("job-token-1");
+  Proven(Hello("b"), &a2b, ch2);  // another agent nonce: welcome2 is not for it either
+  v1::ServerMessage welcome2_copy = welcome2;
+  EXPECT_EQ(a2b.Check(&welcome2_copy).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(absl::IsAlreadyExists(a2.Check(&welcome2)));
+
+  s.OnJoin(1, 1001, now);
+  out = s.OnJoin(4, 1004, now);
+  ASSERT_EQ(Count(out, kAssign), 2);
+  v1::ServerMessage for1 = *For(out, 1, kAssign)[0];
+  v1::ServerMessage for4 = *For(out, 4, kAssign)[0];
+  for (const v1::ServerMessage* m : {&for1, &for4}) {
+    EXPECT_FALSE(m->assignment().has_spec());
+    EXPECT_EQ(m->SerializeAsString().find("api-key-42"), std::string::npos);
+  }
+  ASSERT_TRUE(a1.Check(&for1).ok());
+  EXPECT_EQ(for1.assignment().spec().env().at("SECRET_VALUE"), "api-key-42");
+  // Node 4's sealed spec does not open with node 1's key; altered, not with its own.
+  v1::ServerMessage swapped = *For(out, 4, kAssign)[0];
+  EXPECT_EQ(a1.Check(&swapped).code(), absl::StatusCode::kDataLoss);
+  v1::ServerMessage altered = for4;
+  std::string sealed = altered.assignment().sealed_spec();
+  sealed[sealed.size() / 2] ^= 1;
+  altered.mutable_assignment()->set_sealed_spec(sealed);
+  EXPECT_EQ(a2.Check(&altered).code(), absl::StatusCode::kDataLoss);
+  v1::ServerMessage other_round = for4;  // bound to its round: not movable to another
+  other_round.mutable_assignment()->set_round(7);
+  EXPECT_EQ(a2.Check(&other_round).code(), absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(a2.Check(&for4).ok());
+  EXPECT_EQ(for4.assignment().spec().env().at("SECRET_VALUE"), "api-key-42");
+}
+
+// A token with nothing to check it with fails closed: every Hello is refused.
+TEST_F(RendezvousStateTest, ATokenWithoutAnAuthorityAdmitsNobody) {
+  auto c = Config(1, 1);
+  c.token = "job-token-1";
+  RendezvousState s(c);
+  const std::string challenge = NewNonce();
+  AgentHandshake agent("job-token-1");
+  Outbox out = s.OnHello(1, Proven(Hello("a"), &agent, challenge), "10.0.0.1", now, challenge);
+  ASSERT_EQ(Count(out, kReject), 1);
+  EXPECT_NE(out[0].msg.reject().message().find("wrong job token"), std::string::npos);
+}
+
+// An agent with a token trusts nothing from a server that has not proven it:
+// a server without the token (or a fake one) sends Waiting or an Assignment
+// with no Welcome first, and is refused.
+TEST_F(RendezvousStateTest, AgentRefusesAServerWithoutTheToken) {
+  RendezvousState s(Config(1, 1));  // no token
+  AgentHandshake agent("job-token-1");
+  const std::string challenge = NewNonce();
+  v1::Hello h = Proven(Hello("a"), &agent, challenge);
+  Outbox out = s.OnHello(1, h, "10.0.0.1", now, challenge);
+  EXPECT_TRUE(out.empty());  // no token: no Welcome
+  out = s.OnJoin(1, 1001, now);
+  ASSERT_EQ(Count(out, kAssign), 1);
+  v1::ServerMessage m = out[0].msg;
+  const absl::Status st = agent.Check(&m);
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(st.message().find("did not prove that it knows this job's token"), std::string::npos);
+  // A refusal passes without proof; a token-less agent needs none.
+  v1::ServerMessage reject;
+  reject.mutable_reject()->set_message("no");
+  EXPECT_TRUE(agent.Check(&reject).ok());
+  AgentHandshake tokenless("");
+  EXPECT_TRUE(tokenless.Check(&m).ok());
 }
 
 TEST_F(RendezvousStateTest, StaticRanksFollowRequestedOrder) {
