@@ -134,9 +134,18 @@ def ensure_mpirun():
 
 def versus(runs, rows):
     ensure_mpirun()
+    for plain in (False, True):
+        versus_homes(runs, rows, plain)
+
+
+def versus_homes(runs, rows, plain):
+    """plain: the hosts' root has an empty home, so the remote shell sources no ~/.bashrc
+    (on this machine root's runs `pyenv init`, ~130 ms per shell, taken in turn by hosts
+    that share one ~/.pyenv)."""
+    shell = "empty ~" if plain else "~/.bashrc"
     for n in (3, 8):
         hosts = [f"h{i:02d}" for i in range(n)]
-        with t.Testbed(hosts, tag=f"vs{n}") as bed:
+        with t.Testbed(hosts, tag=f"vs{n}", plain_home=plain) as bed:
             for make in (drun_argv, mpirun_argv):  # warm the page cache
                 to_exit(bed, make, hosts, 2)
             res = {k: [] for k in ("dr", "mr", "de", "me")}
@@ -148,10 +157,11 @@ def versus(runs, rows):
                     res[k + "e"].append(to_exit(bed, make, hosts, 2))
             for what, k in (("every process running", "r"), ("exit, /bin/true", "e")):
                 d, m = statistics.median(res["d" + k]), statistics.median(res["m" + k])
-                rows.append((f"{n} hosts x 2: command -> {what}: drun", fmt(res["d" + k])))
-                rows.append((f"{n} hosts x 2: command -> {what}: mpirun", fmt(res["m" + k])))
-                rows.append((f"{n} hosts x 2: command -> {what}: drun / mpirun", f"{d / m:.2f}"))
-            if n == 3:
+                label = f"{n} hosts x 2, {shell}: command -> {what}"
+                rows.append((f"{label}: drun", fmt(res["d" + k])))
+                rows.append((f"{label}: mpirun", fmt(res["m" + k])))
+                rows.append((f"{label}: drun / mpirun", f"{d / m:.2f}"))
+            if n == 3 and not plain:
                 down = [down_host(bed, hosts) for _ in range(max(1, runs // 2))]
                 rows.append(("3 hosts + 1 down: command -> drun names it", fmt([d[0] for d in down])))
                 rows.append(("3 hosts + 1 down: command -> drun exits (1)", fmt([d[1] for d in down])))

@@ -239,11 +239,14 @@ class Testbed:
     """Namespaces, sshd per host, the client's throwaway home. Use as a context manager
     or call setup()/teardown()."""
 
-    def __init__(self, hosts, tag="t", stock=False):
+    def __init__(self, hosts, tag="t", stock=False, plain_home=False):
         self.specs = [h if isinstance(h, HostSpec) else HostSpec(h) for h in hosts]
         # stock: each host as Debian and Ubuntu install it, its own name on 127.0.1.1 in
         # /etc/hosts, and a second interface (a decoy "docker0") that leads nowhere.
         self.stock = stock
+        # plain_home: the hosts' root has an empty home (no ~/.bashrc), so a remote command's
+        # shell starts in milliseconds (bench/ssh_bench.py measures both ways).
+        self.plain_home = plain_home
         self.tag = f"drs{tag}{os.getpid() % 100000}"
         self.tmp = tempfile.mkdtemp(prefix="drun-ssh-")
         os.chmod(self.tmp, 0o755)
@@ -368,6 +371,10 @@ class Testbed:
                         "ClientAliveInterval 1\nClientAliveCountMax 3\nLogLevel INFO\n"
                         "MaxStartups 100\nMaxSessions 50\n")
             hide = "" if s.has_drun else f"mount -t tmpfs drun-hidden {self.bin}; "
+            if self.plain_home:
+                empty = os.path.join(self.tmp, "plain_home")
+                os.makedirs(empty, mode=0o700, exist_ok=True)
+                hide += f"mount --bind {empty} /root; "
             proc = subprocess.Popen(
                 ["ip", "netns", "exec", self.host_ns[s.name], "unshare", "--uts", "--mount",
                  "sh", "-c", f"hostname {s.name}; {hide}exec /usr/sbin/sshd -D -e -f {cfg}"],
