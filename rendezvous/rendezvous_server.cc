@@ -476,20 +476,6 @@ struct PendingConn {
   std::string peer;
 };
 
-std::string PeerText(const sockaddr_storage& peer) {
-  char text[INET6_ADDRSTRLEN] = "";
-  if (peer.ss_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&peer)->sin_addr, text, sizeof text);
-  } else if (peer.ss_family == AF_INET6) {
-    const in6_addr& a6 = reinterpret_cast<const sockaddr_in6*>(&peer)->sin6_addr;
-    if (IN6_IS_ADDR_V4MAPPED(&a6)) {
-      inet_ntop(AF_INET, &a6.s6_addr[12], text, sizeof text);
-    } else {
-      inet_ntop(AF_INET6, &a6, text, sizeof text);
-    }
-  }
-  return text;
-}
 
 // The listening socket is drun's own: every agent connection gets its
 // link-liveness options (link_liveness.h) before gRPC takes it over, which
@@ -632,7 +618,7 @@ class ServerImpl : public RendezvousServer {
       // never speaks is closed after first_bytes_timeout.
       // Edge-triggered: peeking leaves the bytes unread, so a level-triggered
       // descriptor would stay ready; each new arrival is a new edge.
-      std::string ip = PeerText(peer);
+      std::string ip = SockAddrIp(peer);
       // A peer that opens connections faster than it speaks (a flood) holds at
       // most kMaxSilentPerPeer descriptors here; the rest close at once.
       int& waiting = silent_per_peer_[ip];
