@@ -497,6 +497,31 @@ class MultiNodeTestCase(unittest.TestCase):
         return "\n".join(a.describe() for a in self.agents)
 
 
+class NetnsTestCase(MultiNodeTestCase):
+    """A MultiNodeTestCase on a private NetnsLab: NODES namespaces in SUBNET (each test
+    file its own subnet), the rendezvous endpoint on node 0's address at PORT. Skipped with
+    the reason where network namespaces are not available."""
+    SUBNET = None  # e.g. "10.213.31"
+    NODES = 3
+    PORT = 29400   # a fresh namespace: nothing else listens there
+
+    @classmethod
+    def setUpClass(cls):
+        reason = netns_unavailable_reason()
+        if reason:
+            raise unittest.SkipTest(reason)
+        super().setUpClass()
+
+    def setUp(self):
+        super().setUp()
+        self.lab = NetnsLab(self.SUBNET, self.NODES)
+        # Cleanups run last-in first-out: processes die before their namespaces go.
+        self.addCleanup(self.lab.teardown)
+        self.addCleanup(kill_and_reap_descendants)
+        self.lab.setup()
+        self.endpoint = f"{self.lab.addr(0)}:{self.PORT}"
+
+
 def worker_command(*args):
     return [program("mn_worker.py")] + [str(a) for a in args]
 

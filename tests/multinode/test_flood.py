@@ -15,8 +15,7 @@ import sys
 import tempfile
 import unittest
 
-from mn_testlib import MultiNodeTestCase, NetnsLab, kill_and_reap_descendants, main, \
-    netns_unavailable_reason
+from mn_testlib import NetnsTestCase, main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH_PROGRAMS = os.path.join(HERE, "..", "..", "bench", "programs")
@@ -30,28 +29,19 @@ def report(text):
     sys.stderr.flush()
 
 
-class FloodTest(MultiNodeTestCase):
+class FloodTest(NetnsTestCase):
+
+    SUBNET = SUBNET  # nodes 0 and 1 run the job; 2 floods
 
     @classmethod
     def setUpClass(cls):
-        reason = netns_unavailable_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
+        super().setUpClass()
         cls.build = tempfile.mkdtemp(prefix="drun-flood-")
         cls.flood = os.path.join(cls.build, "conn_flood")
         cc = subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", cls.flood,
                              os.path.join(BENCH_PROGRAMS, "conn_flood.c")])
         if cc.returncode != 0:
             raise unittest.SkipTest("no C compiler for bench/programs/conn_flood.c")
-        super().setUpClass()
-
-    def setUp(self):
-        super().setUp()
-        self.lab = NetnsLab(SUBNET, 3)  # nodes 0 and 1 run the job; 2 floods
-        self.addCleanup(self.lab.teardown)
-        self.addCleanup(kill_and_reap_descendants)
-        self.lab.setup()
-        self.endpoint = f"{self.lab.addr(0)}:{PORT}"
 
     def run_job(self, floods=()):
         cmd = [os.path.join(BENCH_PROGRAMS, "reduce_loop.py"), str(STEPS)]

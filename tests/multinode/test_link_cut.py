@@ -7,10 +7,8 @@ in the root namespace; every address and the bridge live in namespaces the test 
 the agents dial only the test addresses (and their own loopback); teardown deletes the
 namespaces and the route. Needs root and `ip netns`; skipped otherwise."""
 import sys
-import unittest
 
-from mn_testlib import (Gate, MultiNodeTestCase, NetnsLab, kill_and_reap_descendants, main,
-                        netns_unavailable_reason, worker_command, worker_records)
+from mn_testlib import Gate, NetnsTestCase, main, worker_command, worker_records
 
 SUBNET = "10.213.31"  # unique to this test
 PORT = 29400          # a fresh namespace: nothing else listens there
@@ -26,23 +24,8 @@ def report(text):
     sys.stderr.flush()
 
 
-class LinkCutTest(MultiNodeTestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        reason = netns_unavailable_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
-        super().setUpClass()
-
-    def setUp(self):
-        super().setUp()
-        self.lab = NetnsLab(SUBNET, 3)
-        # Cleanups run last-in first-out: processes die before their namespaces go.
-        self.addCleanup(self.lab.teardown)
-        self.addCleanup(kill_and_reap_descendants)
-        self.lab.setup()
-        self.endpoint = f"{self.lab.addr(0)}:{PORT}"
+class LinkCutTest(NetnsTestCase):
+    SUBNET = SUBNET
 
     def start_job(self):
         """Three agents at world 6 (the last call is long: the round closes at the max),

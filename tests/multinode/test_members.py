@@ -11,10 +11,8 @@ address inside namespaces this test made. Needs root, `ip netns` and Debian's Py
 import json
 import os
 import subprocess
-import unittest
 
-from mn_testlib import (PYTHON, Gate, MultiNodeTestCase, NetnsLab, kill_and_reap_descendants,
-                        main, netns_unavailable_reason, worker_command)
+from mn_testlib import PYTHON, Gate, NetnsTestCase, main, worker_command
 
 SUBNET = "10.213.34"  # unique to this test
 PORT = 29400
@@ -33,22 +31,9 @@ except Exception as e:
 """
 
 
-class MembersTest(MultiNodeTestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        reason = netns_unavailable_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
-        super().setUpClass()
-
-    def setUp(self):
-        super().setUp()
-        self.lab = NetnsLab(SUBNET, 3)  # nodes 0 and 1 run the job; 2 is an outsider
-        self.addCleanup(self.lab.teardown)
-        self.addCleanup(kill_and_reap_descendants)
-        self.lab.setup()
-        self.endpoint = f"{self.lab.addr(0)}:{PORT}"
+class MembersTest(NetnsTestCase):
+    SUBNET = SUBNET
+    # nodes 0 and 1 run the job; 2 is an outsider
 
     def probe(self, node, host, port):
         out = subprocess.run(self.lab.wrapper(node) + [PYTHON, "-c", PROBE, host, str(port)],

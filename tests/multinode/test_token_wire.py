@@ -22,7 +22,6 @@ import socket
 import struct
 import subprocess
 import time
-import unittest
 
 from mn_testlib import Gate, MultiNodeTestCase, base_env, main, prefixed
 
