@@ -13,11 +13,11 @@ import select
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 import unittest
 
 from drun_testlib import PYTHON, DrunTestCase, base_env, drun_path
+from tmux_pane import Tmux
 
 RUN_BOUND = 120.0  # seconds: a hang bound, never a delay
 
@@ -51,38 +51,6 @@ def read_until(fd, pattern, bound=RUN_BOUND, seen=b""):
                 raise AssertionError(f"EOF before {pattern!r}; got {seen[-2000:]!r}")
             seen += chunk
     return seen
-
-
-class Tmux:
-    """A private tmux server (its own socket) running one command in a 200x50 pane."""
-
-    def __init__(self, tmp, command):
-        self.sock = os.path.join(tmp, "tmux.sock")
-        self.run("new-session", "-d", "-s", "t", "-x", "200", "-y", "50", command)
-
-    def run(self, *args):
-        return subprocess.run(["tmux", "-S", self.sock, *args], check=True,
-                              capture_output=True, text=True).stdout
-
-    def screen(self):
-        return self.run("capture-pane", "-p", "-t", "t", "-S", "-200")
-
-    def wait_for(self, pattern, bound=RUN_BOUND):
-        # tmux has no event for "the pane shows X": a bounded poll on the pane's content.
-        deadline = time.monotonic() + bound
-        while True:
-            text = self.screen()
-            if re.search(pattern, text, re.M):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"pane never showed {pattern!r}:\n{text}")
-            time.sleep(0.05)
-
-    def keys(self, *keys):
-        self.run("send-keys", "-t", "t", *keys)
-
-    def close(self):
-        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
 
 
 @unittest.skipIf(shutil.which("tmux") is None, "tmux is not installed (tests/install_deps.sh)")

@@ -9,10 +9,10 @@ import shlex
 import shutil
 import statistics
 import subprocess
-import time
 import unittest
 
 import ssh_testlib as t
+from tmux_pane import Tmux  # tests/e2e, on the path through ssh_testlib
 
 PROGRAM = os.path.join(t.PROGRAMS, "stdin_echo.py")
 PREFIXED = re.compile(r"^\[[\w.-]+:rank\d+\][:+] ")
@@ -104,39 +104,6 @@ class StdinTest(t.SshTestCase):
         self.assertEqual(len([x for x in lines.lines() if re.search(r"\]: noise rank=\d i=\d+$", x)]),
                          400)
         self.assertEqual(len(re.findall(r"\]: tick \d+ t=", raw)), ticks)
-
-
-class Tmux:
-    """A private tmux server (its own socket) running one command in a 200x50 pane (as
-    tests/e2e/test_io.py's)."""
-
-    def __init__(self, tmp, command):
-        self.sock = os.path.join(tmp, "tmux.sock")
-        self.run("new-session", "-d", "-s", "t", "-x", "200", "-y", "50", command)
-
-    def run(self, *args):
-        return subprocess.run(["tmux", "-S", self.sock, *args], check=True,
-                              capture_output=True, text=True).stdout
-
-    def screen(self):
-        return self.run("capture-pane", "-p", "-t", "t", "-S", "-200")
-
-    def wait_for(self, pattern, bound=t.RUN_TIMEOUT):
-        # tmux has no event for "the pane shows X": a bounded poll on the pane's content.
-        deadline = time.monotonic() + bound
-        while True:
-            text = self.screen()
-            if re.search(pattern, text, re.M):
-                return text
-            if time.monotonic() > deadline:
-                raise AssertionError(f"pane never showed {pattern!r}:\n{text}")
-            time.sleep(0.05)
-
-    def keys(self, *keys):
-        self.run("send-keys", "-t", "t", *keys)
-
-    def close(self):
-        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
 
 
 @unittest.skipIf(shutil.which("tmux") is None, "tmux is not installed (tests/install_deps.sh)")
