@@ -658,22 +658,7 @@ void Agent::StartWorkers(TimePoint now) {
     l.cont_prefix = tag + "+ ";
     l.reads_drun_stdin = forward_stdin_ && !(stdin_eof_ && stdin_backlog_.empty()) &&
                          StdinIncludes(spec.stdin_target(), l.rank);
-    const int to_file = redirects.ForRank(lr) | tee.ForRank(lr);
-    if (!log_base_.empty()) {
-      // torchrun's layout: LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/{error.json,stdout.log,...}.
-      const std::string dir = AttemptDir(lr);
-      l.error_file = dir + "/error.json";
-      if (to_file & 1) l.stdout_file = dir + "/stdout.log";
-      if (to_file & 2) l.stderr_file = dir + "/stderr.log";
-    } else if (!tmp_dir_.empty()) {
-      // No log directory (so no log files either): the error file lives flat
-      // in this agent's private temporary directory, which no one else sees;
-      // three directory levels per worker cost a thousand agents real time.
-      l.error_file = absl::StrCat(tmp_dir_, "/error-", a.round(), "-", lr, ".json");
-    }
-    const bool shown = filter.empty() || std::find(filter.begin(), filter.end(), lr) != filter.end();
-    l.console_stdout = shown && !(redirects.ForRank(lr) & 1);
-    l.console_stderr = shown && !(redirects.ForRank(lr) & 2);
+    PlaceOutputs(redirects, tee, filter, &l);
 
     WorkerEnvInput in;
     in.local_rank = lr;
@@ -694,16 +679,44 @@ void Agent::StartWorkers(TimePoint now) {
   stdin_end_given_ = false;
   phase_ = Phase::kRunning;
   if (absl::Status s = group_->Start(std::move(launches), now); !s.ok()) {
-    Log(absl::StrCat("cannot start workers: ", s.message()));
-    WorkerExit e;
-    e.exit_code = 1;
-    e.error_message = std::string(s.message());
-    ReportFailure(e, now);
-    reported_ = true;
-    StopGroup(SIGKILL, AfterStop::kNothing, now);
+    FailStart(s, now);
     return;
   }
   StartHangWatch(now);
+}
+
+// Where a worker's streams go: its log files (torchrun's layout under
+// --log-dir) and error file, and whether the console shows them.
+void Agent::PlaceOutputs(const StdSpec& redirects, const StdSpec& tee,
+                         const std::vector<int>& filter, WorkerLaunch* l) const {
+  const int lr = l->local_rank;
+  const int to_file = redirects.ForRank(lr) | tee.ForRank(lr);
+  if (!log_base_.empty()) {
+    // torchrun's layout: LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/{error.json,stdout.log,...}.
+    const std::string dir = AttemptDir(lr);
+    l->error_file = dir + "/error.json";
+    if (to_file & 1) l->stdout_file = dir + "/stdout.log";
+    if (to_file & 2) l->stderr_file = dir + "/stderr.log";
+  } else if (!tmp_dir_.empty()) {
+    // No log directory (so no log files either): the error file lives flat
+    // in this agent's private temporary directory, which no one else sees;
+    // three directory levels per worker cost a thousand agents real time.
+    l->error_file = absl::StrCat(tmp_dir_, "/error-", assignment_->round(), "-", lr, ".json");
+  }
+  const bool shown = filter.empty() || std::find(filter.begin(), filter.end(), lr) != filter.end();
+  l->console_stdout = shown && !(redirects.ForRank(lr) & 1);
+  l->console_stderr = shown && !(redirects.ForRank(lr) & 2);
+}
+
+// The workers could not be started at all: that is the round's failure.
+void Agent::FailStart(const absl::Status& s, TimePoint now) {
+  Log(absl::StrCat("cannot start workers: ", s.message()));
+  WorkerExit e;
+  e.exit_code = 1;
+  e.error_message = std::string(s.message());
+  ReportFailure(e, now);
+  reported_ = true;
+  StopGroup(SIGKILL, AfterStop::kNothing, now);
 }
 
 void Agent::StopGroup(int sig, AfterStop after, TimePoint now) {

@@ -110,6 +110,9 @@ class Agent {
   void OnAssignment(const v1::Assignment& a, TimePoint now);
   void StartSetup(TimePoint now);
   void StartWorkers(TimePoint now);
+  void PlaceOutputs(const StdSpec& redirects, const StdSpec& tee, const std::vector<int>& filter,
+                    WorkerLaunch* l) const;
+  void FailStart(const absl::Status& s, TimePoint now);
   void StopGroup(int sig, AfterStop after, TimePoint now);
   void Step(TimePoint now);
   // `sender`: the pid that sent it (0 when unknown).
