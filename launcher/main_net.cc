@@ -170,6 +170,18 @@ bool OwnNameOnLoopback(const v1::JobSpec& spec, const Endpoint& ep, const std::s
          !NumericSockAddr(ep).ok() && NamesThisMachine(ep.host);
 }
 
+// A multi-node job at an endpoint such as localhost:PORT: every machine that
+// is given it hosts a rendezvous of its own and waits there for the others.
+// Only nodes on this machine can join, which is legitimate (several nodes on
+// one machine), so this is a notice, not an error. A loopback address written
+// as such (127.0.0.1:PORT) is taken as meant, without a notice.
+void NoteLoopbackEndpoint(const CommandLine& cl, const v1::JobSpec& spec, const Endpoint& ep, const std::string& ip) {
+  if (spec.max_nodes() < 2 || !IsLoopbackAddress(ip) || NumericSockAddr(ep).ok() || NamesThisMachine(ep.host)) return;
+  Say(absl::StrCat(cl.Describe("rdzv-endpoint"), " is this machine's loopback (", ip,
+                   "): only nodes started on this machine can join; for nodes on other machines name "
+                   "this one as they reach it (--rdzv-endpoint ", Hostname(), ":", ep.port, ")"));
+}
+
 // For OwnNameOnLoopback: the first node to arrive tells which address this
 // machine has toward the others (the kernel's source address toward it). Waited
 // for before this node's own agent joins, so that its Hello, the interface it
@@ -212,9 +224,13 @@ std::string JobListenAddress(const Endpoint& ep, const std::string& ip) {
   return literal && (IsLoopbackAddress(ip) || IsLocalAddress(ip)) ? ip : "";
 }
 
+// Every interface: a name of both families, since it is dialled as whichever
+// family the dialler's resolver gives first (Debian's localhost is ::1 before
+// 127.0.0.1).
 std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   const std::string only = JobListenAddress(ep, ip);
   if (!only.empty()) return Endpoint{only, ep.port}.ToString();
+  if (!NumericSockAddr(ep).ok()) return Endpoint{AnyAddress(), ep.port}.ToString();
   return Endpoint{ip.find(':') == std::string::npos ? "0.0.0.0" : "::", ep.port}.ToString();
 }
 
@@ -234,6 +250,8 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   if (!ep.ok()) QuickExit(Fail(kExitBadInput, absl::StrCat(cl.Describe("rdzv-endpoint"), ": ", ep.status().message())));
   auto ip = ResolveHost(ep->host);
   if (!ip.ok()) QuickExit(Fail(kExitLauncherFailed, absl::StrCat("rendezvous endpoint: ", ip.status().message())));
+
+  if (slurm == SlurmMode::kOff) NoteLoopbackEndpoint(cl, spec, *ep, *ip);
 
   AgentOptions options;
   options.advertise_addr = spec.local_addr();

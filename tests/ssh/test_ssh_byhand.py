@@ -67,28 +67,42 @@ class ByHandStockTest(t.SshTestCase):
         self.assertEachSaysEth0(ended)
         self.assertHostsClean()
 
-    def test_workers_env_on_every_pc(self):
+    def test_workers_env_on_every_pc_without_the_agent_store(self):
+        # Without the agent store the workers' TCPStore is group rank 0's, at the address
+        # the rendezvous knows that node by: never a loopback one.
         ended = self.by_hand(lambda h, i: ["--nnodes", "3", "--nproc-per-node", "1",
                                            "--rdzv-endpoint", f"{self.HOSTS[0]}:29401",
-                                           WORKER, "--env", VARS])
+                                           "--no-agent-store", WORKER, "--env", VARS])
+        workers = {}
         for host, (code, lines) in ended.items():
             self.assertEqual(code, 0, f"{host}:\n{self.describe(ended)}")
-            workers = t.records(lines.lines())
-            self.assertEqual(len(workers), 1, lines.describe())
-            w = workers[0]
+            mine = t.records(lines.lines())
+            self.assertEqual(len(mine), 1, lines.describe())
+            workers[host] = mine[0]
+        head = [h for h, w in workers.items() if w["group_rank"] == 0]
+        self.assertEqual(len(head), 1, workers)
+        for host, w in workers.items():
             self.assertEqual(w["resolved"], "127.0.1.1")  # the stock trap is in place
             self.assertEqual((w["GLOO_SOCKET_IFNAME"], w["NCCL_SOCKET_IFNAME"]), ("eth0", "eth0"))
+            self.assertEqual(w["MASTER_ADDR"], self.bed.addr[head[0]], workers)
         self.assertEachSaysEth0(ended)
         self.assertHostsClean()
 
-    def test_no_agent_store_master_addr_reaches_the_first_node(self):
-        # Without the agent store the workers' TCPStore is group rank 0's, at the address
-        # the rendezvous knows that node by.
-        ended = self.by_hand(lambda h, i: ["--nnodes", "3", "--nproc-per-node", "2",
-                                           "--rdzv-endpoint", f"{self.HOSTS[0]}:29402",
-                                           "--no-agent-store", TRAIN])
-        self.assertTrained(ended)
-        self.assertEachSaysEth0(ended)
+    def test_localhost_endpoint_says_what_is_wrong(self):
+        # Typed on every PC, localhost:PORT is each PC's own: each hosts a rendezvous and
+        # waits for the others there. Each says so at once, naming what to write instead.
+        ended = self.by_hand(lambda h, i: ["--nnodes", "3", "--nproc-per-node", "1",
+                                           "--rdzv-endpoint", "localhost:29402",
+                                           "--rdzv-conf", "join_timeout=2", WORKER])
+        for host, (code, lines) in ended.items():
+            self.assertNotEqual(code, 0, lines.describe())
+            err = lines.lines("stderr")
+            self.assertEqual(err[0], "drun: --rdzv-endpoint localhost:29402 is this machine's loopback "
+                             "(127.0.0.1): only nodes started on this machine can join; for nodes on "
+                             f"other machines name this one as they reach it (--rdzv-endpoint {host}:29402)",
+                             lines.describe())
+            self.assertIn("rendezvous timed out: 1 of at least 3 nodes joined", err[-1],
+                          self.describe(ended))
         self.assertHostsClean()
 
     def test_static_master_addr_names_one_pc(self):
