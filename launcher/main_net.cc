@@ -3,11 +3,14 @@
 // (static or c10d, typed on every node), `drun agent` (started over ssh or by
 // srun), the ssh and Slurm launchers, a task of an srun step, and --version.
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +24,10 @@
 #include "agent/process.h"
 #include "agent/worker_env.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/event_loop.h"
 #include "rendezvous/base/exit_code.h"
+#include "rendezvous/base/signal_name.h"
+#include "rendezvous/base/unique_fd.h"
 #include "launcher/job/cli.h"
 #include "launcher/job/config_file.h"
 #include "launcher/node.h"
@@ -127,6 +133,14 @@ struct HostDecision {
   bool explicit_host = false;
 };
 
+// Whether `host` is this machine's name (or a longer name beginning with it
+// and a dot, as an FQDN).
+bool NamesThisMachine(const std::string& host) {
+  const std::string self = Hostname();
+  return host == self ||
+         (host.size() > self.size() && host.compare(0, self.size(), self) == 0 && host[self.size()] == '.');
+}
+
 HostDecision DecideHost(const v1::JobSpec& spec, const Endpoint& ep, const std::string& ip) {
   switch (spec.host_role()) {
     case v1::JobSpec::HOST_ROLE_HOST:
@@ -143,10 +157,61 @@ HostDecision DecideHost(const v1::JobSpec& spec, const Endpoint& ep, const std::
   }
   // Kubernetes: the master pod's service name resolves to a service address,
   // not to the pod's own; its hostname is the pod's name.
-  const std::string self = Hostname();
-  const bool named = ep.host == self || (ep.host.size() > self.size() && ep.host.compare(0, self.size(), self) == 0 &&
-                                         ep.host[self.size()] == '.');
-  return {named || IsLocalAddress(ip), false};
+  return {NamesThisMachine(ep.host) || IsLocalAddress(ip), false};
+}
+
+// Debian and Ubuntu write the machine's own name on 127.0.1.1 in /etc/hosts,
+// so a node hosting the rendezvous at its own name reaches it through lo: the
+// nodes of the other machines, and its workers' gloo and NCCL sockets, need
+// the address that faces them instead. An endpoint written as an address, or
+// as localhost, is taken as meant (RendezvousBindAddress).
+bool OwnNameOnLoopback(const v1::JobSpec& spec, const Endpoint& ep, const std::string& advertise_addr) {
+  return spec.max_nodes() > 1 && spec.local_addr().empty() && IsLoopbackAddress(advertise_addr) &&
+         !NumericSockAddr(ep).ok() && NamesThisMachine(ep.host);
+}
+
+// A multi-node job at an endpoint such as localhost:PORT: every machine that
+// is given it hosts a rendezvous of its own and waits there for the others.
+// Only nodes on this machine can join, which is legitimate (several nodes on
+// one machine), so this is a notice, not an error. A loopback address written
+// as such (127.0.0.1:PORT) is taken as meant, without a notice.
+void NoteLoopbackEndpoint(const CommandLine& cl, const v1::JobSpec& spec, const Endpoint& ep, const std::string& ip) {
+  if (spec.max_nodes() < 2 || !IsLoopbackAddress(ip) || NumericSockAddr(ep).ok() || NamesThisMachine(ep.host)) return;
+  Say(absl::StrCat(cl.Describe("rdzv-endpoint"), " is this machine's loopback (", ip,
+                   "): only nodes started on this machine can join; for nodes on other machines name "
+                   "this one as they reach it (--rdzv-endpoint ", Hostname(), ":", ep.port, ")"));
+}
+
+// For OwnNameOnLoopback: the first node to arrive tells which address this
+// machine has toward the others (the kernel's source address toward it). Waited
+// for before this node's own agent joins, so that its Hello, the interface it
+// gives its workers and a --no-agent-store MASTER_ADDR all carry it; so with
+// c10d a node of another machine is group rank 0. Bounded by the join timeout
+// (the last call timeout with --nnodes 1:N, where this node may run alone); a
+// first node from this same machine means the job stays here: "" (loopback
+// stays). A stop signal meanwhile ends drun with 128+N.
+std::string AwaitAddressTowardOtherNodes(RendezvousServer& server, const v1::JobSpec& spec, int port) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&stop, sig);  // blocked: BlockHandledSignals
+  UniqueFd sigfd(signalfd(-1, &stop, SFD_NONBLOCK | SFD_CLOEXEC));
+  const double bound = spec.min_nodes() > 1 ? spec.join_timeout_s() : spec.last_call_timeout_s();
+  const TimePoint deadline = Clock::now() + Seconds(bound > 0 ? bound : 30);
+  while (Clock::now() < deadline) {
+    pollfd fds[2] = {{server.event_fd(), POLLIN, 0}, {sigfd.get(), POLLIN, 0}};
+    if (PollUntil(fds, sigfd.valid() ? 2 : 1, deadline) < 0) return "";
+    int sig = 0;
+    if (sigfd.valid()) DrainSignalFd(sigfd.get(), [&](int s, const signalfd_siginfo&) { sig = s; });
+    if (sig != 0) {
+      QuickExit(Fail(ExitCodeForSignal(sig), absl::StrCat("stopped by ", SignalName(sig),
+                                                          " while waiting for the other nodes")));
+    }
+    while (std::optional<RendezvousServer::Event> ev = server.NextEvent()) {
+      if (ev->kind != RendezvousServer::Event::kNodeArrived) continue;
+      return IsLoopbackAddress(ev->addr) ? "" : RouteSourceAddress(ev->addr, port);
+    }
+  }
+  return "";
 }
 
 // Where the hosting node's rendezvous and the job's store listen: an endpoint
@@ -159,9 +224,13 @@ std::string JobListenAddress(const Endpoint& ep, const std::string& ip) {
   return literal && (IsLoopbackAddress(ip) || IsLocalAddress(ip)) ? ip : "";
 }
 
+// Every interface: a name of both families, since it is dialled as whichever
+// family the dialler's resolver gives first (Debian's localhost is ::1 before
+// 127.0.0.1).
 std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   const std::string only = JobListenAddress(ep, ip);
   if (!only.empty()) return Endpoint{only, ep.port}.ToString();
+  if (!NumericSockAddr(ep).ok()) return Endpoint{AnyAddress(), ep.port}.ToString();
   return Endpoint{ip.find(':') == std::string::npos ? "0.0.0.0" : "::", ep.port}.ToString();
 }
 
@@ -182,6 +251,8 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   auto ip = ResolveHost(ep->host);
   if (!ip.ok()) QuickExit(Fail(kExitLauncherFailed, absl::StrCat("rendezvous endpoint: ", ip.status().message())));
 
+  if (slurm == SlurmMode::kOff) NoteLoopbackEndpoint(cl, spec, *ep, *ip);
+
   AgentOptions options;
   options.advertise_addr = spec.local_addr();
   if (options.advertise_addr.empty()) options.advertise_addr = RouteSourceAddress(*ip, ep->port);
@@ -194,7 +265,6 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   }
   auto iface = ChooseSocketIface(spec, options.advertise_addr, spec.max_nodes() > 1);
   if (!iface.ok()) QuickExit(Fail(kExitBadInput, std::string(iface.status().message())));
-  options.socket_iface = *iface;
   std::unique_ptr<RendezvousServer> server;
   const HostDecision host = DecideHost(spec, *ep, *ip);
   if (host.is_host) {
@@ -209,6 +279,14 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
     }
     // Else another node on this machine hosts it: join as a client.
   }
+  if (server && slurm == SlurmMode::kOff && OwnNameOnLoopback(spec, *ep, options.advertise_addr)) {
+    std::string toward = AwaitAddressTowardOtherNodes(*server, spec, ep->port);
+    if (!toward.empty()) {
+      options.advertise_addr = toward;
+      iface = ChooseSocketIface(spec, options.advertise_addr, /*many_nodes=*/true);
+    }
+  }
+  options.socket_iface = *iface;
   GrpcClientOptions copt;
   copt.target = ep->ToString();
   copt.token = token;

@@ -252,7 +252,13 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
   switch (m.kind_case()) {
     case v1::AgentMessage::kHello: {
       const std::string addr = m.hello().addr().empty() ? peer : m.hello().addr();
+      const size_t first_new = events_.size();
       Dispatch(state_.OnHello(id, m.hello(), addr, now, challenge));
+      // An arrival this Hello caused is this node's: say where it is (launcher/main_net.cc
+      // learns the hosting machine's address toward the other nodes from it).
+      for (size_t i = first_new; i < events_.size(); ++i) {
+        if (events_[i].kind == RendezvousServer::Event::kNodeArrived) events_[i].addr = addr;
+      }
       break;
     }
     case v1::AgentMessage::kJoin:

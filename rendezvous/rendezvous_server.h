@@ -63,6 +63,7 @@ class RendezvousServer {
     uint64_t stacks_id = 0;  // kStacks: AskStacks()'s number, and every node's reply
     std::vector<v1::ControlReply> stacks;
     v1::NodeReport report;  // kReport: what an agent saw, sent as it ends
+    std::string addr = {};  // kNodeArrived: the node's address (its Hello's, else its connection's)
   };
   // Readable when NextEvent() may return something.
   virtual int event_fd() const = 0;
