@@ -117,17 +117,22 @@ class EventQueue {
 // this host in it (Release, from the launcher's loop), whole lines are held:
 // a host whose agent fails its checks gets one line from the launcher
 // (StartFailureLine), and a job refused before it started says nothing more.
-// Once released, bytes reach the console as they come, partial lines too
-// (ssh_console.h).
+// Nothing held is ever dropped: worker output (stdout) exists only once a
+// round has started, so its first byte releases the host at once, even before
+// the launcher's loop has seen the job start; so does a held line beyond
+// kMaxHeld. Once released, bytes reach the console as they come, partial
+// lines too (ssh_console.h).
 class HostOutput {
  public:
   explicit HostOutput(std::string host) : host_(std::move(host)) {}
   // From the host's thread.
   void Feed(int stream, const char* data, size_t n) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!released_ && stream == 1) ReleaseLocked();
     if (released_) return Stream(stream).Feed(absl::string_view(data, n));
     auto emit = [&](absl::string_view line) { Hold(stream, line); };
     (stream == 1 ? out_ : err_).Feed(absl::string_view(data, n), emit);
+    if (held_.size() > kMaxHeld) ReleaseLocked();  // more than checks print: the job runs
   }
   // The agent ended: what it left unfinished goes out (or is held).
   void Flush() {
@@ -143,13 +148,7 @@ class HostOutput {
   // From the launcher's loop: the held lines go out, and every byte after them.
   void Release() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (released_) return;
-    released_ = true;
-    for (const HeldLine& l : held_) Stream(l.stream).Feed(absl::StrCat(l.text, "\n"));
-    held_.clear();
-    // A partial line the splitters still hold goes on as one.
-    out_.Flush([&](absl::string_view rest) { Stream(1).Feed(rest); });
-    err_.Flush([&](absl::string_view rest) { Stream(2).Feed(rest); });
+    ReleaseLocked();
   }
   // The lines still held (an agent that never joined, or a job never started).
   std::vector<HeldLine> TakeHeld() {
@@ -159,8 +158,16 @@ class HostOutput {
 
  private:
   static constexpr size_t kMaxHeld = 50;
-  void Hold(int stream, absl::string_view line) {
-    if (held_.size() == kMaxHeld) held_.erase(held_.begin());
+  void ReleaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (released_) return;
+    released_ = true;
+    for (const HeldLine& l : held_) Stream(l.stream).Feed(absl::StrCat(l.text, "\n"));
+    held_.clear();
+    // A partial line the splitters still hold goes on as one.
+    out_.Flush([&](absl::string_view rest) { Stream(1).Feed(rest); });
+    err_.Flush([&](absl::string_view rest) { Stream(2).Feed(rest); });
+  }
+  void Hold(int stream, absl::string_view line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     held_.push_back({stream, std::string(line)});
   }
   HostStream& Stream(int stream) {
