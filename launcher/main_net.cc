@@ -234,6 +234,37 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   return Endpoint{ip.find(':') == std::string::npos ? "0.0.0.0" : "::", ep.port}.ToString();
 }
 
+// The address other nodes reach this one at: --local-addr, else the source
+// address of its route to the rendezvous. The first node of an srun step
+// names itself on 127.0.1.1 where /etc/hosts is Debian's stock one, and so
+// reaches its own rendezvous through lo; the other nodes, and its workers'
+// gloo and NCCL sockets, need its address toward them.
+std::string AdvertiseAddress(const v1::JobSpec& spec, const EnvMap& env, const Endpoint& ep,
+                             const std::string& ip, SlurmMode slurm) {
+  if (!spec.local_addr().empty()) return spec.local_addr();
+  const std::string route = RouteSourceAddress(ip, ep.port);
+  if (slurm == SlurmMode::kOff || !IsLoopbackAddress(route)) return route;
+  std::string toward = StepAddressTowardOtherNodes(env, ep.port);
+  return toward.empty() ? route : toward;
+}
+
+// The rendezvous server, when this node hosts it (DecideHost); null when it
+// does not, or when another node on this machine already does (then this one
+// joins as a client). A host named explicitly that cannot listen ends drun.
+std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const std::string& token,
+                                                 const Endpoint& ep, const std::string& ip,
+                                                 SlurmMode slurm) {
+  const HostDecision host = DecideHost(spec, ep, ip);
+  if (!host.is_host) return nullptr;
+  RendezvousState::Config config = RendezvousConfigFor(spec, token);
+  config.closed_membership = slurm != SlurmMode::kOff;
+  config.store_bind_addr = JobListenAddress(ep, ip);
+  auto started = RendezvousServer::Start(RendezvousBindAddress(ep, ip), config);
+  if (started.ok()) return std::move(*started);
+  if (host.explicit_host) QuickExit(Fail(kExitLauncherFailed, std::string(started.status().message())));
+  return nullptr;
+}
+
 // A node of a multi-node job typed on every node (JobMode::kStatic, kC10d, or
 // a task of an srun step): hosts the rendezvous server when it is the host,
 // and runs its agent against it.
@@ -254,31 +285,10 @@ std::string RendezvousBindAddress(const Endpoint& ep, const std::string& ip) {
   if (slurm == SlurmMode::kOff) NoteLoopbackEndpoint(cl, spec, *ep, *ip);
 
   AgentOptions options;
-  options.advertise_addr = spec.local_addr();
-  if (options.advertise_addr.empty()) options.advertise_addr = RouteSourceAddress(*ip, ep->port);
-  if (slurm != SlurmMode::kOff && spec.local_addr().empty() && IsLoopbackAddress(options.advertise_addr)) {
-    // The step's first node names itself on 127.0.1.1 where /etc/hosts is Debian's
-    // stock one, and so reaches its own rendezvous through lo; the other nodes, and
-    // its workers' gloo and NCCL sockets, need its address toward them.
-    std::string toward = StepAddressTowardOtherNodes(env, ep->port);
-    if (!toward.empty()) options.advertise_addr = toward;
-  }
+  options.advertise_addr = AdvertiseAddress(spec, env, *ep, *ip, slurm);
   auto iface = ChooseSocketIface(spec, options.advertise_addr, spec.max_nodes() > 1);
   if (!iface.ok()) QuickExit(Fail(kExitBadInput, std::string(iface.status().message())));
-  std::unique_ptr<RendezvousServer> server;
-  const HostDecision host = DecideHost(spec, *ep, *ip);
-  if (host.is_host) {
-    RendezvousState::Config config = RendezvousConfigFor(spec, token);
-    config.closed_membership = slurm != SlurmMode::kOff;
-    config.store_bind_addr = JobListenAddress(*ep, *ip);
-    auto started = RendezvousServer::Start(RendezvousBindAddress(*ep, *ip), config);
-    if (started.ok()) {
-      server = std::move(*started);
-    } else if (host.explicit_host) {
-      QuickExit(Fail(kExitLauncherFailed, std::string(started.status().message())));
-    }
-    // Else another node on this machine hosts it: join as a client.
-  }
+  std::unique_ptr<RendezvousServer> server = HostRendezvous(spec, token, *ep, *ip, slurm);
   if (server && slurm == SlurmMode::kOff && OwnNameOnLoopback(spec, *ep, options.advertise_addr)) {
     std::string toward = AwaitAddressTowardOtherNodes(*server, spec, ep->port);
     if (!toward.empty()) {
