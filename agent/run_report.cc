@@ -129,10 +129,60 @@ void RunReport::AddDump(Dump d) {
   stack_dumps.push_back(std::move(d));
 }
 
+namespace {
+
+// The report's lists, one struct per item.
+google::protobuf::ListValue DumpsList(const RunReport& report) {
+  google::protobuf::ListValue dumps;
+  for (const auto& d : report.stack_dumps) {
+    google::protobuf::Struct s;
+    auto& sf = *s.mutable_fields();
+    sf["time_unix_s"].set_number_value(d.time_unix_s);
+    sf["reason"].set_string_value(d.hang ? "hang-timeout" : "drun stacks");
+    sf["file"].set_string_value(d.file);
+    sf["text"].set_string_value(d.text);
+    *dumps.add_values()->mutable_struct_value() = s;
+  }
+  return dumps;
+}
+
+google::protobuf::ListValue RoundsList(const RunReport& report) {
+  google::protobuf::ListValue rounds;
+  for (const auto& r : report.rounds) {
+    google::protobuf::Struct s;
+    auto& sf = *s.mutable_fields();
+    sf["round"].set_number_value(static_cast<double>(r.round));
+    sf["rendezvous_s"].set_number_value(r.rendezvous_s);
+    sf["group_rank"].set_number_value(r.group_rank);
+    sf["world_size"].set_number_value(r.world_size);
+    sf["restart_count"].set_number_value(r.restart_count);
+    *rounds.add_values()->mutable_struct_value() = s;
+  }
+  return rounds;
+}
+
+google::protobuf::ListValue WorkersList(const RunReport& report) {
+  google::protobuf::ListValue workers;
+  for (const auto& [rank, w] : report.ranks) {
+    google::protobuf::Struct s;
+    auto& sf = *s.mutable_fields();
+    sf["host"].set_string_value(w.host);
+    sf["rank"].set_number_value(w.rank);
+    sf["local_rank"].set_number_value(w.local_rank);
+    sf["attempts"].set_number_value(w.attempts);
+    sf["exit_code"].set_number_value(w.exit_code);
+    sf["signal"].set_number_value(w.signal);
+    sf["wall_s"].set_number_value(w.wall_s);
+    sf["peak_rss_kb"].set_number_value(static_cast<double>(w.peak_rss_kb));
+    *workers.add_values()->mutable_struct_value() = s;
+  }
+  return workers;
+}
+
+}  // namespace
+
 std::string RenderReportJson(const RunReport& report) {
-  using google::protobuf::Struct;
-  using google::protobuf::Value;
-  Struct root;
+  google::protobuf::Struct root;
   auto& f = *root.mutable_fields();
   f["run_id"].set_string_value(report.run_id);
   f["host"].set_string_value(report.host);
@@ -147,44 +197,12 @@ std::string RenderReportJson(const RunReport& report) {
   f["rounds_total"].set_number_value(
       static_cast<double>(std::max<int64_t>(report.rounds_total, static_cast<int64_t>(report.rounds.size()))));
   f["log_dir"].set_string_value(report.log_dir);
-  auto* dumps = f["stack_dumps"].mutable_list_value();
-  for (const auto& d : report.stack_dumps) {
-    Struct s;
-    auto& sf = *s.mutable_fields();
-    sf["time_unix_s"].set_number_value(d.time_unix_s);
-    sf["reason"].set_string_value(d.hang ? "hang-timeout" : "drun stacks");
-    sf["file"].set_string_value(d.file);
-    sf["text"].set_string_value(d.text);
-    *dumps->add_values()->mutable_struct_value() = s;
-  }
+  *f["stack_dumps"].mutable_list_value() = DumpsList(report);
   f["refused_connections"].set_number_value(static_cast<double>(report.refused_connections));
   auto* incomplete = f["incomplete_logs"].mutable_list_value();
   for (const auto& path : report.incomplete_logs) incomplete->add_values()->set_string_value(path);
-  auto* rounds = f["rounds"].mutable_list_value();
-  for (const auto& r : report.rounds) {
-    Struct s;
-    auto& sf = *s.mutable_fields();
-    sf["round"].set_number_value(static_cast<double>(r.round));
-    sf["rendezvous_s"].set_number_value(r.rendezvous_s);
-    sf["group_rank"].set_number_value(r.group_rank);
-    sf["world_size"].set_number_value(r.world_size);
-    sf["restart_count"].set_number_value(r.restart_count);
-    *rounds->add_values()->mutable_struct_value() = s;
-  }
-  auto* workers = f["workers"].mutable_list_value();
-  for (const auto& [rank, w] : report.ranks) {
-    Struct s;
-    auto& sf = *s.mutable_fields();
-    sf["host"].set_string_value(w.host);
-    sf["rank"].set_number_value(w.rank);
-    sf["local_rank"].set_number_value(w.local_rank);
-    sf["attempts"].set_number_value(w.attempts);
-    sf["exit_code"].set_number_value(w.exit_code);
-    sf["signal"].set_number_value(w.signal);
-    sf["wall_s"].set_number_value(w.wall_s);
-    sf["peak_rss_kb"].set_number_value(static_cast<double>(w.peak_rss_kb));
-    *workers->add_values()->mutable_struct_value() = s;
-  }
+  *f["rounds"].mutable_list_value() = RoundsList(report);
+  *f["workers"].mutable_list_value() = WorkersList(report);
   auto* nodes = f["nodes"].mutable_list_value();
   for (v1::NodeReport n : report.nodes) {
     n.clear_workers();  // they are in "workers", with every host's
