@@ -44,7 +44,6 @@ struct AgentOptions {
   // The interface given to the workers as GLOO_SOCKET_IFNAME and
   // NCCL_SOCKET_IFNAME (launcher/node.h ChooseSocketIface).
   SocketIface socket_iface;
-  std::string token;
   // A remote agent's ssh channel or srun's stdin, after the launch message:
   // the launcher's forwarded stop signals come on it (agent_launch.h), and
   // its EOF without a signal first means "the launcher is gone": stop the

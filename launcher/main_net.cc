@@ -100,7 +100,6 @@ int AgentMain() {
   options.spec = spec;
   options.hostname = launch->hostname().empty() ? Hostname() : launch->hostname();
   options.nproc = *nproc;
-  options.token = launch->token();
   options.host_in_prefix = true;
   options.lifeline_fd = 0;
   options.launcher_reports_end = launch->launcher_reports_end();
@@ -309,7 +308,6 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   options.spec = spec;
   options.hostname = Hostname();
   options.nproc = *nproc;
-  options.token = token;
   options.host_in_prefix = spec.max_nodes() > 1;
   options.base_env = std::move(env);
   options.summary = cl.summary;

@@ -101,7 +101,6 @@ void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const st
   options.spec = spec;
   options.hostname = Hostname();
   options.nproc = *nproc;
-  options.token = token;
   options.base_env = std::move(env);
   options.summary = cl.summary;
   options.report_path = cl.report_path;
