@@ -17,7 +17,7 @@ import time
 import unittest
 
 from drun_testlib import PYTHON, DrunTestCase, base_env, drun_path
-from tmux_pane import Tmux
+from tmux_pane import Tmux, pdb_dialogue
 
 RUN_BOUND = 120.0  # seconds: a hang bound, never a delay
 
@@ -72,19 +72,7 @@ class TerminalTest(DrunTestCase):
             "print('finished', os.environ['RANK'], x)\n"))
         tmux = Tmux(self.tmp, self.drun_command("--standalone", "--nproc-per-node", "2", script))
         self.addCleanup(tmux.close)
-        tmux.wait_for(r"^\[rank0\]: \(Pdb\) ?$")  # tmux trims trailing blanks
-        tmux.keys("p x", "Enter")
-        tmux.wait_for(r"^\[rank0\]: 42$")
-        # The next prompt (a second "(Pdb)" line) before typing on.
-        tmux.wait_for(r"^\[rank0\]: 42\n(.*\n)*\[rank0\][:+] \(Pdb\) ?$")
-        tmux.keys("c", "Enter")
-        screen = tmux.wait_for(r"^DRUN_EXIT=\d+")
-        self.assertIn("DRUN_EXIT=0", screen)
-        self.assertRegex(screen, r"(?m)^\[rank0\]: \(Pdb\) p x$")
-        # The worker's line is "(Pdb) finished 0 42" (prompt, then output): shown whole, or
-        # continued under "[rank0]+ " when rank 1 wrote or the typed "c" ended the line.
-        self.assertRegex(screen, r"(?m)^\[rank0\][:+] (\(Pdb\) )?finished 0 42$")
-        self.assertRegex(screen, r"(?m)^\[rank1\]: finished 1 42$")
+        pdb_dialogue(tmux, r"\[rank0\]", r"\[rank1\]")
 
     def test_ctrl_c_reaches_every_worker_while_rank0_reads_stdin(self):
         script = write_program(self.tmp, "wait_input.py", (

@@ -37,3 +37,24 @@ class Tmux:
 
     def close(self):
         subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+
+
+def pdb_dialogue(tmux, rank0, rank1):
+    """The terminal tests' pdb session: rank 0 (console prefix regex `rank0`, e.g.
+    r"\\[rank0\\]") stops at breakpoint() with x = 42; types `p x`, sees 42 on a line of
+    its own under the prefix and the next prompt, types `c`; returns the screen once the
+    pane shows DRUN_EXIT=N, after checking the exit was 0 and both ranks finished."""
+    tmux.wait_for(rf"^{rank0}: \(Pdb\) ?$")  # tmux trims trailing blanks
+    tmux.keys("p x", "Enter")
+    tmux.wait_for(rf"^{rank0}: 42$")
+    # The next prompt (a second "(Pdb)" line) before typing on.
+    tmux.wait_for(rf"^{rank0}: 42\n(.*\n)*{rank0}[:+] \(Pdb\) ?$")
+    tmux.keys("c", "Enter")
+    screen = tmux.wait_for(r"^DRUN_EXIT=\d+")
+    assert "DRUN_EXIT=0" in screen, screen
+    assert re.search(rf"(?m)^{rank0}: \(Pdb\) p x$", screen), screen
+    # The worker's line is "(Pdb) finished 0 42" (prompt, then output): shown whole, or
+    # continued under the "+" prefix when rank 1 wrote or the typed "c" ended the line.
+    assert re.search(rf"(?m)^{rank0}[:+] (\(Pdb\) )?finished 0 42$", screen), screen
+    assert re.search(rf"(?m)^{rank1}: finished 1 42$", screen), screen
+    return screen

@@ -522,6 +522,12 @@ class NetnsTestCase(MultiNodeTestCase):
         self.endpoint = f"{self.lab.addr(0)}:{self.PORT}"
 
 
+def report(text):
+    """A measured figure, on stderr where ctest -V shows it."""
+    sys.stderr.write(f"[measured] {text}\n")
+    sys.stderr.flush()
+
+
 def worker_command(*args):
     return [program("mn_worker.py")] + [str(a) for a in args]
 

@@ -5,10 +5,9 @@ above the maximum, and nodes with different --nproc-per-node.
 Workers are mn_worker.py (no PyTorch): they print what drun gave them and then wait on a
 Gate, so that a round stays up exactly until the test has seen what it needs."""
 import signal
-import sys
 import time
 
-from mn_testlib import (HOSTNAME, Gate, MultiNodeTestCase, main, parse_summary,
+from mn_testlib import (report, HOSTNAME, Gate, MultiNodeTestCase, main, parse_summary,
                         summary_lines, worker_command, worker_records)
 
 ADDRS = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
@@ -16,12 +15,6 @@ ADDRS = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
 LOST_NOTICE_BOUND = 5.0  # a killed agent's stream ends at once
 RESUME_BOUND = 30.0
 EXIT_BOUND = 10.0  # all workers exited 0 -> every agent exits
-
-
-def report(text):
-    """Measurements for the suite's report (visible with ctest --output-on-failure -V)."""
-    sys.stderr.write(f"[measured] {text}\n")
-    sys.stderr.flush()
 
 
 class ElasticTest(MultiNodeTestCase):

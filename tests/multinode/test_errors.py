@@ -6,17 +6,12 @@ import os
 import signal
 import socket
 import struct
-import sys
 
-from mn_testlib import (Gate, MultiNodeTestCase, base_env, free_port, main, worker_command,
+from mn_testlib import (report, Gate, MultiNodeTestCase, base_env, free_port, main, worker_command,
                         worker_records)
 
 SERVER_LOST_BOUND = 15.0  # coarse: the stream of a killed host ends at once
 
-
-def report(text):
-    sys.stderr.write(f"[measured] {text}\n")
-    sys.stderr.flush()
 
 
 def drun_lines(agent):

@@ -11,11 +11,10 @@ PyTorch."""
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import unittest
 
-from mn_testlib import NetnsTestCase, main
+from mn_testlib import report, NetnsTestCase, main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH_PROGRAMS = os.path.join(HERE, "..", "..", "bench", "programs")
@@ -23,10 +22,6 @@ SUBNET = "10.213.35"  # unique to this test
 PORT = 29400
 STEPS = 150
 
-
-def report(text):
-    sys.stderr.write(f"[measured] {text}\n")
-    sys.stderr.flush()
 
 
 class FloodTest(NetnsTestCase):

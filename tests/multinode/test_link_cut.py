@@ -6,9 +6,8 @@ Network safety: before any namespace exists, the test subnet gets an `unreachabl
 in the root namespace; every address and the bridge live in namespaces the test created;
 the agents dial only the test addresses (and their own loopback); teardown deletes the
 namespaces and the route. Needs root and `ip netns`; skipped otherwise."""
-import sys
 
-from mn_testlib import Gate, NetnsTestCase, main, worker_command, worker_records
+from mn_testlib import report, Gate, NetnsTestCase, main, worker_command, worker_records
 
 SUBNET = "10.213.31"  # unique to this test
 PORT = 29400          # a fresh namespace: nothing else listens there
@@ -18,10 +17,6 @@ AGENT_NOTICE_BOUND = 10.0
 SERVER_NOTICE_BOUND = 10.0
 RESUME_BOUND = 30.0
 
-
-def report(text):
-    sys.stderr.write(f"[measured] {text}\n")
-    sys.stderr.flush()
 
 
 class LinkCutTest(NetnsTestCase):

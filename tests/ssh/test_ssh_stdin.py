@@ -12,7 +12,7 @@ import subprocess
 import unittest
 
 import ssh_testlib as t
-from tmux_pane import Tmux  # tests/e2e, on the path through ssh_testlib
+from tmux_pane import Tmux, pdb_dialogue  # tests/e2e, on the path through ssh_testlib
 
 PROGRAM = os.path.join(t.PROGRAMS, "stdin_echo.py")
 PREFIXED = re.compile(r"^\[[\w.-]+:rank\d+\][:+] ")
@@ -123,17 +123,8 @@ class TerminalTest(t.SshTestCase):
         tmux = Tmux(self.bed.tmp, command)
         self.addCleanup(tmux.close)
         rank0 = r"\[[\w.-]+:rank0\]"
-        tmux.wait_for(rf"^{rank0}: \(Pdb\) ?$")  # tmux trims trailing blanks
-        tmux.keys("p x", "Enter")
         # The answer on a line of its own, under the prefix: the agent heard of the echo.
-        tmux.wait_for(rf"^{rank0}: 42$")
-        tmux.wait_for(rf"^{rank0}: 42\n(.*\n)*{rank0}[:+] \(Pdb\) ?$")
-        tmux.keys("c", "Enter")
-        screen = tmux.wait_for(r"^DRUN_EXIT=\d+")
-        self.assertIn("DRUN_EXIT=0", screen)
-        self.assertRegex(screen, rf"(?m)^{rank0}: \(Pdb\) p x$")
-        self.assertRegex(screen, rf"(?m)^{rank0}[:+] (\(Pdb\) )?finished 0 42$")
-        self.assertRegex(screen, r"(?m)^\[[\w.-]+:rank1\]: finished 1 42$")
+        pdb_dialogue(tmux, rank0, r"\[[\w.-]+:rank1\]")
         self.assertHostsClean()
 
 
