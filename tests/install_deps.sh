@@ -16,6 +16,7 @@ PKGS=(
   # multi-host and cluster testbeds, fuzzing, pseudo-terminal checks
   iproute2 procps psmisc openssh-server openssh-client
   tcpdump  # the job token and -x values never cross the rendezvous wire (tests/e2e/test_token_wire.py)
+  openssl  # --rdzv-tls tests make their CA and certificates at test time (tests/make_tls_certs.sh)
   slurmctld slurmd slurm-client munge
   clang libclang-rt-14-dev tmux util-linux
   # man page and package checks
