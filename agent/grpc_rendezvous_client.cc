@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "drun/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/tls_relay.h"
 #include "rendezvous/base/unique_fd.h"
 #include "rendezvous/join_auth.h"
 #include "rendezvous/link_liveness.h"
@@ -176,6 +177,7 @@ class GrpcClient : public RendezvousClient {
         std::lock_guard<std::mutex> l(mu_);
         last_rx_ = Clock::now();
         seen_ = last_rx_ - stalled_;
+        heard_ = true;
         if (refused_) continue;  // nothing from a refused server reaches the agent
       }
       if (!Admit(&m)) continue;
@@ -190,10 +192,16 @@ class GrpcClient : public RendezvousClient {
       stream_done_ = true;
     }
     std::lock_guard<std::mutex> l(mu_);
-    if (!closing_) {
-      LoseLocked(status.ok() ? "it closed the stream"
-                             : absl::StrCat("the connection broke (", status.error_message(), ")"));
+    if (closing_) return;
+    if (!heard_ && !opt_.tls) {
+      // Every stream opens with the server's Challenge: a server that said
+      // nothing at all closed the connection unread.
+      LoseLocked("it closed the connection before saying anything (a rendezvous started with --rdzv-tls "
+                 "closes agents without it: check --rdzv-tls)");
+      return;
     }
+    LoseLocked(status.ok() ? "it closed the stream"
+                           : absl::StrCat("the connection broke (", status.error_message(), ")"));
   }
 
   void LoseLocked(const std::string& why) {
@@ -231,6 +239,7 @@ class GrpcClient : public RendezvousClient {
   bool lost_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool refused_ ABSL_GUARDED_BY(mu_) = false;  // it failed the job token's handshake
+  bool heard_ ABSL_GUARDED_BY(mu_) = false;    // anything came from the server
   bool stream_done_ ABSL_GUARDED_BY(write_mu_) = false;
   bool challenged_ ABSL_GUARDED_BY(write_mu_) = false;  // the Challenge came: nothing is held
   std::vector<v1::AgentMessage> held_ ABSL_GUARDED_BY(write_mu_);  // until the Challenge
@@ -275,17 +284,41 @@ bool Resolve(const std::string& target, sockaddr_storage* out, socklen_t* len) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcClientOptions& opt,
-                                                                     int* stop_signal) {
-  *stop_signal = 0;
-  // drun dials the server itself, so the socket carries the link-liveness
-  // options (link_liveness.h) before gRPC runs HTTP/2 over it.
-  const auto deadline = Clock::now() + opt.connect_timeout;
+namespace {
+
+absl::Status Stopped(int sig, int* stop_signal) {
+  *stop_signal = sig;
+  return absl::CancelledError(absl::StrCat("stopped by signal ", sig, " while waiting for the rendezvous server"));
+}
+
+// Completes a non-blocking connect() to `addr`: true once connected. A SYN
+// into a cut link may take long: waited for in slices, so a stop signal
+// still ends the wait.
+absl::StatusOr<bool> Connected(int fd, const sockaddr_storage& addr, socklen_t len, TimePoint deadline,
+                               int* stop_signal) {
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0) return true;
+  if (errno != EINPROGRESS) return false;
+  for (;;) {
+    pollfd p{fd, POLLOUT, 0};
+    if (poll(&p, 1, PollTimeoutMs(deadline, Clock::now(), 100)) > 0) {
+      int err = 0;
+      socklen_t el = sizeof err;
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+      return err == 0;
+    }
+    if (int sig = TakeStopSignal()) return Stopped(sig, stop_signal);
+    if (Clock::now() >= deadline) return false;
+  }
+}
+
+// A TCP connection to the server, dialled until it answers, the deadline, or
+// a stop signal. drun dials the server itself, so the socket carries the
+// link-liveness options (link_liveness.h) before gRPC runs HTTP/2 over it.
+absl::StatusOr<UniqueFd> Dial(const GrpcClientOptions& opt, TimePoint deadline, int* stop_signal) {
   // Refused while the host starts: dial again after 5 ms, doubling up to
   // 100 ms (jobs start all nodes at once, and a refused loopback dial is cheap).
   auto slice = std::chrono::milliseconds(5);
-  UniqueFd fd;
-  while (!fd.valid()) {
+  for (;;) {
     const TimePoint attempt = Clock::now();
     if (attempt >= deadline) break;
     sockaddr_storage addr{};
@@ -294,54 +327,77 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcCl
       UniqueFd s(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
       if (s.valid()) {
         SetLinkTimeout(s.get(), std::chrono::duration_cast<std::chrono::milliseconds>(opt.link_timeout));
-        int r = connect(s.get(), reinterpret_cast<sockaddr*>(&addr), len);
-        if (r != 0 && errno == EINPROGRESS) {
-          // A SYN into a cut link may take long: wait for it in slices.
-          for (;;) {
-            pollfd p{s.get(), POLLOUT, 0};
-            const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-            int n = poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 0, 100)));
-            if (n > 0) {
-              int err = 0;
-              socklen_t el = sizeof err;
-              getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &el);
-              r = err == 0 ? 0 : -1;
-              break;
-            }
-            if (int sig = TakeStopSignal()) {
-              *stop_signal = sig;
-              return absl::CancelledError(absl::StrCat(
-                  "stopped by signal ", sig, " while waiting for the rendezvous server"));
-            }
-            if (Clock::now() >= deadline) break;
-          }
-        }
-        if (r == 0) {
-          fd = std::move(s);
-          break;
-        }
+        auto ok = Connected(s.get(), addr, len, deadline, stop_signal);
+        if (!ok.ok()) return ok.status();
+        if (*ok) return s;
       }
     }
-    if (int sig = TakeStopSignal()) {
-      *stop_signal = sig;
-      return absl::CancelledError(
-          absl::StrCat("stopped by signal ", sig, " while waiting for the rendezvous server"));
-    }
+    if (int sig = TakeStopSignal()) return Stopped(sig, stop_signal);
     // Refused (the host is not up yet): try again once the slice is over.
-    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(
-        std::min(deadline, attempt + slice) - Clock::now());
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(std::min(deadline, attempt + slice) - Clock::now());
     if (wait.count() > 0) poll(nullptr, 0, static_cast<int>(wait.count()));
     slice = std::min(2 * slice, std::chrono::milliseconds(100));
   }
-  if (!fd.valid()) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot reach the rendezvous server at ", opt.target, " within ",
-        std::chrono::duration_cast<std::chrono::seconds>(opt.connect_timeout).count(),
-        " s: start drun on the node that hosts it, or check --rdzv-endpoint"));
+  return absl::UnavailableError(absl::StrCat(
+      "cannot reach the rendezvous server at ", opt.target, " within ",
+      std::chrono::duration_cast<std::chrono::seconds>(opt.connect_timeout).count(),
+      " s: start drun on the node that hosts it, or check --rdzv-endpoint"));
+}
+
+// One relay thread for every TLS connection of this process (tls_relay.h).
+absl::StatusOr<TlsRelay*> ProcessRelay() {
+  static std::mutex mu;
+  static std::unique_ptr<TlsRelay> relay;
+  std::lock_guard<std::mutex> l(mu);
+  if (!relay) {
+    auto r = TlsRelay::Start(TlsRelay::Options());
+    if (!r.ok()) return r.status();
+    relay = *std::move(r);
+  }
+  return relay.get();
+}
+
+// --rdzv-tls: the handshake runs here, within the connect deadline, so a
+// refusal is one clear line; the connection then goes through the relay and
+// gRPC gets its plain end.
+absl::StatusOr<UniqueFd> StartTls(const GrpcClientOptions& opt, UniqueFd tcp, TimePoint deadline,
+                                  int* stop_signal) {
+  TlsFailure failure = TlsFailure::kOther;
+  auto stop = [stop_signal] { return (*stop_signal = TakeStopSignal()) != 0; };
+  auto ssl = TlsConnect(*opt.tls, tcp.get(), deadline, stop, &failure);
+  if (!ssl.ok() && *stop_signal != 0) return Stopped(*stop_signal, stop_signal);
+  if (!ssl.ok()) {
+    const char* hint = failure == TlsFailure::kPeerClosed
+                           ? " (a rendezvous started without --rdzv-tls closes agents that use it)"
+                           : "";
+    return absl::UnavailableError(absl::StrCat("TLS handshake with ", opt.target, " failed: ",
+                                               ssl.status().message(), hint, "; check --rdzv-tls"));
+  }
+  auto relay = ProcessRelay();
+  if (!relay.ok()) return relay.status();
+  return (*relay)->Adopt(std::move(tcp), *std::move(ssl));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const TlsContext>> LoadClientTls(const v1::JobSpec& spec) {
+  if (!spec.has_tls()) return std::shared_ptr<const TlsContext>();
+  return TlsContext::Load(TlsContext::Side::kClient, spec.tls().cert(), spec.tls().key(), spec.tls().ca());
+}
+
+absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcClientOptions& opt,
+                                                                     int* stop_signal) {
+  *stop_signal = 0;
+  const auto deadline = Clock::now() + opt.connect_timeout;
+  auto fd = Dial(opt, deadline, stop_signal);
+  if (!fd.ok()) return fd.status();
+  if (opt.tls) {
+    fd = StartTls(opt, *std::move(fd), deadline, stop_signal);
+    if (!fd.ok()) return fd.status();
   }
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  auto channel = grpc::CreateCustomInsecureChannelFromFd(opt.target, fd.release(), args);
+  auto channel = grpc::CreateCustomInsecureChannelFromFd(opt.target, fd->release(), args);
   return std::unique_ptr<RendezvousClient>(new GrpcClient(opt, std::move(channel)));
 }
 

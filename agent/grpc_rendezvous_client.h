@@ -14,7 +14,9 @@
 // server to the agent before a Welcome that proves the server knows the
 // token; sealed specs are opened back into Assignment.spec. A server that
 // cannot prove it, or whose spec does not open, is lost like a dead one: a
-// Finish with exit code 1 that says why.
+// Finish with exit code 1 that says why. A plain client whose server closes
+// the connection before it has said anything is told that a rendezvous
+// started with --rdzv-tls does that to agents without it.
 #ifndef DRUN_AGENT_GRPC_RENDEZVOUS_CLIENT_H_
 #define DRUN_AGENT_GRPC_RENDEZVOUS_CLIENT_H_
 
@@ -23,12 +25,17 @@
 
 #include "absl/status/statusor.h"
 #include "agent/rendezvous_client.h"
+#include "drun/v1/job.pb.h"
+#include "rendezvous/base/tls_relay.h"
 
 namespace drun {
 
 struct GrpcClientOptions {
   std::string target;  // HOST:PORT
   std::string token;   // the job token; empty: none (nothing proven or sealed)
+  // --rdzv-tls (LoadClientTls): the connection is TLS, with this node's
+  // certificate, under gRPC; null: plain TCP.
+  std::shared_ptr<const TlsContext> tls;
   Duration connect_timeout = std::chrono::seconds(60);
   Duration heartbeat = std::chrono::milliseconds(500);
   // The connection breaks when the server's kernel has not answered for
@@ -40,7 +47,13 @@ struct GrpcClientOptions {
   Duration silence = std::chrono::seconds(20);
 };
 
-// Connects (retrying until connect_timeout) and opens the stream. A stop
+// The client side of spec.tls (--rdzv-tls); null when the job has none.
+// Errors: a file that does not load, a key that is not the certificate's.
+absl::StatusOr<std::shared_ptr<const TlsContext>> LoadClientTls(const v1::JobSpec& spec);
+
+// Connects (retrying until connect_timeout) and opens the stream. With
+// opt.tls, the TLS handshake is part of connecting: a refusal ends it with
+// "TLS handshake with HOST:PORT failed: <why>; check --rdzv-tls". A stop
 // signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) pending while it waits ends the
 // wait: Cancelled, with the signal in *stop_signal (0 otherwise).
 absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcClientOptions& opt,

@@ -87,9 +87,13 @@ int AgentMain() {
   Guardian guardian = Guardian::Start();
   Agent::BlockHandledSignals();
 
+  // --rdzv-tls: the launcher's paths, read on this host.
+  auto tls = LoadClientTls(spec);
+  if (!tls.ok()) return Fail(kExitBadInput, std::string(tls.status().message()));
   GrpcClientOptions copt;
   copt.target = launch->rdzv_target();
   copt.token = launch->token();
+  copt.tls = *tls;
   copt.connect_timeout = std::chrono::seconds(30);
   SetLiveness(spec, /*in_process_server=*/false, &copt);
   int stop_signal = 0;
@@ -270,7 +274,8 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
 // `slurm`: a task of an srun step (slurm_env.h): its members are fixed, and in
 // task mode each is one worker.
 [[noreturn]] void RunNetworkNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env,
-                                 const std::string& token, SlurmMode slurm) {
+                                 const std::string& token, std::shared_ptr<const TlsContext> tls,
+                                 SlurmMode slurm) {
   auto nproc = ResolveNproc(spec.nproc_per_node(), ProbeNode());
   if (!nproc.ok()) QuickExit(Fail(kExitBadInput, std::string(nproc.status().message())));
   Guardian guardian = Guardian::Start();
@@ -299,6 +304,7 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   GrpcClientOptions copt;
   copt.target = ep->ToString();
   copt.token = token;
+  copt.tls = std::move(tls);
   copt.connect_timeout = Seconds(spec.read_timeout_s() > 0 ? spec.read_timeout_s() : 60);
   SetLiveness(spec, /*in_process_server=*/server != nullptr, &copt);
   int stop_signal = 0;
@@ -352,6 +358,9 @@ int Main(int argc, char** argv) {
   if (int code = PrepareJob(*cl, env, !remote_workers, &spec); code != 0) return code;
   auto token = ReadJobToken(*cl, env);
   if (!token.ok()) return Fail(kExitBadInput, std::string(token.status().message()));
+  // --rdzv-tls: the files load and the key is the certificate's before anything starts.
+  auto tls = LoadClientTls(spec);
+  if (!tls.ok()) return Fail(kExitBadInput, std::string(tls.status().message()));
   switch (cl->mode) {
     case JobMode::kSlurmLauncher:
       return RunSlurmLauncher(*cl, spec, *token, env);
@@ -360,7 +369,7 @@ int Main(int argc, char** argv) {
     case JobMode::kSingleNode:
       RunSingleNode(*cl, std::move(spec), std::move(env), *token);
     default:
-      RunNetworkNode(*cl, std::move(spec), std::move(env), *token, slurm_mode);
+      RunNetworkNode(*cl, std::move(spec), std::move(env), *token, *std::move(tls), slurm_mode);
   }
 }
 

@@ -7,12 +7,21 @@
 
 namespace drun {
 
+namespace {
+constexpr unsigned char kTlsHandshakeRecord = 0x16;
+}  // namespace
+
 FirstBytes ClassifyFirstBytes(absl::string_view peeked) {
   if (peeked.empty()) return FirstBytes::kNeedMore;
   if (peeked[0] == kHttp2Preface[0]) {
     const size_t n = std::min(peeked.size(), kHttp2Preface.size());
     if (peeked.substr(0, n) != kHttp2Preface.substr(0, n)) return FirstBytes::kGarbage;
     return n == kHttp2Preface.size() ? FirstBytes::kGrpc : FirstBytes::kNeedMore;
+  }
+  if (static_cast<unsigned char>(peeked[0]) == kTlsHandshakeRecord) {
+    if (peeked.size() > 1 && peeked[1] != '\x03') return FirstBytes::kGarbage;
+    if (peeked.size() < 3) return FirstBytes::kNeedMore;
+    return static_cast<unsigned char>(peeked[2]) <= 4 ? FirstBytes::kTls : FirstBytes::kGarbage;
   }
   // The store's own parser: a stream it would refuse is refused here. Only
   // the first kFirstBytesPeek bytes count, so the verdict on a store
@@ -31,6 +40,8 @@ const char* FirstBytesName(FirstBytes kind) {
       return "grpc";
     case FirstBytes::kStore:
       return "store";
+    case FirstBytes::kTls:
+      return "tls";
     case FirstBytes::kGarbage:
       return "garbage";
   }

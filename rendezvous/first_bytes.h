@@ -12,6 +12,10 @@
 //  * Anything else must be a valid start of a TCPStore request stream (torch
 //    1.13 opcodes, or 2.x's VALIDATE): checked with the store's own parser, so
 //    the classifier accepts exactly what the store would.
+//  * TLS (--rdzv-tls): a client's first record is a handshake record, whose
+//    header starts 0x16 (content type "handshake") 0x03 (major version of
+//    every SSL/TLS record layer) and a minor version 0..4: kTls after those
+//    three bytes. 0x16 is no opcode of either TCPStore dialect either.
 //  * A torch 1.13 TCPStore's second ("callback") connection sends nothing
 //    until watchKey(): silence is kNeedMore, never a verdict; the caller
 //    bounds how long it waits.
@@ -28,6 +32,7 @@ enum class FirstBytes {
   kNeedMore,  // not enough bytes to tell yet (or none)
   kGrpc,      // the HTTP/2 client preface
   kStore,     // a valid start of a TCPStore request stream
+  kTls,       // a TLS record (an agent with --rdzv-tls)
   kGarbage,   // neither: close the connection
 };
 

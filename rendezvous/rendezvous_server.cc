@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -25,6 +26,8 @@
 #include "absl/strings/str_replace.h"
 #include "drun/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/say.h"
+#include "rendezvous/base/tls_relay.h"
 #include "rendezvous/base/unique_fd.h"
 #include "rendezvous/first_bytes.h"
 #include "rendezvous/join_auth.h"
@@ -489,8 +492,9 @@ struct PendingConn {
 // header) each connection is sorted by its first bytes first.
 class ServerImpl : public RendezvousServer {
  public:
-  ServerImpl(RendezvousState::Config config, Options options)
-      : link_timeout_(std::chrono::milliseconds(static_cast<int64_t>(
+  ServerImpl(RendezvousState::Config config, Options options, std::shared_ptr<const TlsContext> tls)
+      : tls_(std::move(tls)),
+        link_timeout_(std::chrono::milliseconds(static_cast<int64_t>(
             1000 * (config.spec.keepalive_timeout_s() > 0 ? config.spec.keepalive_timeout_s() : 2)))),
         first_bytes_timeout_(options.first_bytes_timeout),
         fixed_master_port_(config.fixed_master_port),
@@ -526,6 +530,7 @@ class ServerImpl : public RendezvousServer {
     // The configured master port is this listener's: the store shares it.
     shared_ = fixed_master_port_ > 0 && fixed_master_port_ == port_;
     if (shared_) core_->ServeStoreThroughListener(port_);
+    if (absl::Status st = StartTlsRelay(); !st.ok()) return st;
     return StartServing();
   }
   int port() const override { return port_; }
@@ -533,7 +538,7 @@ class ServerImpl : public RendezvousServer {
   int event_fd() const override { return core_->event_fd(); }
   std::optional<Event> NextEvent() override { return core_->NextEvent(); }
   uint64_t AskStacks() override { return core_->AskStacks(); }
-  uint64_t refused_connections() const override { return core_->refused_connections(); }
+  uint64_t refused_connections() const override { return core_->refused_connections() + tls_refused_; }
   void Shutdown(Duration grace) override {
     if (acceptor_.joinable()) {
       uint64_t one = 1;
@@ -577,6 +582,35 @@ class ServerImpl : public RendezvousServer {
     }
     acceptor_ = std::thread([this] { AcceptLoop(); });
     return absl::OkStatus();
+  }
+
+  // With --rdzv-tls, every agent connection is TLS, handshaken in the relay's
+  // thread (never the acceptor's). The first refusal of each kind is one line
+  // on the host's console; the rest are only counted.
+  absl::Status StartTlsRelay() {
+    if (!tls_) return absl::OkStatus();
+    TlsRelay::Options o;
+    o.handshake_timeout = first_bytes_timeout_;
+    o.on_refused = [this](const std::string& peer, TlsFailure, const std::string& why) {
+      tls_refused_++;
+      if (!said_tls_refused_.exchange(true)) {
+        Say(absl::StrCat("the rendezvous refused a TLS connection from ", peer, ": ", why,
+                         " (further refusals are only counted)"));
+      }
+    };
+    auto relay = TlsRelay::Start(std::move(o));
+    if (!relay.ok()) return relay.status();
+    relay_ = std::move(*relay);
+    return absl::OkStatus();
+  }
+
+  // A plain gRPC client at a rendezvous that requires TLS: closed unread.
+  void RefusePlain(const std::string& peer) {
+    tls_refused_++;
+    if (!said_plain_refused_.exchange(true)) {
+      Say(absl::StrCat("the rendezvous refused a connection without TLS from ", peer,
+                       ": this job's agents need --rdzv-tls (further refusals are only counted)"));
+    }
   }
 
   bool Watch(int fd, uint64_t tag, uint32_t events) {
@@ -652,10 +686,15 @@ class ServerImpl : public RendezvousServer {
       kind = FirstBytes::kGarbage;
     if (kind == FirstBytes::kNeedMore) return;
     if (kind == FirstBytes::kStore && !shared_) kind = FirstBytes::kGarbage;  // no store here
+    if (kind == FirstBytes::kTls && !tls_) kind = FirstBytes::kGarbage;      // TLS not asked for
     PendingConn conn = TakePending(it);
     epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, conn.fd.get(), nullptr);
-    if (kind == FirstBytes::kGrpc) {
+    if (kind == FirstBytes::kGrpc && tls_) {
+      RefusePlain(conn.peer);  // conn closes itself
+    } else if (kind == FirstBytes::kGrpc) {
       ToGrpc(conn.fd.release(), std::move(conn.peer));  // gRPC owns it from here
+    } else if (kind == FirstBytes::kTls) {
+      ToTls(std::move(conn));
     } else if (kind == FirstBytes::kStore) {
       core_->AdoptStoreConnection(std::move(conn.fd));
     }  // kGarbage: closed by conn's destructor
@@ -666,6 +705,15 @@ class ServerImpl : public RendezvousServer {
     SetLinkTimeout(fd, link_timeout_);
     core_->NotePeer(fd, std::move(peer));
     grpc::AddInsecureChannelFromFd(server_.get(), fd);
+  }
+
+  // gRPC gets the relay's plain end; the socket keeps its link-liveness options.
+  void ToTls(PendingConn conn) {
+    SetLinkTimeout(conn.fd.get(), link_timeout_);
+    auto plain = relay_->Accept(std::move(conn.fd), *tls_, conn.peer);
+    if (!plain.ok()) return;  // out of descriptors: the agent retries or fails clearly
+    core_->NotePeer(plain->get(), std::move(conn.peer));
+    grpc::AddInsecureChannelFromFd(server_.get(), plain->release());
   }
 
   // Every pending connection has the same timeout, so accept order is
@@ -695,11 +743,16 @@ class ServerImpl : public RendezvousServer {
     return static_cast<int>(std::max<int64_t>(0, left.count()));
   }
 
+  const std::shared_ptr<const TlsContext> tls_;  // null without --rdzv-tls
+  std::atomic<uint64_t> tls_refused_{0};
+  std::atomic<bool> said_tls_refused_{false};
+  std::atomic<bool> said_plain_refused_{false};
   const std::chrono::milliseconds link_timeout_;
   const Duration first_bytes_timeout_;
   const int fixed_master_port_;
   std::unique_ptr<Core> core_;
   Service service_;
+  std::unique_ptr<TlsRelay> relay_;  // outlives server_, whose connections it carries
   std::unique_ptr<grpc::Server> server_;
   UniqueFd listen_fd_;
   UniqueFd epoll_fd_;
@@ -734,7 +787,15 @@ absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
   if (!config.token.empty() && !config.token_authority) {
     config.token_authority = MakeTokenAuthority(config.token, config.run_id);
   }
-  auto s = std::make_unique<ServerImpl>(std::move(config), options);
+  // --rdzv-tls: this host's certificate is the server's (tls_relay.h).
+  std::shared_ptr<const TlsContext> tls;
+  if (config.spec.has_tls()) {
+    const v1::TlsFiles& f = config.spec.tls();
+    auto ctx = TlsContext::Load(TlsContext::Side::kServer, f.cert(), f.key(), f.ca());
+    if (!ctx.ok()) return ctx.status();
+    tls = *std::move(ctx);
+  }
+  auto s = std::make_unique<ServerImpl>(std::move(config), options, std::move(tls));
   if (absl::Status st = s->Listen(listen_addr); !st.ok()) return st;
   return std::unique_ptr<RendezvousServer>(std::move(s));
 }

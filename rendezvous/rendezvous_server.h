@@ -16,6 +16,13 @@
 // connection that stays silent longer than Options::first_bytes_timeout is
 // closed. On a port of its own the same sorting runs, with only the HTTP/2
 // preface going on: garbage and silent connections never reach gRPC.
+//
+// TLS (config.spec.tls, --rdzv-tls): agents' connections must then start
+// with a TLS record; each is handshaken (client certificate required, chain
+// to the CA) in a TlsRelay's thread and gRPC gets the relay's plain end
+// (rendezvous/base/tls_relay.h). A plain gRPC client is closed unread; the
+// workers' store on a shared port stays plain (torch speaks no TLS) and is
+// guarded by admission only. Without TLS, a TLS client is garbage.
 #ifndef DRUN_RENDEZVOUS_RENDEZVOUS_SERVER_H_
 #define DRUN_RENDEZVOUS_RENDEZVOUS_SERVER_H_
 
@@ -71,7 +78,9 @@ class RendezvousServer {
   // Asks every node's agent for its ranks' stacks (rendezvous/stacks_relay.h);
   // the answer comes as a kStacks event with the returned number.
   virtual uint64_t AskStacks() = 0;
-  // Connections the job's store refused so far (rendezvous/admission.h).
+  // Connections refused so far: by the job's store (rendezvous/admission.h),
+  // and with --rdzv-tls agents without TLS or whose certificate does not
+  // verify against the CA.
   virtual uint64_t refused_connections() const = 0;
   // Stops accepting, gives open streams up to `grace` to finish, then cancels.
   virtual void Shutdown(Duration grace) = 0;

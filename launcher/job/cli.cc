@@ -97,6 +97,9 @@ const OptionDef kOptions[] = {
      "each node reaches the rendezvous through)", false},
     {"rdzv-token-file", 0, Kind::kValue, kRdzv, "FILE",
      "file holding the job token (else $DRUN_RDZV_TOKEN), mode 0600; nodes without it are rejected", false},
+    {"rdzv-tls", 0, Kind::kValue, kRdzv, "CERT,KEY,CA",
+     "TLS with client certificates on the rendezvous channel: this node's certificate, its key (mode "
+     "0600) and the CA that signs every node's; the same paths on every host", false},
     {"log-dir", 0, Kind::kValue, kOut, "DIR",
      "keep workers' output in <DIR>/<run_id>[_<unique>]/[<host>/]attempt_<n>/<local_rank>/{stdout,stderr}.log (both streams unless -r/-t say otherwise)", true},
     {"redirects", 'r', Kind::kValue, kOut, "0-3|R:0-3,...",
@@ -602,6 +605,49 @@ absl::Status ResolveRdzvConf(const Sources& src, CommandLine* cl) {
   return absl::OkStatus();
 }
 
+// A path as the user wrote it, made absolute against the working directory,
+// so remote agents (which start elsewhere) read the same file.
+std::string AbsolutePath(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd) == nullptr) return path;
+  return absl::StrCat(cwd, "/", path);
+}
+
+// --rdzv-tls CERT,KEY,CA: three files this user can read, the key readable by
+// no one else (like a token file). That they are PEM and that the key is the
+// certificate's is checked by OpenSSL when drun-net loads them (main_net.cc):
+// the light drun links no libssl.
+absl::Status ResolveTls(const Sources& src, CommandLine* cl) {
+  auto v = src.Get("rdzv-tls");
+  if (!v) return absl::OkStatus();
+  const std::string label = Sources::Label(v->origin, "rdzv-tls");
+  const std::vector<std::string> parts = absl::StrSplit(v->value, ',');
+  if (parts.size() != 3 || std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
+    return Bad(absl::StrCat(label, " '", v->value,
+                            "': write CERT,KEY,CA: this node's certificate, its private key and the CA "
+                            "certificate (PEM files, no ',' in their paths)"));
+  }
+  const char* roles[] = {"certificate", "key", "CA certificate"};
+  std::string paths[3];
+  for (int i = 0; i < 3; ++i) {
+    paths[i] = AbsolutePath(parts[i]);
+    auto text = ReadSmallFile(paths[i], kMaxEnvFileBytes, absl::StrCat(label, " ", roles[i]));
+    if (!text.ok()) return Bad(std::string(text.status().message()));
+  }
+  struct stat st;
+  if (stat(paths[1].c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    return Bad(absl::StrCat(label, " key ", QuotePath(paths[1]), " may be read by others (mode ",
+                            absl::StrFormat("%04o", st.st_mode & 07777), "); run chmod 600 ",
+                            ShellQuote(paths[1])));
+  }
+  v1::TlsFiles* tls = cl->spec.mutable_tls();
+  tls->set_cert(paths[0]);
+  tls->set_key(paths[1]);
+  tls->set_ca(paths[2]);
+  return absl::OkStatus();
+}
+
 absl::Status ResolveRendezvous(const Sources& src, CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
   if (auto st = ResolveRunId(src, cl); !st.ok()) return st;
@@ -633,7 +679,7 @@ absl::Status ResolveRendezvous(const Sources& src, CommandLine* cl) {
     }
     s.set_iface(v->value);
   }
-  return absl::OkStatus();
+  return ResolveTls(src, cl);
 }
 
 absl::Status ResolveOutput(const Sources& src, CommandLine* cl) {

@@ -32,6 +32,7 @@ constexpr size_t kMaxJobFileBytes = 16 << 20;
 
 // The keys that are not command-line options.
 constexpr const char kEnv[] = "env";
+constexpr const char kTls[] = "tls";
 constexpr const char kHosts[] = "hosts";
 constexpr const char kScript[] = "script";
 constexpr const char kArgs[] = "args";
@@ -216,6 +217,7 @@ class Parser {
   absl::Status Scalar(const std::string& name, const YAML::Node& key, const YAML::Node& v,
                       std::string* out);
   absl::Status Env(const YAML::Node& key, const YAML::Node& v);
+  absl::Status Tls(const YAML::Node& key, const YAML::Node& v);
   absl::Status Hosts(const YAML::Node& key, const YAML::Node& v);
   absl::Status HostLines(const YAML::Node& key, const YAML::Node& v, std::vector<HostLine>* lines);
   absl::Status HostString(const YAML::Node& item, std::vector<HostLine>* lines);
@@ -285,6 +287,7 @@ absl::Status Parser::Option(const OptionInfo& o, const YAML::Node& key, const YA
     values.push_back(s);
     return absl::OkStatus();
   }
+  if (name == "rdzv-tls" && v.IsMap()) return Tls(key, v);
   if (name == "rdzv-conf" && v.IsMap()) {
     std::vector<std::string> items;
     for (const auto& kv : v) {
@@ -325,6 +328,22 @@ absl::Status Parser::Option(const OptionInfo& o, const YAML::Node& key, const YA
     s = t;
   }
   job_.options[name] = s;
+  return absl::OkStatus();
+}
+
+// tls: {cert: FILE, key: FILE, ca: FILE} -> --rdzv-tls CERT,KEY,CA.
+absl::Status Parser::Tls(const YAML::Node& key, const YAML::Node& v) {
+  std::map<std::string, std::string> files;
+  for (const auto& kv : v) {
+    const std::string k = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    if ((k != "cert" && k != "key" && k != "ca") || !kv.second.IsScalar() ||
+        absl::StrContains(kv.second.Scalar(), ',')) {
+      return Error(kv.first, "'tls' takes cert: FILE, key: FILE and ca: FILE (paths without ',')");
+    }
+    files[k] = kv.second.Scalar();
+  }
+  if (files.size() != 3) return Error(key, "'tls' needs all three of cert:, key: and ca:");
+  job_.options["rdzv-tls"] = absl::StrCat(files["cert"], ",", files["key"], ",", files["ca"]);
   return absl::OkStatus();
 }
 
@@ -511,7 +530,7 @@ absl::StatusOr<JobFile> Parser::Parse(const YAML::Node& root) {
         root, absl::StrCat("a job file is a map of settings (key: value), not ", Describe(root)));
   }
   const std::vector<OptionInfo> options = KnownOptions();
-  std::vector<std::string> known = {kEnv, kHosts, kScript, kArgs};
+  std::vector<std::string> known = {kEnv, kHosts, kScript, kArgs, kTls};
   for (const auto& o : options) {
     if (!CommandOnly(o.name)) known.push_back(o.name);
   }
@@ -529,7 +548,8 @@ absl::StatusOr<JobFile> Parser::Parse(const YAML::Node& root) {
           k, absl::StrCat("keys are setting names such as nproc-per-node, not ", Describe(k)));
     }
     const std::string& raw = k.Scalar();
-    const std::string key = Canonical(raw);
+    // tls: {cert, key, ca} is --rdzv-tls's job-file spelling.
+    const std::string key = Canonical(raw) == kTls ? std::string("rdzv-tls") : Canonical(raw);
     const auto [it, fresh] = seen.emplace(key, Seen{raw, Line(k)});
     if (!fresh) {
       return Error(k, absl::StrCat("'", raw, "' is set twice (also as '", it->second.spelling,
@@ -707,6 +727,14 @@ std::string RenderJobFile(const JobFile& job) {
     std::vector<std::pair<std::string, std::string>> conf;
     if (o.is_flag && (v == "1" || v == "0")) {
       out << (v == "1");
+    } else if (o.name == "rdzv-tls" && std::count(v.begin(), v.end(), ',') == 2) {
+      const std::vector<std::string> files = absl::StrSplit(v, ',');
+      out << YAML::BeginMap;
+      for (size_t i = 0; i < files.size(); ++i) {
+        out << YAML::Key << (i == 0 ? "cert" : i == 1 ? "key" : "ca") << YAML::Value;
+        EmitString(out, files[i]);
+      }
+      out << YAML::EndMap;
     } else if (o.name == "rdzv-conf" && SplitConf(v, &conf)) {
       out << YAML::BeginMap;
       for (const auto& [k, val] : conf) {

@@ -7,6 +7,7 @@
 //            {host, slots, max_slots, user}; or one string in -H syntax
 //   script:  the training script (or program, or module with `module: true`)
 //   args:    list of the script's arguments
+//   tls:     map {cert, key, ca}: --rdzv-tls CERT,KEY,CA
 //
 // Flags take booleans (`standalone: true`); other options take scalars (numbers or strings);
 // `rdzv-conf` may also be a map ({join_timeout: 600}), `x` a list. `host`, `hosts` and

@@ -62,6 +62,24 @@ TlsFailure Classify(int ssl_error) {
   return TlsFailure::kOther;
 }
 
+// Whether the alert the peer sent is about our certificate.
+bool CertificateAlert() {
+  const unsigned long e = ERR_peek_last_error();
+  if (ERR_GET_LIB(e) != ERR_LIB_SSL || ERR_GET_REASON(e) < SSL_AD_REASON_OFFSET) return false;
+  switch (ERR_GET_REASON(e) - SSL_AD_REASON_OFFSET) {
+    case SSL_AD_BAD_CERTIFICATE:
+    case SSL_AD_UNSUPPORTED_CERTIFICATE:
+    case SSL_AD_CERTIFICATE_REVOKED:
+    case SSL_AD_CERTIFICATE_EXPIRED:
+    case SSL_AD_CERTIFICATE_UNKNOWN:
+    case SSL_AD_UNKNOWN_CA:
+    case SSL_AD_CERTIFICATE_REQUIRED:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // One phrase; `peer` is "the server" or "the agent".
 std::string Describe(TlsFailure f, SSL* ssl, const std::string& peer) {
   switch (f) {
@@ -75,7 +93,8 @@ std::string Describe(TlsFailure f, SSL* ssl, const std::string& peer) {
                           v != X509_V_OK ? X509_verify_cert_error_string(v) : OpenSslReason().c_str(), ")");
     }
     case TlsFailure::kRefusedByPeer:
-      return absl::StrCat(peer, " refused the handshake (", OpenSslReason(), ")");
+      return absl::StrCat(peer, CertificateAlert() ? " refused this node's certificate (" : " refused the handshake (",
+                          OpenSslReason(), ")");
     case TlsFailure::kTimeout:
       return absl::StrCat("no handshake from ", peer, " in time");
     case TlsFailure::kOther:

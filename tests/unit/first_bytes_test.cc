@@ -79,8 +79,10 @@ TEST(FirstBytes, Torch2ValidateIsStore) {
 TEST(FirstBytes, WhatTheStoreWouldRefuseIsGarbage) {
   EXPECT_EQ(ClassifyFirstBytes("GET / HTTP/1.1\r\n\r\n"), FirstBytes::kGarbage);
   EXPECT_EQ(ClassifyFirstBytes("SSH-2.0-OpenSSH_9.2\r\n"), FirstBytes::kGarbage);
+  // A TLS hello is kTls now (--rdzv-tls); the store never gets it, and a
+  // rendezvous without --rdzv-tls closes it as it closes garbage.
   EXPECT_EQ(ClassifyFirstBytes(std::string("\x16\x03\x01\x02\x00", 5)),  // a TLS hello
-            FirstBytes::kGarbage);
+            FirstBytes::kTls);
   EXPECT_EQ(ClassifyFirstBytes(std::string(1, '\xff')), FirstBytes::kGarbage);
   // A SET whose key length is past the store's limit (8 KiB).
   EXPECT_EQ(ClassifyFirstBytes(wire::Byte(0) + wire::U64(1u << 20)), FirstBytes::kGarbage);
@@ -92,6 +94,19 @@ TEST(FirstBytes, OnlyThePeekedBytesCount) {
   std::string s = Encode(Dialect::kV113, Op::kSet, {"/key"}, {"value"});
   ASSERT_GE(s.size(), kFirstBytesPeek);
   EXPECT_EQ(ClassifyFirstBytes(s + std::string(64, '\xff')), FirstBytes::kStore);
+}
+
+// What an OpenSSL client sends first: a handshake record (ClientHello), record
+// version 3.1 whatever the protocol it offers.
+TEST(FirstBytes, ATlsHandshakeRecordIsTls) {
+  const std::string hello("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11);
+  EXPECT_EQ(ClassifyFirstBytes(hello), FirstBytes::kTls);
+  EXPECT_EQ(ClassifyFirstBytes(hello.substr(0, 3)), FirstBytes::kTls);
+  EXPECT_EQ(ClassifyFirstBytes(hello.substr(0, 1)), FirstBytes::kNeedMore);
+  EXPECT_EQ(ClassifyFirstBytes(hello.substr(0, 2)), FirstBytes::kNeedMore);
+  EXPECT_EQ(ClassifyFirstBytes(std::string("\x16\x02\x01", 3)), FirstBytes::kGarbage);
+  EXPECT_EQ(ClassifyFirstBytes(std::string("\x16\x03\x09", 3)), FirstBytes::kGarbage);
+  EXPECT_STREQ(FirstBytesName(FirstBytes::kTls), "tls");
 }
 
 TEST(FirstBytes, Names) {
