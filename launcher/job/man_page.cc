@@ -186,13 +186,30 @@ std::string SectionOptions(const std::vector<OptionInfo>& options) {
   return m;
 }
 
+std::string SectionTls() {
+  std::string m;
+  m += ".SH TLS\n";
+  m += Line(
+      "--rdzv-tls CERT,KEY,CA (a job file's tls: block) puts the rendezvous channel in TLS "
+      "(1.2 or later) with client certificates: the node that hosts the rendezvous presents CERT "
+      "and admits only agents whose certificate verifies against CA; agents present their CERT "
+      "and verify the server's against CA. Host names are not checked: the CA is the job's trust "
+      "boundary. KEY must be a PEM key without a pass phrase, readable only by its owner (chmod "
+      "600). Relative paths are made absolute; remote agents (--hostfile, --launcher slurm) read "
+      "the same paths on their host, so the files must be there. The job token still proves "
+      "itself inside TLS. The workers' c10d store stays plain TCP (PyTorch speaks no TLS): only "
+      "the job's nodes may connect to it. A single-node job has no rendezvous channel: the files "
+      "are checked and nothing else changes. See docs/architecture.md, \"TLS\".");
+  return m;
+}
+
 std::string SectionJobFiles() {
   std::string m;
   m += ".SH JOB FILES\n";
   m += Line(
       "--config FILE reads a YAML map whose keys are the long options above, with dashes or "
       "underscores (nproc-per-node: 4). Flags take true or false; other options take numbers "
-      "or strings; rdzv-conf may be a map and x a list. Four keys are not options:");
+      "or strings; rdzv-conf may be a map and x a list. Five keys are not options:");
   m += ".TP\n" + Bold("env") + "\n";
   m += Line("a map VAR: value set for every worker on every node.");
   m += ".TP\n" + Bold("hosts") + "\n";
@@ -203,6 +220,8 @@ std::string SectionJobFiles() {
   m += Line("the training script (or program with no-python, or module with module).");
   m += ".TP\n" + Bold("args") + "\n";
   m += Line("the script's arguments, a list.");
+  m += ".TP\n" + Bold("tls") + "\n";
+  m += Line("a map {cert, key, ca}: --rdzv-tls CERT,KEY,CA.");
   m += ".PP\n";
   m += Line(
       "An unknown key or a value of the wrong type is an error naming the file, line and key. "
@@ -353,6 +372,7 @@ std::string ManPage() {
   m += SectionDescription();
   m += SectionOptions(options);
   m += SectionJobFiles();
+  m += SectionTls();
   m += SectionStacks();
   m += SectionEnvironment(options);
   m += SectionExitStatus();

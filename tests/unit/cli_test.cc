@@ -281,5 +281,91 @@ TEST(CliTest, JobTokenIsTheFilesFirstLine) {
   EXPECT_EQ(*ReadJobToken(*cl, {{"DRUN_RDZV_TOKEN", "from-env"}}), "from-env");
 }
 
+// --rdzv-tls CERT,KEY,CA: parsed once into JobSpec.tls (absolute paths); bad
+// input is one line naming the file. That the files are PEM and the key the
+// certificate's is OpenSSL's check, in drun-net (tls_relay_test).
+class CliTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/cli_test_tls_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    for (const char* f : {"c.pem", "k.pem", "ca.pem"}) {
+      const std::string p = dir_ + "/" + f;
+      FILE* fp = fopen(p.c_str(), "w");
+      ASSERT_NE(fp, nullptr);
+      fputs("-----BEGIN X-----\n", fp);
+      fclose(fp);
+    }
+    ASSERT_EQ(chmod((dir_ + "/k.pem").c_str(), 0600), 0);
+  }
+  void TearDown() override {
+    for (const char* f : {"c.pem", "k.pem", "ca.pem"}) unlink((dir_ + "/" + f).c_str());
+    unlink((dir_ + "/job.yaml").c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string Files() const { return dir_ + "/c.pem," + dir_ + "/k.pem," + dir_ + "/ca.pem"; }
+  std::string dir_;
+};
+
+TEST_F(CliTlsTest, ThreeFilesBecomeJobSpecTls) {
+  auto cl = Parse({"--rdzv-tls", Files(), "t.py"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.tls().cert(), dir_ + "/c.pem");
+  EXPECT_EQ(cl->spec.tls().key(), dir_ + "/k.pem");
+  EXPECT_EQ(cl->spec.tls().ca(), dir_ + "/ca.pem");
+  cl = Parse({"t.py"}, {{"DRUN_RDZV_TLS", Files()}});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.tls().ca(), dir_ + "/ca.pem");
+  EXPECT_FALSE(Parse({"t.py"})->spec.has_tls());
+}
+
+TEST_F(CliTlsTest, RelativePathsAreMadeAbsolute) {
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  ASSERT_EQ(chdir(dir_.c_str()), 0);
+  auto cl = Parse({"--rdzv-tls", "c.pem,k.pem,ca.pem", "t.py"});
+  ASSERT_EQ(chdir(cwd), 0);
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.tls().key(), dir_ + "/k.pem");
+}
+
+TEST_F(CliTlsTest, BadInputIsOneLine) {
+  auto cl = Parse({"--rdzv-tls", dir_ + "/c.pem," + dir_ + "/k.pem", "t.py"});
+  ASSERT_FALSE(cl.ok());
+  EXPECT_EQ(cl.status().message(), "--rdzv-tls '" + dir_ + "/c.pem," + dir_ +
+                                       "/k.pem': write CERT,KEY,CA: this node's certificate, its private key "
+                                       "and the CA certificate (PEM files, no ',' in their paths)");
+  EXPECT_FALSE(Parse({"--rdzv-tls", ",,", "t.py"}).ok());
+  cl = Parse({"--rdzv-tls", dir_ + "/c.pem," + dir_ + "/nope.pem," + dir_ + "/ca.pem", "t.py"});
+  ASSERT_FALSE(cl.ok());
+  EXPECT_EQ(cl.status().message(),
+            "cannot open --rdzv-tls key '" + dir_ + "/nope.pem': No such file or directory");
+  ASSERT_EQ(chmod((dir_ + "/k.pem").c_str(), 0640), 0);  // a key others may read
+  cl = Parse({"--rdzv-tls", Files(), "t.py"});
+  ASSERT_FALSE(cl.ok());
+  EXPECT_EQ(cl.status().message(), "--rdzv-tls key '" + dir_ + "/k.pem' may be read by others (mode 0640); "
+                                   "run chmod 600 '" + dir_ + "/k.pem'");
+}
+
+TEST_F(CliTlsTest, JobFileTlsBlock) {
+  const std::string yaml = dir_ + "/job.yaml";
+  FILE* fp = fopen(yaml.c_str(), "w");
+  ASSERT_NE(fp, nullptr);
+  fprintf(fp, "tls:\n  cert: %s/c.pem\n  key: %s/k.pem\n  ca: %s/ca.pem\n", dir_.c_str(), dir_.c_str(),
+          dir_.c_str());
+  fclose(fp);
+  auto cl = Parse({"--config", yaml, "t.py"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.tls().cert(), dir_ + "/c.pem");
+  EXPECT_EQ(cl->spec.tls().ca(), dir_ + "/ca.pem");
+  fp = fopen(yaml.c_str(), "w");
+  fprintf(fp, "tls:\n  cert: %s/c.pem\n  ca: %s/ca.pem\n", dir_.c_str(), dir_.c_str());
+  fclose(fp);
+  cl = Parse({"--config", yaml, "t.py"});
+  ASSERT_FALSE(cl.ok());
+  EXPECT_EQ(cl.status().message(), yaml + ":1: 'tls' needs all three of cert:, key: and ca:");
+}
+
 }  // namespace
 }  // namespace drun
