@@ -5,11 +5,13 @@
 // the job token's handshake (rendezvous/join_auth.h) like the real client:
 // it waits for the server's Challenge, answers with a proof, checks the
 // server's Welcome and opens every sealed spec; a refused server counts as
-// an error.
+// an error. With --tls CERT,KEY,CA, each connection is TLS with that client
+// certificate, through one relay thread (rendezvous/base/tls_relay.h), as
+// the real agent's is.
 //
 //   drun_rdzv_load --target 127.0.0.1:PORT --streams 10000 [--channels 8]
 //                  [--run-id ID] [--token T] [--heartbeat-ms 500]
-//                  [--timeout-s 120]
+//                  [--timeout-s 120] [--tls CERT,KEY,CA]
 //
 // Prints key=value lines on stdout (times in seconds, from the first stream's
 // start): last_join_s is when the last Join was handed to the transport,
@@ -19,7 +21,10 @@
 // and waits for Finish, so the job ends cleanly (a stream closed while the
 // round runs would be a lost node, and stop the round for everyone).
 // Exit code 0 when every stream got what it waited for, 1 otherwise.
+#include <grpcpp/create_channel_posix.h>
 #include <grpcpp/grpcpp.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -37,6 +42,9 @@
 #include <vector>
 
 #include "drun/v1/rendezvous.grpc.pb.h"
+#include "absl/strings/str_split.h"
+#include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/tls_relay.h"
 #include "rendezvous/join_auth.h"
 
 namespace {
@@ -53,6 +61,7 @@ struct Options {
   std::string token;
   int heartbeat_ms = 500;
   double timeout_s = 120;
+  std::string tls;  // CERT,KEY,CA
 };
 
 Clock::time_point g_t0;
@@ -289,8 +298,31 @@ double Percentile(std::vector<double> v, double p) {
 int Usage() {
   std::fprintf(stderr,
                "usage: drun_rdzv_load --target HOST:PORT --streams N [--channels C] [--run-id ID]\n"
-               "                      [--token T] [--heartbeat-ms MS] [--timeout-s S]\n");
+               "                      [--token T] [--heartbeat-ms MS] [--timeout-s S]\n"
+               "                      [--tls CERT,KEY,CA]\n");
   return 2;
+}
+
+// A channel over one TLS connection, made like the agent's
+// (agent/grpc_rendezvous_client.cc): drun dials, handshakes, and hands gRPC
+// the relay's plain end.
+std::shared_ptr<grpc::Channel> TlsChannel(const Options& opt, const drun::TlsContext& ctx,
+                                          drun::TlsRelay* relay, const grpc::ChannelArguments& args) {
+  auto ep = drun::ParseEndpoint(opt.target, 0);
+  if (!ep.ok()) return nullptr;
+  auto addr = drun::ResolveSockAddr(*ep);
+  if (!addr.ok()) return nullptr;
+  drun::UniqueFd fd(socket(addr->storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr->storage), addr->len) != 0) return nullptr;
+  fcntl(fd.get(), F_SETFL, O_NONBLOCK);
+  auto ssl = drun::TlsConnect(ctx, fd.get(), drun::Clock::now() + std::chrono::seconds(30), nullptr);
+  if (!ssl.ok()) {
+    std::fprintf(stderr, "drun_rdzv_load: TLS: %s\n", std::string(ssl.status().message()).c_str());
+    return nullptr;
+  }
+  auto plain = relay->Adopt(std::move(fd), *std::move(ssl));
+  if (!plain.ok()) return nullptr;
+  return grpc::CreateCustomInsecureChannelFromFd(opt.target, plain->release(), args);
 }
 
 }  // namespace
@@ -309,19 +341,37 @@ int main(int argc, char** argv) {
     else if (a == "--token") opt.token = v;
     else if (a == "--heartbeat-ms") opt.heartbeat_ms = std::atoi(v);
     else if (a == "--timeout-s") opt.timeout_s = std::atof(v);
+    else if (a == "--tls") opt.tls = v;
     else return Usage();
   }
   if (opt.streams < 1) return Usage();
 
   // One TCP connection per channel: a local subchannel pool keeps channels
   // with equal arguments from sharing one.
+  std::shared_ptr<const drun::TlsContext> tls;
+  std::unique_ptr<drun::TlsRelay> relay;
+  if (!opt.tls.empty()) {
+    std::vector<std::string> f = absl::StrSplit(opt.tls, ',');
+    if (f.size() != 3) return Usage();
+    auto ctx = drun::TlsContext::Load(drun::TlsContext::Side::kClient, f[0], f[1], f[2]);
+    auto r = drun::TlsRelay::Start(drun::TlsRelay::Options());
+    if (!ctx.ok() || !r.ok()) {
+      std::fprintf(stderr, "drun_rdzv_load: %s\n", std::string(ctx.status().message()).c_str());
+      return 2;
+    }
+    tls = *ctx;
+    relay = std::move(*r);
+  }
   std::vector<std::unique_ptr<drun::v1::Rendezvous::Stub>> stubs;
   for (int c = 0; c < opt.channels; ++c) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("drun.bench.channel", c);
-    auto ch = grpc::CreateCustomChannel(opt.target, grpc::InsecureChannelCredentials(), args);
-    if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(30))) {
+    auto ch = tls ? TlsChannel(opt, *tls, relay.get(), args)
+                  : grpc::CreateCustomChannel(opt.target, grpc::InsecureChannelCredentials(), args);
+    // A channel from a descriptor is connected already (and is no "client
+    // channel" that WaitForConnected may watch).
+    if (!ch || (!tls && !ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(30)))) {
       std::fprintf(stderr, "drun_rdzv_load: cannot connect to %s\n", opt.target.c_str());
       return 1;
     }

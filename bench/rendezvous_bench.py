@@ -37,6 +37,11 @@ Parts (--parts, comma separated; default all):
 --tokens off,on runs `agents` and `load` without a job token, with one (DRUN_RDZV_TOKEN in every
 agent's environment, --token for drun_rdzv_load: the challenge-response and the sealed spec of
 rendezvous/join_auth.h), or both; the rows say which.
+
+--tls off,on does the same for --rdzv-tls (the host with a server certificate, every agent with
+one client certificate, all signed by one CA that tests/make_tls_certs.sh makes with the openssl
+command at the start of the run; --tls for drun_rdzv_load). Token and TLS variants of one figure
+are interleaved run by run, so a drift of the machine's load touches them alike.
 """
 import argparse
 import datetime
@@ -476,11 +481,20 @@ def part_loss(procs, args, tmp, results):
 
 # ---------------------------------------------------------------- part 2: N real agents
 
-def drun_round_argv(args, n, port, rid, is_host, extra=(), conf=""):
+def tls_argv(args, tls, who):
+    """--rdzv-tls for the host ("server") or an agent ("client") when `tls` is on."""
+    if tls != "on":
+        return []
+    c = args.certs
+    return ["--rdzv-tls", f"{c}/{who}.pem,{c}/{who}.key,{c}/ca.pem"]
+
+
+def drun_round_argv(args, n, port, rid, is_host, extra=(), conf="", tls="off"):
     conf = f"is_host={1 if is_host else 0}" + (f",{conf}" if conf else "")
     return [args.drun, "--nnodes", str(n), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
             "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", rid, "--local-addr", "127.0.0.1",
-            "--rdzv-conf", conf, *extra, "--no-python", "/bin/true"]
+            "--rdzv-conf", conf, *tls_argv(args, tls, "server" if is_host else "client"), *extra,
+            "--no-python", "/bin/true"]
 
 
 def count_waiting(path):
@@ -517,12 +531,12 @@ def drun_env(token):
     return env
 
 
-def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False, token="off"):
+def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False, token="off", tls="off"):
     res = {"n": n, "mode": mode, "keepalive": "5s x 3" if relaxed else "0.5s x 4", "load": load1(),
-           "token": token}
+           "token": token, "tls": tls}
     conf = RELAXED_CONF if relaxed else ""
     env = drun_env(token)
-    tag = f"{n}-{mode}{'-relaxed' if relaxed else ''}-t{token}-{run_index}"
+    tag = f"{n}-{mode}{'-relaxed' if relaxed else ''}-t{token}-tls{tls}-{run_index}"
     logpath = os.path.join(tmp, f"agents-{tag}.log")
     logf = os.open(logpath, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -534,7 +548,7 @@ def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False, token="off")
     g_agents = CpuGroup.make(f"agents-{tag}")
     try:
         t_first = time.monotonic()
-        pids.append(spawn_in(g_host, procs, drun_round_argv(args, n, port, rid, True, conf=conf),
+        pids.append(spawn_in(g_host, procs, drun_round_argv(args, n, port, rid, True, conf=conf, tls=tls),
                              env=env, stdout=devnull, stderr=logf, desc="drun host agent"))
         if mode == "last":
             if not wait_listening(port, 30):
@@ -548,7 +562,7 @@ def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False, token="off")
             while i < n - 1 and time.monotonic() < deadline:
                 for _ in range(min(args.batch, n - 1 - i)):
                     pids.append(spawn_in(g_agents, procs,
-                                         drun_round_argv(args, n, port, rid, False, conf=conf),
+                                         drun_round_argv(args, n, port, rid, False, conf=conf, tls=tls),
                                          env=env, stdout=devnull, stderr=logf, desc=f"drun agent {i}"))
                     i += 1
                 batch_deadline = min(deadline, time.monotonic() + 60)
@@ -573,7 +587,7 @@ def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False, token="off")
                 g_agents.enter()
             try:
                 for i in range(1, n):
-                    pids.append(procs.spawn(drun_round_argv(args, n, port, rid, False, conf=conf),
+                    pids.append(procs.spawn(drun_round_argv(args, n, port, rid, False, conf=conf, tls=tls),
                                             env=env, stdout=devnull, stderr=logf, desc=f"drun agent {i}"))
             finally:
                 if g_agents:
@@ -600,7 +614,7 @@ def agents_run(procs, args, n, mode, tmp, run_index, relaxed=False, token="off")
             t0 = time.monotonic()
             pids.append(spawn_in(g_agents, procs,
                                  drun_round_argv(args, n, port, rid, False, ("--report", report),
-                                                 conf=conf),
+                                                 conf=conf, tls=tls),
                                  env=env, stdout=devnull, stderr=logf, desc="drun last agent"))
             t_start = t0
         else:
@@ -647,12 +661,12 @@ def part_agents(procs, args, tmp, results):
         for mode in args.agent_modes:
             # Unpaced starts of 1024 agents on 2 cores are a stress test, not a figure: once.
             # Token on and off interleaved, so a drift of the machine's load touches both alike.
-            runs = [(r, t) for r in range(args.runs if (mode == "last" or n < 1024) else 1)
-                    for t in args.tokens]
-            for r, token in runs:
-                res = agents_run(procs, args, n, mode, tmp, r, relaxed, token)
+            runs = [(r, t, x) for r in range(args.runs if (mode == "last" or n < 1024) else 1)
+                    for t in args.tokens for x in args.tls]
+            for r, token, tls in runs:
+                res = agents_run(procs, args, n, mode, tmp, r, relaxed, token, tls)
                 out.append(res)
-                log(f"agents n={n} {mode} relaxed={relaxed} token={token} #{r}: {json.dumps(res)}")
+                log(f"agents n={n} {mode} relaxed={relaxed} token={token} tls={tls} #{r}: {json.dumps(res)}")
                 time.sleep(args.settle)
                 if "error" in res:
                     break
@@ -660,10 +674,10 @@ def part_agents(procs, args, tmp, results):
 
 # ---------------------------------------------------------------- part 3: simulated agents
 
-def load_run(procs, args, streams, tmp, run_index, relaxed=False, token="off"):
+def load_run(procs, args, streams, tmp, run_index, relaxed=False, token="off", tls="off"):
     res = {"streams": streams, "keepalive": "5s x 3" if relaxed else "0.5s x 4", "load": load1(),
-           "token": token}
-    tag = f"{streams}{'-relaxed' if relaxed else ''}-t{token}-{run_index}"
+           "token": token, "tls": tls}
+    tag = f"{streams}{'-relaxed' if relaxed else ''}-t{token}-tls{tls}-{run_index}"
     logf = os.open(os.path.join(tmp, f"load-{tag}.log"),
                    os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -672,7 +686,7 @@ def load_run(procs, args, streams, tmp, run_index, relaxed=False, token="off"):
     host = None
     try:
         host = procs.spawn(drun_round_argv(args, streams + 1, port, rid, True,
-                                           conf=RELAXED_CONF if relaxed else ""),
+                                           conf=RELAXED_CONF if relaxed else "", tls=tls),
                            env=drun_env(token), stdout=devnull, stderr=logf, desc="drun host (load)")
         if not wait_listening(port, 30):
             res["error"] = "host did not listen"
@@ -684,6 +698,8 @@ def load_run(procs, args, streams, tmp, run_index, relaxed=False, token="off"):
                 "--heartbeat-ms", "5000" if relaxed else "500"]
         if token == "on":
             argv += ["--token", BENCH_TOKEN]
+        if tls == "on":
+            argv += ["--tls", tls_argv(args, tls, "client")[1]]
         out_path = os.path.join(tmp, f"load-{tag}.out")
         with open(out_path, "w") as outf:
             t0 = time.monotonic()
@@ -721,10 +737,10 @@ def part_load(procs, args, tmp, results):
     out = results.setdefault("load", [])
     plan = [(s, False) for s in args.streams] + [(s, True) for s in args.relaxed_streams]
     for s, relaxed in plan:
-        for r, token in [(r, t) for r in range(args.runs) for t in args.tokens]:
-            res = load_run(procs, args, s, tmp, r, relaxed, token)
+        for r, token, tls in [(r, t, x) for r in range(args.runs) for t in args.tokens for x in args.tls]:
+            res = load_run(procs, args, s, tmp, r, relaxed, token, tls)
             out.append(res)
-            log(f"load streams={s} relaxed={relaxed} token={token} #{r}: {json.dumps(res)}")
+            log(f"load streams={s} relaxed={relaxed} token={token} tls={tls} #{r}: {json.dumps(res)}")
             time.sleep(args.settle)
             if "error" in res:
                 break
@@ -824,9 +840,11 @@ def summarize(results):
             failures(dall) or (f"max {max(r['stop_s'] for r in d):.3f} s" if d else ""))
 
     agents_all = results.get("agents", [])
-    for n, ka, tk in sorted({(r["n"], r["keepalive"], r.get("token", "off")) for r in agents_all}):
-        agents = [r for r in agents_all if r["keepalive"] == ka and r.get("token", "off") == tk]
-        ka = f"{ka}, token {tk}"
+    for n, ka, tk, tl in sorted({(r["n"], r["keepalive"], r.get("token", "off"), r.get("tls", "off"))
+                                 for r in agents_all}):
+        agents = [r for r in agents_all if r["keepalive"] == ka and r.get("token", "off") == tk
+                  and r.get("tls", "off") == tl]
+        ka = f"{ka}, token {tk}, TLS {tl}"
         for mode, label in (("last", "start of the last agent -> all exited 0"),
                             ("all", "start of all (back to back) -> all exited 0")):
             rall = [r for r in agents if r["n"] == n and r["mode"] == mode]
@@ -862,10 +880,11 @@ def summarize(results):
                             if median([r.get('idle_host_cpu_frac') for r in rs]) is not None else "")))
 
     lrs = results.get("load", [])
-    for s, ka, tk in sorted({(r["streams"], r["keepalive"], r.get("token", "off")) for r in lrs}):
+    for s, ka, tk, tl in sorted({(r["streams"], r["keepalive"], r.get("token", "off"), r.get("tls", "off"))
+                                 for r in lrs}):
         rall = [r for r in lrs if r["streams"] == s and r["keepalive"] == ka
-                and r.get("token", "off") == tk]
-        ka = f"{ka}, token {tk}"
+                and r.get("token", "off") == tk and r.get("tls", "off") == tl]
+        ka = f"{ka}, token {tk}, TLS {tl}"
         rs = [r for r in rall if "error" not in r]
         note = failures(rall)
         if rs:
@@ -928,6 +947,8 @@ def main():
     ap.add_argument("--agent-modes", default="last,all", help="`agents` modes to run")
     ap.add_argument("--tokens", default="on",
                     help="off, on or off,on: run `agents` and `load` without / with a job token")
+    ap.add_argument("--tls", default="off",
+                    help="off, on or off,on: run `agents` and `load` without / with --rdzv-tls")
     ap.add_argument("--batch", type=int, default=64,
                     help="`last` mode starts the first N-1 agents in batches of this size")
     ap.add_argument("--streams", default="1000,5000,10000")
@@ -950,6 +971,9 @@ def main():
     args.tokens = [t for t in args.tokens.split(",") if t]
     if any(t not in ("on", "off") for t in args.tokens):
         sys.exit("rendezvous_bench: --tokens takes on, off or off,on")
+    args.tls = [t for t in args.tls.split(",") if t]
+    if any(t not in ("on", "off") for t in args.tls):
+        sys.exit("rendezvous_bench: --tls takes on, off or off,on")
     parts = set(args.parts.split(","))
     for path in [args.drun] + ([args.load_client] if "load" in parts else []):
         if not os.access(path, os.X_OK):
@@ -976,6 +1000,11 @@ def main():
     }
     procs = Procs()
     tmp = tempfile.mkdtemp(prefix="drun-rdzv-bench-")
+    if "on" in args.tls:
+        # The job's CA and certificates, made now with the openssl command (never committed).
+        args.certs = os.path.join(tmp, "certs")
+        subprocess.run(["sh", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                           "make_tls_certs.sh"), args.certs], check=True)
     stop = {"sig": None}
 
     def on_signal(sig, _):
