@@ -10,6 +10,9 @@ per --local-addr (127.0.0.1 hosts the rendezvous).
   the suite runs as root, tcpdump captures the rendezvous port: every agent's stream
   starts with a TLS handshake record, and neither the HTTP/2 preface, the run id nor the
   token is in clear.
+- A static job whose workers' store shares the TLS rendezvous port (plain TCPStore
+  connections beside TLS agents) trains too; agents a launcher starts (-H with --rsh, no
+  sshd) get the launcher's TLS files in their launch message.
 - A client certificate of another CA, a plain agent at a TLS rendezvous, a TLS agent at a
   plain rendezvous: each refused agent says why in one line and exits 1, leaves nothing
   running, and the job it tried to join goes on and ends 0 with a proper node.
@@ -119,6 +122,40 @@ class TlsTest(MultiNodeTestCase):
         self.assertNotIn(b"PRI * HTTP/2.0", wire, "the HTTP/2 preface crossed the wire in clear")
         self.assertNotIn(RUN_ID.encode(), wire, "the run id crossed the wire in clear")
         self.assertNotIn(token.encode(), wire, "the job token crossed the wire in clear")
+
+    def test_a_static_job_serves_its_plain_store_on_the_tls_rendezvous_port(self):
+        """One port (--master-port = the rendezvous port): the agents' connections are TLS,
+        the workers' TCPStore connections on the same port stay plain, and torch trains."""
+        common = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "static",
+                  "--master-addr", "127.0.0.1", "--master-port", str(self.port), "--rdzv-id", RUN_ID]
+        nodes = []
+        for rank, (addr, who) in enumerate((("127.0.0.1", "server"), ("127.0.0.2", "client"))):
+            nodes.append(self.start(common + ["--node-rank", str(rank), "--local-addr", addr]
+                                    + self.tls(who) + [program("train_allreduce.py")],
+                                    name=f"static{rank}"))
+        for agent in nodes:
+            self.assertExit(agent, 0, timeout=TRAIN_TIMEOUT)
+        said = sorted(t for a in nodes for _, _, t in prefixed(a.stdout_lines)
+                      if t.startswith("allreduce "))
+        self.assertEqual(said, ["allreduce rank=0 world=2 sum=3 gathered=0,1",
+                                "allreduce rank=1 world=2 sum=3 gathered=0,1"], self.describe_all())
+
+    def test_agents_a_launcher_starts_use_the_launchers_tls_files(self):
+        """The --hostfile/-H path without sshd: --rsh with a command that runs `drun agent`
+        here. The agents get the paths in their launch message; the launcher's rendezvous
+        refuses agents without TLS, so the job ending 0 says they used it."""
+        rsh = os.path.join(self.tmp, "local-rsh.sh")
+        with open(rsh, "w") as f:
+            f.write('#!/bin/sh\nshift\nexec "$@"\n')  # drops HOST, runs `drun agent` here
+        os.chmod(rsh, 0o755)
+        launcher = self.start(["-H", "127.0.0.2,127.0.0.3", "--rsh", rsh, *self.tls("client"),
+                               "--nproc-per-node", "1", "--no-python", "/bin/sh", "-c",
+                               'echo "worker rank=$RANK"'], name="launcher")
+        self.assertExit(launcher, 0)
+        said = sorted(t for _, _, t in prefixed(launcher.stdout_lines))
+        self.assertEqual(said, ["worker rank=0", "worker rank=1"], launcher.describe())
+        for line in launcher.stderr_lines:
+            self.assertNotIn("refused", line, launcher.describe())
 
     def test_a_client_certificate_of_another_ca_is_refused(self):
         gate = Gate(self.tmp)
