@@ -31,10 +31,22 @@ namespace drun {
 
 namespace {
 
+// --rdzv-tls: why the TLS relay ended this agent's connection, when an error
+// did (the relay's thread writes it before gRPC's end reads end-of-file).
+struct BrokenLink {
+  std::mutex mu;
+  std::string why ABSL_GUARDED_BY(mu);
+  std::string Get() {
+    std::lock_guard<std::mutex> l(mu);
+    return why;
+  }
+};
+
 class GrpcClient : public RendezvousClient {
  public:
-  GrpcClient(const GrpcClientOptions& opt, std::shared_ptr<grpc::Channel> channel)
-      : opt_(opt), stub_(v1::Rendezvous::NewStub(channel)), handshake_(opt.token) {
+  GrpcClient(const GrpcClientOptions& opt, std::shared_ptr<grpc::Channel> channel,
+             std::shared_ptr<BrokenLink> link)
+      : opt_(opt), stub_(v1::Rendezvous::NewStub(channel)), link_(std::move(link)), handshake_(opt.token) {
     event_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     stream_ = stub_->Attach(&ctx_);
     last_rx_ = Clock::now();
@@ -200,8 +212,10 @@ class GrpcClient : public RendezvousClient {
                  "closes agents without it: check --rdzv-tls)");
       return;
     }
+    const std::string tls_why = link_ ? link_->Get() : "";
     LoseLocked(status.ok() ? "it closed the stream"
-                           : absl::StrCat("the connection broke (", status.error_message(), ")"));
+                           : absl::StrCat("the connection broke (",
+                                          tls_why.empty() ? status.error_message() : "TLS: " + tls_why, ")"));
   }
 
   void LoseLocked(const std::string& why) {
@@ -222,6 +236,7 @@ class GrpcClient : public RendezvousClient {
 
   GrpcClientOptions opt_;
   std::unique_ptr<v1::Rendezvous::Stub> stub_;
+  std::shared_ptr<BrokenLink> link_;  // null without TLS
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream_;
   std::thread reader_;
@@ -361,7 +376,7 @@ absl::StatusOr<TlsRelay*> ProcessRelay() {
 // refusal is one clear line; the connection then goes through the relay and
 // gRPC gets its plain end.
 absl::StatusOr<UniqueFd> StartTls(const GrpcClientOptions& opt, UniqueFd tcp, TimePoint deadline,
-                                  int* stop_signal) {
+                                  int* stop_signal, std::shared_ptr<BrokenLink> link) {
   TlsFailure failure = TlsFailure::kOther;
   auto stop = [stop_signal] { return (*stop_signal = TakeStopSignal()) != 0; };
   auto ssl = TlsConnect(*opt.tls, tcp.get(), deadline, stop, &failure);
@@ -375,7 +390,10 @@ absl::StatusOr<UniqueFd> StartTls(const GrpcClientOptions& opt, UniqueFd tcp, Ti
   }
   auto relay = ProcessRelay();
   if (!relay.ok()) return relay.status();
-  return (*relay)->Adopt(std::move(tcp), *std::move(ssl));
+  return (*relay)->Adopt(std::move(tcp), *std::move(ssl), [link](const std::string& why) {
+    std::lock_guard<std::mutex> l(link->mu);
+    link->why = why;
+  });
 }
 
 }  // namespace
@@ -391,14 +409,16 @@ absl::StatusOr<std::unique_ptr<RendezvousClient>> ConnectRendezvous(const GrpcCl
   const auto deadline = Clock::now() + opt.connect_timeout;
   auto fd = Dial(opt, deadline, stop_signal);
   if (!fd.ok()) return fd.status();
+  std::shared_ptr<BrokenLink> link;
   if (opt.tls) {
-    fd = StartTls(opt, *std::move(fd), deadline, stop_signal);
+    link = std::make_shared<BrokenLink>();
+    fd = StartTls(opt, *std::move(fd), deadline, stop_signal, link);
     if (!fd.ok()) return fd.status();
   }
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   auto channel = grpc::CreateCustomInsecureChannelFromFd(opt.target, fd->release(), args);
-  return std::unique_ptr<RendezvousClient>(new GrpcClient(opt, std::move(channel)));
+  return std::unique_ptr<RendezvousClient>(new GrpcClient(opt, std::move(channel), std::move(link)));
 }
 
 }  // namespace drun

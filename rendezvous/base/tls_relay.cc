@@ -8,6 +8,8 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 
+#include <string.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -188,12 +190,21 @@ struct TlsRelay::Conn {
   bool tls_eof = false;     // the peer closed
   bool shut_sent = false;   // close_notify and FIN sent
   bool broken = false;      // a fatal error: close at once
+  std::string why;          // with broken: the socket's error, or OpenSSL's reason
+  std::function<void(const std::string&)> on_broken;
 };
 
 namespace {
 
 using Conn = TlsRelay::Conn;
 thread_local char scratch[kChunk];
+
+// A fatal error on the socket or in TLS (the link timed out, the peer reset).
+void Break(Conn& c, int ssl_error) {
+  const int err = errno;
+  c.broken = true;
+  c.why = ssl_error == SSL_ERROR_SYSCALL && err != 0 ? strerror(err) : OpenSslReason();
+}
 
 // The caller's bytes into TLS; true when something moved.
 bool PlainToTls(Conn& c) {
@@ -212,7 +223,7 @@ bool PlainToTls(Conn& c) {
       moved = true;
     } else {
       const int e = SSL_get_error(c.ssl.get(), n);
-      if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) c.broken = true;
+      if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) Break(c, e);
     }
   }
   if (c.plain_eof && c.to_tls.empty() && !c.shut_sent && !c.broken) {
@@ -237,7 +248,7 @@ bool TlsToPlain(Conn& c) {
     } else {
       const int e = SSL_get_error(c.ssl.get(), n);
       if (e == SSL_ERROR_ZERO_RETURN) c.tls_eof = moved = true;
-      else if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) c.broken = true;
+      else if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) Break(c, e);
     }
   }
   if (!c.from_tls.empty() && c.plain_dead) c.from_tls.clear();
@@ -303,11 +314,13 @@ absl::StatusOr<UniqueFd> TlsRelay::Accept(UniqueFd tcp, const TlsContext& ctx, s
   return Add(std::move(tcp), std::move(ssl), /*handshake=*/true, std::move(peer));
 }
 
-absl::StatusOr<UniqueFd> TlsRelay::Adopt(UniqueFd tcp, SslPtr ssl) {
-  return Add(std::move(tcp), std::move(ssl), /*handshake=*/false, "");
+absl::StatusOr<UniqueFd> TlsRelay::Adopt(UniqueFd tcp, SslPtr ssl,
+                                         std::function<void(const std::string&)> on_broken) {
+  return Add(std::move(tcp), std::move(ssl), /*handshake=*/false, "", std::move(on_broken));
 }
 
-absl::StatusOr<UniqueFd> TlsRelay::Add(UniqueFd tcp, SslPtr ssl, bool handshake, std::string peer) {
+absl::StatusOr<UniqueFd> TlsRelay::Add(UniqueFd tcp, SslPtr ssl, bool handshake, std::string peer,
+                                       std::function<void(const std::string&)> on_broken) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot relay TLS: socketpair: ", strerror(errno)));
@@ -319,6 +332,7 @@ absl::StatusOr<UniqueFd> TlsRelay::Add(UniqueFd tcp, SslPtr ssl, bool handshake,
   c->ssl = std::move(ssl);
   c->handshaking = handshake;
   c->peer = std::move(peer);
+  c->on_broken = std::move(on_broken);
   {
     std::lock_guard<std::mutex> l(mu_);
     c->id = next_id_++;
@@ -401,7 +415,10 @@ void TlsRelay::Service(uint64_t id) {
     c.handshaking = false;
     c.to_tls.assign(1, kTlsAccepted);  // before anything of the caller's
   }
-  if (!Pump(c)) Drop(it);
+  if (!Pump(c)) {
+    if (c.broken && c.on_broken) c.on_broken(c.why);
+    Drop(it);
+  }
 }
 
 void TlsRelay::ExpireHandshakes(TimePoint now) {

@@ -115,8 +115,13 @@ class TlsRelay {
   // relay. Returns the plain end; gRPC may take it at once (it reads nothing
   // until the handshake is done, and end-of-file if it fails).
   absl::StatusOr<UniqueFd> Accept(UniqueFd tcp, const TlsContext& ctx, std::string peer);
-  // Client side: a connection TlsConnect established on `tcp`.
-  absl::StatusOr<UniqueFd> Adopt(UniqueFd tcp, SslPtr ssl);
+  // Client side: a connection TlsConnect established on `tcp`. `on_broken`
+  // (may be empty) is called on the relay's thread, before the plain end is
+  // closed, when the connection ends on an error (the link timed out, the
+  // peer reset it), with the socket's or OpenSSL's reason: the plain end
+  // itself can only say end-of-file.
+  absl::StatusOr<UniqueFd> Adopt(UniqueFd tcp, SslPtr ssl,
+                                 std::function<void(const std::string&)> on_broken = nullptr);
 
   // Connections the relay still holds (tests: nothing is left behind).
   size_t connections() const;
@@ -125,7 +130,8 @@ class TlsRelay {
 
  private:
   TlsRelay() = default;
-  absl::StatusOr<UniqueFd> Add(UniqueFd tcp, SslPtr ssl, bool handshake, std::string peer);
+  absl::StatusOr<UniqueFd> Add(UniqueFd tcp, SslPtr ssl, bool handshake, std::string peer,
+                               std::function<void(const std::string&)> on_broken = nullptr);
   void Loop();
   void TakeIncoming();
   void Service(uint64_t id);

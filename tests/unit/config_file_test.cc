@@ -150,6 +150,21 @@ TEST(ParseJobFile, RdzvConfAsMapOrString) {
   EXPECT_THAT(ErrorOf("rdzv-conf:\n  a: 1,2\n"), HasSubstr("job.yaml:2:"));
 }
 
+TEST(ParseJobFile, TlsBlockIsRdzvTls) {
+  EXPECT_EQ(MustParse("tls:\n  cert: /c.pem\n  key: /k.pem\n  ca: /ca.pem\n").options.at("rdzv-tls"),
+            "/c.pem,/k.pem,/ca.pem");
+  EXPECT_EQ(MustParse("rdzv_tls: /c,/k,/ca\n").options.at("rdzv-tls"), "/c,/k,/ca");
+  EXPECT_EQ(ErrorOf("tls:\n  cert: /c\n  key: /k\n"),
+            "job.yaml:1: 'tls' needs all three of cert:, key: and ca:");
+  EXPECT_EQ(ErrorOf("tls:\n  cert: /c\n  pass: x\n  ca: /ca\n"),
+            "job.yaml:3: 'tls' takes cert: FILE, key: FILE and ca: FILE (paths without ',')");
+  EXPECT_THAT(ErrorOf("tls: {cert: /c, key: /k, ca: /ca}\nrdzv-tls: /c,/k,/ca\n"), HasSubstr("set twice"));
+  JobFile j;
+  j.options = {{"rdzv-tls", "/etc/drun/node.pem,/etc/drun/node.key,/etc/drun/ca.pem"}};
+  JobFile parsed = MustParse(RenderJobFile(j));
+  ExpectSameJob(parsed, j);
+}
+
 TEST(ParseJobFile, RepeatableOptionAsListOrScalar) {
   EXPECT_THAT(MustParse("x: [MASTER_ADDR, NCCL_DEBUG=INFO]\n").multi.at("x"),
               ElementsAre("MASTER_ADDR", "NCCL_DEBUG=INFO"));

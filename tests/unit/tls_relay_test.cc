@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -251,6 +252,42 @@ TEST_F(TlsRelayTest, SilentClientIsClosedAfterTheHandshakeTimeout) {
   EXPECT_TRUE(eof);
   EXPECT_EQ(refused.last.load(), TlsFailure::kTimeout);
   EXPECT_TRUE(Drained(*server));
+}
+
+// The plain end can only say end-of-file; on_broken says why (the agent's
+// "the connection broke (TLS: Connection reset by peer)").
+TEST_F(TlsRelayTest, ALinkThatBreaksSaysWhy) {
+  UniqueFd c, s;
+  TcpPair(&c, &s);
+  auto sctx = Ctx(TlsContext::Side::kServer, "server");
+  std::thread server([&] {  // a bare OpenSSL server that resets the link
+    ASSERT_EQ(fcntl(s.get(), F_SETFL, 0), 0);
+    SslPtr ssl(SSL_new(sctx->get()));
+    SSL_set_fd(ssl.get(), s.get());
+    ASSERT_EQ(SSL_accept(ssl.get()), 1);
+    const char ok = kTlsAccepted;
+    ASSERT_EQ(SSL_write(ssl.get(), &ok, 1), 1);
+    char buf[4];
+    ASSERT_EQ(SSL_read(ssl.get(), buf, sizeof buf), 4);
+    linger reset{1, 0};
+    setsockopt(s.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    s.reset();
+  });
+  auto ssl = TlsConnect(*Ctx(TlsContext::Side::kClient, "client"), c.get(),
+                        Clock::now() + std::chrono::seconds(10), nullptr);
+  ASSERT_TRUE(ssl.ok()) << ssl.status();
+  auto relay = Relay();
+  std::promise<std::string> why;
+  auto cp = relay->Adopt(std::move(c), std::move(*ssl), [&](const std::string& w) { why.set_value(w); });
+  ASSERT_TRUE(cp.ok());
+  SendAll(cp->get(), "ping");
+  server.join();
+  bool eof = false;
+  Recv(cp->get(), 1, &eof);
+  EXPECT_TRUE(eof);
+  auto said = why.get_future();
+  ASSERT_EQ(said.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_EQ(said.get(), "Connection reset by peer");
 }
 
 TEST_F(TlsRelayTest, KeyOfAnotherCertificateIsRefusedAtLoad) {
