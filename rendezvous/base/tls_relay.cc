@@ -7,6 +7,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <string.h>
 
@@ -14,6 +15,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace drun {
 
@@ -120,6 +122,13 @@ absl::StatusOr<std::shared_ptr<const TlsContext>> TlsContext::Load(Side side, co
   if (raw == nullptr) return absl::InternalError("cannot make a TLS context (OpenSSL)");
   std::shared_ptr<const TlsContext> ctx(new TlsContext(raw, side));  // frees raw on every return
   Configure(raw);
+  // Every host checks its own key file, not only the one drun was typed on.
+  struct stat st;
+  if (stat(key.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--rdzv-tls key '%s' may be read by others (mode %04o); run chmod 600 '%s'", key,
+        st.st_mode & 07777, key));
+  }
   ERR_clear_error();
   if (SSL_CTX_use_certificate_chain_file(raw, cert.c_str()) != 1) return LoadFailed("certificate", cert);
   // OpenSSL checks the key against the certificate as it loads it.

@@ -56,9 +56,10 @@ namespace drun {
 class TlsContext {
  public:
   enum class Side { kServer, kClient };
-  // Loads the PEM files. Errors (InvalidArgument, one line): a file that does
-  // not load, a key that does not match the certificate, an encrypted key
-  // (drun cannot ask for its pass phrase).
+  // Loads the PEM files. Errors (InvalidArgument, one line): a key file that
+  // others may read (as token files: chmod 600), a file that does not load, a
+  // key that does not match the certificate, an encrypted key (drun cannot
+  // ask for its pass phrase).
   static absl::StatusOr<std::shared_ptr<const TlsContext>> Load(Side side, const std::string& cert,
                                                                 const std::string& key,
                                                                 const std::string& ca);

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <future>
@@ -295,6 +296,13 @@ TEST_F(TlsRelayTest, KeyOfAnotherCertificateIsRefusedAtLoad) {
   ASSERT_FALSE(ctx.ok());
   EXPECT_NE(ctx.status().message().find("does not belong to the certificate"), std::string::npos)
       << ctx.status();
+  const std::string key = F("client.key");
+  ASSERT_EQ(chmod(key.c_str(), 0640), 0);  // on every host, not only where drun was typed
+  auto open_key = TlsContext::Load(TlsContext::Side::kClient, F("client.pem"), key, F("ca.pem"));
+  ASSERT_EQ(chmod(key.c_str(), 0600), 0);
+  ASSERT_FALSE(open_key.ok());
+  EXPECT_EQ(open_key.status().message(),
+            "--rdzv-tls key '" + key + "' may be read by others (mode 0640); run chmod 600 '" + key + "'");
   auto missing = TlsContext::Load(TlsContext::Side::kServer, F("server.pem"), F("server.key"), F("nope.pem"));
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("cannot load the CA certificate"), std::string::npos)
