@@ -157,6 +157,8 @@ class Agent {
   // when they are not.
   bool PrepareOutputs();
   bool PrepareLogDir();
+  bool ClaimLogDir(const std::string& run_dir);
+  bool LogDirFailed(const std::string& path, int err);  // says why; false
   // drun's stdin is readable: hand it to the workers that read it.
   void PumpStdin();
   // drun's stdin from here or the lifeline: bytes, its end, a terminal's echo.

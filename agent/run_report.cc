@@ -66,6 +66,7 @@ v1::NodeReport ToNodeReport(const RunReport& report) {
   n.set_host(report.host);
   n.set_exit_code(report.exit_code);
   n.set_log_dir(report.log_dir);
+  n.set_log_dir_inode(report.log_dir_inode);
   for (const std::string& path : report.incomplete_logs) n.add_incomplete_logs(path);
   n.set_rounds_total(static_cast<int32_t>(
       std::max<int64_t>(report.rounds_total, static_cast<int64_t>(report.rounds.size()))));
@@ -206,6 +207,7 @@ std::string RenderReportJson(const RunReport& report) {
   auto* nodes = f["nodes"].mutable_list_value();
   for (v1::NodeReport n : report.nodes) {
     n.clear_workers();  // they are in "workers", with every host's
+    n.clear_log_dir_inode();  // for the launcher's own check only
     *nodes->add_values()->mutable_struct_value() = AsStruct(n);
   }
   std::string json;

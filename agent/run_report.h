@@ -45,7 +45,8 @@ struct RunReport {
   static constexpr size_t kKeptRounds = 1000;
   std::vector<RoundStats> rounds;
   int64_t rounds_total = 0;
-  std::string log_dir;  // where this node's logs went ("" without --log-dir)
+  std::string log_dir;  // where this node's logs went ("" without --log-dir), absolute
+  uint64_t log_dir_inode = 0;  // log_dir's, for a launcher's same-directory check
   std::vector<std::string> incomplete_logs;  // log files a write error cut short
   // Connections the job's store refused (not from a member: rendezvous/admission.h);
   // known where the rendezvous runs (the host node, or the launcher), else 0.

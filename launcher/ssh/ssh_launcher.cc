@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent_launch.h"
@@ -31,7 +33,9 @@
 #include "launcher/job/cli.h"
 #include "launcher/job_control.h"
 #include "launcher/job_host.h"
+#include "launcher/node.h"
 #include "launcher/ssh/ssh_console.h"
+#include "launcher/ssh/ssh_logs.h"
 #include "launcher/ssh/ssh_plan.h"
 #include "launcher/ssh/ssh_rsh.h"
 #include "launcher/ssh/ssh_session.h"
@@ -421,6 +425,7 @@ class SshLauncher {
     int instance = 0;
     int failures = 0;
     bool joined = false;        // the running agent reached the rendezvous
+    int joins = 0;              // agents of this host that reached it (each has logs)
     bool lost_counted = false;  // the live agent was reported lost
     bool alive = false;         // an agent thread of this host has not ended
     bool said_down = false;     // "trying it again" was said; "answers again" is due
@@ -442,6 +447,11 @@ class SshLauncher {
   void AnnounceAndStart(const v1::JobSpec& spec_in, int port);
   void Announce() const;
   void Supervise(int sig_fd, RendezvousServer* server, double grace_s);
+  absl::Status MakeRunDir(v1::JobSpec* spec);
+  void CollectLogs(int sig_fd);
+  HostLogCopy::Starter TarStarter(Host& h);
+  void SayCollected(const std::vector<std::unique_ptr<HostLogCopy>>& copies,
+                    const std::vector<std::vector<v1::NodeReport*>>& nodes, int copied_hosts, double seconds);
   int ExitCode() const;
 
   // The supervision loop's parts.
@@ -488,6 +498,8 @@ class SshLauncher {
   std::optional<LauncherReport> report_;  // --summary, --report: every host's ranks
   double keepalive_timeout_s_ = 2;
   StdinRelay stdin_{false};  // this process's stdin, for the agents (--stdin)
+  std::string log_root_;  // --log-dir ("" without logs)
+  std::string run_dir_;   // <log_dir>/<run dir>, made here: where every host's logs end up
 };
 
 SshLauncher::~SshLauncher() {
@@ -642,6 +654,7 @@ void SshLauncher::OnArrived(const std::string& name) {
   Host* h = FindHost(name);
   if (!h || h->state != State::kRunning || h->joined) return;
   h->joined = true;
+  h->joins++;
   if (h->said_down) {
     h->said_down = false;
     SayLocked(absl::StrCat(name, ": answers again; its agent joined the job"));
@@ -936,6 +949,130 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
   }
 }
 
+// With logs, the run's directory is made here first (the one place every
+// host's logs end up) and named for every host's agent (JobSpec.log_run_dir).
+absl::Status SshLauncher::MakeRunDir(v1::JobSpec* spec) {
+  if (spec->log_dir().empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> name = MakeLocalRunDir(*spec);
+  if (!name.ok()) return name.status();
+  spec->set_log_run_dir(*name);
+  for (HostPlan& h : plan_.hosts) h.spec.set_log_run_dir(*name);
+  log_root_ = spec->log_dir();
+  run_dir_ = absl::StrCat(log_root_, "/", *name);
+  return absl::OkStatus();
+}
+
+// How a host's log directory is read: `tar -cf -` there, over its ssh
+// connection (made again if the agent's was lost), or a second --rsh command.
+HostLogCopy::Starter SshLauncher::TarStarter(Host& h) {
+  if (!h.info.rsh.empty()) {
+    std::vector<std::string> prefix = h.info.rsh;
+    prefix.push_back(HostLabel(h.plan.entry));
+    return [prefix](const std::string& dir) {
+      std::vector<std::string> argv = prefix;
+      for (std::string& a : TarArgv(dir)) argv.push_back(std::move(a));
+      return StartRshProcess(argv, "");
+    };
+  }
+  auto conn = std::make_shared<std::unique_ptr<SshConnection>>(std::move(h.conn));
+  return [conn, target = h.info.target](const std::string& dir) -> absl::StatusOr<std::unique_ptr<RemoteProcess>> {
+    if (!*conn || !(*conn)->connected()) {
+      auto c = SshConnection::Connect(target);
+      if (!c.ok()) return c.status();
+      *conn = std::move(*c);
+    }
+    return StartSshExec(conn->get(), TarCommand(dir), "");
+  };
+}
+
+// Every host's logs into run_dir_ (ssh_logs.h): nothing to copy from a host
+// whose directory is visible here; the others all at once. Each node's report
+// says where its logs are.
+void SshLauncher::CollectLogs(int sig_fd) {
+  if (run_dir_.empty() || !report_) return;
+  std::vector<std::unique_ptr<HostLogCopy>> copies;
+  std::vector<std::vector<v1::NodeReport*>> nodes;  // by copy, by item
+  std::map<std::string, std::vector<v1::NodeReport*>> by_host;
+  for (v1::NodeReport& n : report_->nodes()) {
+    if (n.log_dir().empty()) continue;
+    if (SameDirHere(n.log_dir(), n.log_dir_inode())) {
+      n.set_logs_collected_to(n.log_dir());
+    } else {
+      by_host[n.host()].push_back(&n);
+    }
+  }
+  for (auto& [name, reports] : by_host) {
+    Host* h = FindHost(name);
+    std::vector<HostLogCopy::Item> items;
+    std::vector<v1::NodeReport*> mine;
+    for (v1::NodeReport* n : reports) {
+      const std::string base = n->log_dir().substr(n->log_dir().rfind('/') + 1);
+      absl::StatusOr<std::string> dir = ClaimCopyDir(run_dir_, base);
+      if (!h || !dir.ok()) {
+        n->set_logs_not_collected(h ? std::string(dir.status().message()) : "not a host of this job");
+        continue;
+      }
+      items.push_back(HostLogCopy::Item{n->log_dir(), *dir, absl::OkStatus(), 0});
+      mine.push_back(n);
+    }
+    if (items.empty()) continue;
+    copies.push_back(std::make_unique<HostLogCopy>(name, std::move(items), TarStarter(*h)));
+    nodes.push_back(std::move(mine));
+  }
+  const TimePoint t0 = Clock::now();
+  if (!copies.empty()) {
+    const int sig = RunLogCopies(copies, sig_fd);
+    if (sig != 0 && stop_signal_ == 0) stop_signal_ = sig;
+  }
+  SayCollected(copies, nodes, static_cast<int>(copies.size()), DurationToSeconds(Clock::now() - t0));
+}
+
+// One line for where the logs are; one for each host whose logs stay there.
+void SshLauncher::SayCollected(const std::vector<std::unique_ptr<HostLogCopy>>& copies,
+                               const std::vector<std::vector<v1::NodeReport*>>& nodes, int copied_hosts,
+                               double seconds) {
+  uint64_t bytes = 0;
+  std::vector<std::string> lines;
+  for (size_t c = 0; c < copies.size(); ++c) {
+    for (size_t i = 0; i < copies[c]->items().size(); ++i) {
+      const HostLogCopy::Item& item = copies[c]->items()[i];
+      bytes += item.bytes;
+      if (item.result.ok()) {
+        nodes[c][i]->set_logs_collected_to(item.local_dir);
+        continue;
+      }
+      nodes[c][i]->set_logs_not_collected(std::string(item.result.message()));
+      const bool left_part = rmdir(item.local_dir.c_str()) != 0;  // an empty copy goes
+      lines.push_back(absl::StrCat(copies[c]->host(), ": its logs were not collected (", item.result.message(),
+                                   "); they stay at ", copies[c]->host(), ":", item.remote_dir,
+                                   left_part ? absl::StrCat("; what came is in ", item.local_dir) : ""));
+    }
+  }
+  // An agent that was killed or lost sent no report: its directory is not known here.
+  std::map<std::string, int> reported;
+  for (const v1::NodeReport& n : report_->nodes()) {
+    if (!n.log_dir().empty()) reported[n.host()]++;
+  }
+  for (const Host& h : hosts_) {
+    const int missing = h.joins - reported[h.plan.entry.host];
+    if (missing <= 0) continue;
+    lines.push_back(absl::StrCat(h.plan.entry.host, ": ", missing == 1 ? "an agent" : absl::StrCat(missing, " agents"),
+                                 " ended without saying where ", missing == 1 ? "its" : "their",
+                                 " logs are (killed or lost); they stay on ", h.plan.entry.host, " under ",
+                                 run_dir_, "/"));
+  }
+  if (!quiet_ || !lines.empty()) {
+    SayLocked(absl::StrCat("logs of every host: ", run_dir_, "/ (",
+                           copied_hosts == 0 ? "a file system the hosts share with this machine: nothing copied"
+                                             : absl::StrCat(absl::StrFormat("%.1f", bytes / 1048576.0),
+                                                            " MiB copied from ", copied_hosts, " host",
+                                                            copied_hosts == 1 ? "" : "s", " in ",
+                                                            absl::StrFormat("%.1f", seconds), " s"),
+                           lines.empty() ? ")" : absl::StrCat("; ", lines.size(), " not collected, below)")));
+  }
+  for (const std::string& l : lines) SayLocked(l);
+}
+
 int SshLauncher::ExitCode() const {
   if (stop_signal_ != 0) return ExitCodeForSignal(stop_signal_);
   if (exit_code_ != 0) return exit_code_;
@@ -945,10 +1082,15 @@ int SshLauncher::ExitCode() const {
 
 int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   std::vector<std::string> rsh;
-  auto rdzv = PlanJob(spec_in, &rsh);
+  v1::JobSpec spec = spec_in;
+  auto rdzv = PlanJob(spec, &rsh);
   if (!rdzv.ok()) {
     SayLocked(rdzv.status().message());
     return 2;
+  }
+  if (absl::Status st = MakeRunDir(&spec); !st.ok()) {
+    SayLocked(st.message());
+    return kExitBadInput;
   }
   if (token.empty()) token = RandomHex(24);
   if (!cl_.report_path.empty()) {
@@ -972,7 +1114,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
 
   // The rendezvous first, on every interface (agents dial the address at
   // which their host sees this machine, IPv4 or IPv6).
-  v1::JobSpec job_spec = spec_in;
+  v1::JobSpec job_spec = spec;
   job_spec.set_min_nodes(plan_.min_nodes);
   job_spec.set_max_nodes(plan_.max_nodes);
   auto job = JobHost::Start(job_spec, token, AnyAddress(), rdzv->port, JobHost::Members::kOpen);
@@ -988,9 +1130,14 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   Supervise(sig_fd.get(), server,
             spec_in.shutdown_timeout_s() > 0 ? spec_in.shutdown_timeout_s() : 30);
   server->Shutdown(std::chrono::seconds(1));
-  for (Host& h : hosts_) h.conn.reset();
   ConsoleHub::Get().Drain();  // every host's output before the end's report
-  if (refused_) return exit_code_;  // each failing host had its line; nothing ran
+  if (refused_) {
+    if (!run_dir_.empty()) rmdir(run_dir_.c_str());  // nothing ran: empty here
+    return exit_code_;  // each failing host had its line
+  }
+  CollectLogs(sig_fd.get());
+  for (Host& h : hosts_) h.conn.reset();
+  ConsoleHub::Get().Drain();
   // The table of every host's ranks first, the root cause last.
   const int code = ExitCode();
   report_->SetRefusedConnections(server->refused_connections());

@@ -6,6 +6,7 @@ add_library(drun_ssh STATIC
   ${CMAKE_CURRENT_LIST_DIR}/ssh_session.cc
   ${CMAKE_CURRENT_LIST_DIR}/ssh_rsh.cc
   ${CMAKE_CURRENT_LIST_DIR}/ssh_console.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_logs.cc
   ${CMAKE_CURRENT_LIST_DIR}/ssh_launcher.cc)
 target_include_directories(drun_ssh PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(drun_ssh PUBLIC drun_base drun_cli drun_jobhost drun_hosts ssh Threads::Threads
