@@ -10,6 +10,8 @@ import hashlib
 import json
 import os
 import re
+import signal
+import subprocess
 
 import ssh_testlib as t
 
@@ -121,6 +123,72 @@ class PrivateLogDirTest(Collect, t.SshTestCase):
         self.assertHostsClean()
 
 
+class PrivateLogDirEndsTest(Collect, t.SshTestCase):
+    """The job's ends that are not a success: Ctrl-C, and an agent killed mid-run."""
+    HOSTS = [t.HostSpec(h, private=["private-logs"]) for h in HOSTS]
+
+    def start_gated(self, tag):
+        logs = os.path.join(self.bed.tmp, "private-logs")
+        copies = os.path.join(self.bed.tmp, f"copies-{tag}")
+        os.makedirs(copies)
+        gate = t.Gate(self.bed.tmp, f"gate-{tag}")
+        hf = self.bed.write_hostfile("\n".join(HOSTS) + "\n")
+        p = self.drun(["--hostfile", hf, "--nproc-per-node", "2", "--tee", "3", "--log-dir", logs,
+                       PROGRAM, str(64 << 10), copies, gate.path])
+        return p, gate, copies, set(os.listdir(logs))
+
+    def run_dir_of(self, p, before):
+        logs = os.path.join(self.bed.tmp, "private-logs")
+        line = [m for m in map(LOGS_LINE.match, p[1].lines("stderr")) if m]
+        self.assertEqual(len(line), 1, p[1].describe())
+        runs = sorted(set(os.listdir(logs)) - before)
+        self.assertEqual([os.path.join(logs, r) for r in runs], [line[0].group("dir")])
+        return line[0].group("dir")
+
+    def test_ctrl_c_still_collects(self):
+        p, gate, copies, before = self.start_gated("int")
+        p[1].wait_for(r"rank \d+ on ", stream="stderr", count=6)
+        p[0].send_signal(signal.SIGINT)
+        self.assertEqual(self.finish(p), 130, p[1].describe())
+        run_dir = self.run_dir_of(p, before)
+        self.assertEqual(sorted(os.listdir(run_dir)), sorted(HOSTS))
+        for host in HOSTS:
+            for lr in range(2):
+                d = os.path.join(run_dir, host, "attempt_0", str(lr))
+                with open(os.path.join(d, "stderr.log"), "rb") as f:
+                    rank = int(re.match(rb"rank (\d+) on ", f.read()).group(1))
+                self.assertEqual(digest(os.path.join(d, "stdout.log")),
+                                 digest(os.path.join(copies, f"{rank}.out")), (host, lr))
+        self.assertHostsClean()
+
+    def test_a_killed_agent_is_named_and_its_successor_collected(self):
+        p, gate, copies, before = self.start_gated("kill")
+        p[1].wait_for(r"rank \d+ on ", stream="stderr", count=6)
+        agents = self.bed.agent_pids("red01")
+        self.assertEqual(len(agents), 1, self.bed.describe_hosts())
+        os.kill(agents[0], signal.SIGKILL)
+        p[1].wait_for(r"rank \d+ on ", stream="stderr", count=12)  # the second round runs
+        gate.open()
+        self.assertEqual(self.finish(p), 0, p[1].describe())
+        run_dir = self.run_dir_of(p, before)
+        err = p[1].lines("stderr")
+        self.assertIn(f"drun: red01: an agent ended without saying where its logs are (killed or "
+                      f"lost); they stay on red01 under {run_dir}/", err, p[1].describe())
+        self.assertRegex([l for l in err if l.startswith("drun: logs of every host")][0],
+                         r"; 1 not collected, below\)$")
+        # The first agent's directory stays on red01; its successor claimed red01.1 there.
+        self.assertEqual(sorted(os.listdir(run_dir)), sorted(["red01.1", "orange07", "purple11"]))
+        self.assertTrue(os.path.isdir(self.bed.host_path("red01", os.path.join(run_dir, "red01"))))
+        for host in ("red01.1", "orange07", "purple11"):
+            for lr in range(2):
+                d = os.path.join(run_dir, host, "attempt_1", str(lr))
+                with open(os.path.join(d, "stderr.log"), "rb") as f:
+                    rank = int(re.match(rb"rank (\d+) on ", f.read()).group(1))
+                self.assertEqual(digest(os.path.join(d, "stdout.log")),
+                                 digest(os.path.join(copies, f"{rank}.out")), (host, lr))
+        self.assertHostsClean()
+
+
 class SharedLogDirTest(Collect, t.SshTestCase):
     """The testbed's hosts share the launcher's file system."""
 
@@ -151,6 +219,40 @@ class SharedLogDirTest(Collect, t.SshTestCase):
             want = {h: os.path.join(logs, "exp1", h + ("" if attempt == 0 else ".1")) for h in HOSTS}
             self.assertEqual({n["host"]: n["log_dir"] for n in nodes}, want)
         self.assertEqual(len(os.listdir(os.path.join(logs, "exp1"))), 6)
+        self.assertHostsClean()
+
+
+class ByHandLogDirTest(t.SshTestCase):
+    """drun typed on every host (c10d, torchrun's way) with a shared --log-dir: the node that
+    hosts the rendezvous names the run directory, and every node writes under it."""
+
+    def test_one_run_directory_for_every_node(self):
+        logs = os.path.join(self.bed.tmp, "byhand-logs")
+        copies = os.path.join(self.bed.tmp, "copies-byhand")
+        os.makedirs(copies)
+        started = []
+        for host in HOSTS:
+            line = " ".join(["cd", t.HERE, "&&", "exec", "env", f"PYTHON_EXEC={t.PYTHON}", self.bed.drun,
+                             "--nnodes", "3", "--nproc-per-node", "1", "--rdzv-endpoint",
+                             f"{HOSTS[0]}:29410", "--log-dir", logs, PROGRAM, "4096", copies])
+            argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", host, line]
+            proc = subprocess.Popen(self.bed.client_cmd(argv), env=self.bed.env(), cwd=t.HERE,
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+            started.append((proc, t.Lines(proc, f"drun@{host}")))
+            self.procs.append(started[-1])
+        for p in started:
+            self.assertEqual(self.finish(p), 0, p[1].describe())
+        runs = os.listdir(logs)
+        self.assertEqual(len(runs), 1, runs)
+        self.assertRegex(runs[0], r"^none_\w{6}$")
+        run_dir = os.path.join(logs, runs[0])
+        self.assertEqual(sorted(os.listdir(run_dir)), sorted(HOSTS))
+        for host in HOSTS:
+            d = os.path.join(run_dir, host, "attempt_0", "0")
+            with open(os.path.join(d, "stderr.log"), "rb") as f:
+                rank = int(re.fullmatch(rb"rank (\d+) on " + host.encode() + rb"\n", f.read()).group(1))
+            self.assertEqual(digest(os.path.join(d, "stdout.log")), digest(os.path.join(copies, f"{rank}.out")))
         self.assertHostsClean()
 
 

@@ -1,7 +1,9 @@
 """A worker for the log collection tests: writes SIZE random bytes (any byte value: NULs,
 carriage returns, invalid UTF-8, no newline at the end) on stdout and one line naming its
 host on stderr, and keeps its own copy of both in COPIES/<rank>.{out,err} (a directory the
-test reads), so the test can check the log files byte for byte. No PyTorch: plain Python."""
+test reads), so the test can check the log files byte for byte. With a third argument GATE
+(a FIFO the test holds open) it then waits until the test opens the gate. No PyTorch: plain
+Python."""
 import os
 import socket
 import sys
@@ -21,3 +23,6 @@ for i in range(0, size, 65536):
 out.flush()
 sys.stderr.buffer.write(err)
 sys.stderr.flush()
+if len(sys.argv) > 3:
+    with open(sys.argv[3], "rb") as gate:
+        gate.read()
