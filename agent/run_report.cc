@@ -207,8 +207,9 @@ std::string RenderReportJson(const RunReport& report) {
   auto* nodes = f["nodes"].mutable_list_value();
   for (v1::NodeReport n : report.nodes) {
     n.clear_workers();  // they are in "workers", with every host's
-    n.clear_log_dir_inode();  // for the launcher's own check only
-    *nodes->add_values()->mutable_struct_value() = AsStruct(n);
+    google::protobuf::Struct node = AsStruct(n);
+    node.mutable_fields()->erase("log_dir_inode");  // for the launcher's own check only
+    *nodes->add_values()->mutable_struct_value() = std::move(node);
   }
   std::string json;
   google::protobuf::util::JsonPrintOptions o;
