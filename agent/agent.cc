@@ -53,10 +53,6 @@ int FreePort(const std::string& local_addr) {
   return port;
 }
 
-// torchrun's default run id: a run that names none gets a fresh log
-// directory of its own.
-constexpr char kDefaultRunId[] = "none";
-
 Duration Seconds(double s) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }

@@ -33,6 +33,10 @@
 
 namespace drun {
 
+// torchrun's default run id: a run that names none gets a fresh log
+// directory of its own (RUN_ID_<unique>, one for the whole job).
+inline constexpr char kDefaultRunId[] = "none";
+
 struct AgentOptions {
   v1::JobSpec spec;
   std::string hostname;

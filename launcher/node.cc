@@ -56,10 +56,6 @@ int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::
   return 0;
 }
 
-namespace {
-constexpr char kDefaultRunId[] = "none";
-}  // namespace
-
 std::string UniqueRunDirName(const v1::JobSpec& spec) {
   if (spec.run_id() != kDefaultRunId) return "";
   static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";

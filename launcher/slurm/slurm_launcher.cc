@@ -288,7 +288,7 @@ int StepSupervisor::ExitCode() const {
 
 // Logs stay on the nodes (usually a file system this machine shares): one
 // line for each node whose log directory is not visible here, saying where it is.
-void SayNodeLogs(std::vector<v1::NodeReport>& nodes) {
+static void SayNodeLogs(std::vector<v1::NodeReport>& nodes) {
   for (v1::NodeReport& n : nodes) {
     if (n.log_dir().empty()) continue;
     if (SameDirHere(n.log_dir(), n.log_dir_inode())) {
