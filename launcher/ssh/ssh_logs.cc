@@ -172,8 +172,10 @@ absl::Status HostLogCopy::CopyOne(Item& item) {
     proc_.reset();
     aborted = aborted_;
   }
+  // The first failure is the reason: a local tar that stopped taking bytes,
+  // else the remote side (a local tar given nothing complains only of that).
   absl::Status local = extract.Finish();
-  if (!local.ok() && (local_failed || o.error.empty())) return local;
+  if (!local.ok() && local_failed) return local;
   if (!o.error.empty()) {
     return aborted.empty() ? absl::UnavailableError(o.error) : absl::CancelledError(aborted);
   }

@@ -189,6 +189,31 @@ class PrivateLogDirEndsTest(Collect, t.SshTestCase):
         self.assertHostsClean()
 
 
+    def test_a_copy_that_fails_names_where_the_logs_stay(self):
+        # --rsh through a wrapper whose second command (the copy's `tar`) fails on red01 only.
+        wrapper = os.path.join(self.bed.tmp, "rsh-no-tar.sh")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/sh\nif [ "$1" = red01 ] && [ "$2" = tar ]; then\n'
+                    '  echo "tar: refused by the test" >&2; exit 3\nfi\n'
+                    'exec ssh -o BatchMode=yes "$@"\n')
+        os.chmod(wrapper, 0o755)
+        logs = os.path.join(self.bed.tmp, "private-logs")
+        before = set(os.listdir(logs))
+        p, line, copies, nodes = self.run_job(logs, 4096, extra=["--rsh", wrapper])
+        run_dir = os.path.join(logs, sorted(set(os.listdir(logs)) - before)[0])
+        err = p[1].lines("stderr")
+        self.assertIn(f"drun: red01: its logs were not collected (tar there exited with status 3: "
+                      f"tar: refused by the test); they stay at red01:{run_dir}/red01", err, p[1].describe())
+        self.assertRegex(line.string, r"MiB copied from 3 hosts in [\d.]+ s; 1 not collected, below\)$")
+        self.assertEqual(sorted(os.listdir(run_dir)), ["orange07", "purple11"])  # no empty red01
+        by_host = {n["host"]: n for n in nodes}
+        self.assertEqual(by_host["red01"]["logs_not_collected"],
+                         "tar there exited with status 3: tar: refused by the test")
+        self.assertEqual(by_host["red01"]["logs_collected_to"], "")
+        self.assertEqual(by_host["orange07"]["logs_collected_to"], os.path.join(run_dir, "orange07"))
+        self.assertHostsClean()
+
+
 class SharedLogDirTest(Collect, t.SshTestCase):
     """The testbed's hosts share the launcher's file system."""
 
