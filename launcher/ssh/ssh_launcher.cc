@@ -451,7 +451,11 @@ class SshLauncher {
   void CollectLogs(int sig_fd);
   HostLogCopy::Starter TarStarter(Host& h);
   void SayCollected(const std::vector<std::unique_ptr<HostLogCopy>>& copies,
-                    const std::vector<std::vector<v1::NodeReport*>>& nodes, int copied_hosts, double seconds);
+                    const std::vector<std::vector<v1::NodeReport*>>& nodes, double seconds);
+  std::vector<std::string> RecordCopies(const std::vector<std::unique_ptr<HostLogCopy>>& copies,
+                                        const std::vector<std::vector<v1::NodeReport*>>& nodes, uint64_t* bytes,
+                                        int* whole_hosts);
+  std::vector<std::string> UnreportedLogs() const;
   int ExitCode() const;
 
   // The supervision loop's parts.
@@ -1024,50 +1028,69 @@ void SshLauncher::CollectLogs(int sig_fd) {
     const int sig = RunLogCopies(copies, sig_fd);
     if (sig != 0 && stop_signal_ == 0) stop_signal_ = sig;
   }
-  SayCollected(copies, nodes, static_cast<int>(copies.size()), DurationToSeconds(Clock::now() - t0));
+  SayCollected(copies, nodes, DurationToSeconds(Clock::now() - t0));
 }
 
-// One line for where the logs are; one for each host whose logs stay there.
-void SshLauncher::SayCollected(const std::vector<std::unique_ptr<HostLogCopy>>& copies,
-                               const std::vector<std::vector<v1::NodeReport*>>& nodes, int copied_hosts,
-                               double seconds) {
-  uint64_t bytes = 0;
+// Where each copy went, into its node's report; one line for each that failed.
+std::vector<std::string> SshLauncher::RecordCopies(const std::vector<std::unique_ptr<HostLogCopy>>& copies,
+                                                   const std::vector<std::vector<v1::NodeReport*>>& nodes,
+                                                   uint64_t* bytes, int* whole_hosts) {
   std::vector<std::string> lines;
   for (size_t c = 0; c < copies.size(); ++c) {
+    bool whole = true;
     for (size_t i = 0; i < copies[c]->items().size(); ++i) {
       const HostLogCopy::Item& item = copies[c]->items()[i];
-      bytes += item.bytes;
+      *bytes += item.bytes;
       if (item.result.ok()) {
         nodes[c][i]->set_logs_collected_to(item.local_dir);
         continue;
       }
+      whole = false;
       nodes[c][i]->set_logs_not_collected(std::string(item.result.message()));
       const bool left_part = rmdir(item.local_dir.c_str()) != 0;  // an empty copy goes
       lines.push_back(absl::StrCat(copies[c]->host(), ": its logs were not collected (", item.result.message(),
                                    "); they stay at ", copies[c]->host(), ":", item.remote_dir,
                                    left_part ? absl::StrCat("; what came is in ", item.local_dir) : ""));
     }
+    *whole_hosts += whole ? 1 : 0;
   }
-  // An agent that was killed or lost sent no report: its directory is not known here.
+  return lines;
+}
+
+// One line for each host with an agent that was killed or lost: it sent no
+// report, so its directory is not known here.
+std::vector<std::string> SshLauncher::UnreportedLogs() const {
   std::map<std::string, int> reported;
   for (const v1::NodeReport& n : report_->nodes()) {
     if (!n.log_dir().empty()) reported[n.host()]++;
   }
+  std::vector<std::string> lines;
   for (const Host& h : hosts_) {
-    const int missing = h.joins - reported[h.plan.entry.host];
+    const std::string& name = h.plan.entry.host;
+    const int missing = h.joins - reported[name];
     if (missing <= 0) continue;
-    lines.push_back(absl::StrCat(h.plan.entry.host, ": ", missing == 1 ? "an agent" : absl::StrCat(missing, " agents"),
+    lines.push_back(absl::StrCat(name, ": ", missing == 1 ? "an agent" : absl::StrCat(missing, " agents"),
                                  " ended without saying where ", missing == 1 ? "its" : "their",
-                                 " logs are (killed or lost); they stay on ", h.plan.entry.host, " under ",
-                                 run_dir_, "/"));
+                                 " logs are (killed or lost); they stay on ", name, " under ", run_dir_, "/"));
   }
+  return lines;
+}
+
+// One line for where the logs are; one for each host whose logs stay there.
+void SshLauncher::SayCollected(const std::vector<std::unique_ptr<HostLogCopy>>& copies,
+                               const std::vector<std::vector<v1::NodeReport*>>& nodes, double seconds) {
+  uint64_t bytes = 0;
+  int whole = 0;
+  std::vector<std::string> lines = RecordCopies(copies, nodes, &bytes, &whole);
+  for (std::string& l : UnreportedLogs()) lines.push_back(std::move(l));
+  const int n = static_cast<int>(copies.size());
+  const std::string what =
+      n == 0 ? "a file system the hosts share with this machine: nothing copied"
+             : absl::StrCat(absl::StrFormat("%.1f", bytes / 1048576.0), " MiB copied from ",
+                            whole == n ? "" : absl::StrCat(whole, " of "), n, " host", n == 1 ? "" : "s",
+                            " in ", absl::StrFormat("%.1f", seconds), " s");
   if (!quiet_ || !lines.empty()) {
-    SayLocked(absl::StrCat("logs of every host: ", run_dir_, "/ (",
-                           copied_hosts == 0 ? "a file system the hosts share with this machine: nothing copied"
-                                             : absl::StrCat(absl::StrFormat("%.1f", bytes / 1048576.0),
-                                                            " MiB copied from ", copied_hosts, " host",
-                                                            copied_hosts == 1 ? "" : "s", " in ",
-                                                            absl::StrFormat("%.1f", seconds), " s"),
+    SayLocked(absl::StrCat("logs of every host: ", run_dir_, "/ (", what,
                            lines.empty() ? ")" : absl::StrCat("; ", lines.size(), " not collected, below)")));
   }
   for (const std::string& l : lines) SayLocked(l);
