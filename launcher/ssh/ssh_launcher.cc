@@ -23,7 +23,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent_launch.h"
@@ -448,14 +447,8 @@ class SshLauncher {
   void Announce() const;
   void Supervise(int sig_fd, RendezvousServer* server, double grace_s);
   absl::Status MakeRunDir(v1::JobSpec* spec);
-  void CollectLogs(int sig_fd);
+  void CollectHostLogs(int sig_fd);
   HostLogCopy::Starter TarStarter(Host& h);
-  void SayCollected(const std::vector<std::unique_ptr<HostLogCopy>>& copies,
-                    const std::vector<std::vector<v1::NodeReport*>>& nodes, double seconds);
-  std::vector<std::string> RecordCopies(const std::vector<std::unique_ptr<HostLogCopy>>& copies,
-                                        const std::vector<std::vector<v1::NodeReport*>>& nodes, uint64_t* bytes,
-                                        int* whole_hosts);
-  std::vector<std::string> UnreportedLogs() const;
   int ExitCode() const;
 
   // The supervision loop's parts.
@@ -989,111 +982,20 @@ HostLogCopy::Starter SshLauncher::TarStarter(Host& h) {
   };
 }
 
-// Every host's logs into run_dir_ (ssh_logs.h): nothing to copy from a host
-// whose directory is visible here; the others all at once. Each node's report
-// says where its logs are.
-void SshLauncher::CollectLogs(int sig_fd) {
+// Every host's logs into run_dir_ (ssh_logs.h), each node's report saying
+// where its logs are.
+void SshLauncher::CollectHostLogs(int sig_fd) {
   if (run_dir_.empty() || !report_) return;
-  std::vector<std::unique_ptr<HostLogCopy>> copies;
-  std::vector<std::vector<v1::NodeReport*>> nodes;  // by copy, by item
-  std::map<std::string, std::vector<v1::NodeReport*>> by_host;
-  for (v1::NodeReport& n : report_->nodes()) {
-    if (n.log_dir().empty()) continue;
-    if (SameDirHere(n.log_dir(), n.log_dir_inode())) {
-      n.set_logs_collected_to(n.log_dir());
-    } else {
-      by_host[n.host()].push_back(&n);
-    }
-  }
-  for (auto& [name, reports] : by_host) {
-    Host* h = FindHost(name);
-    std::vector<HostLogCopy::Item> items;
-    std::vector<v1::NodeReport*> mine;
-    for (v1::NodeReport* n : reports) {
-      const std::string base = n->log_dir().substr(n->log_dir().rfind('/') + 1);
-      absl::StatusOr<std::string> dir = ClaimCopyDir(run_dir_, base);
-      if (!h || !dir.ok()) {
-        n->set_logs_not_collected(h ? std::string(dir.status().message()) : "not a host of this job");
-        continue;
-      }
-      items.push_back(HostLogCopy::Item{n->log_dir(), *dir, absl::OkStatus(), 0});
-      mine.push_back(n);
-    }
-    if (items.empty()) continue;
-    copies.push_back(std::make_unique<HostLogCopy>(name, std::move(items), TarStarter(*h)));
-    nodes.push_back(std::move(mine));
-  }
-  const TimePoint t0 = Clock::now();
-  if (!copies.empty()) {
-    const int sig = RunLogCopies(copies, sig_fd);
-    if (sig != 0 && stop_signal_ == 0) stop_signal_ = sig;
-  }
-  SayCollected(copies, nodes, DurationToSeconds(Clock::now() - t0));
-}
-
-// Where each copy went, into its node's report; one line for each that failed.
-std::vector<std::string> SshLauncher::RecordCopies(const std::vector<std::unique_ptr<HostLogCopy>>& copies,
-                                                   const std::vector<std::vector<v1::NodeReport*>>& nodes,
-                                                   uint64_t* bytes, int* whole_hosts) {
-  std::vector<std::string> lines;
-  for (size_t c = 0; c < copies.size(); ++c) {
-    bool whole = true;
-    for (size_t i = 0; i < copies[c]->items().size(); ++i) {
-      const HostLogCopy::Item& item = copies[c]->items()[i];
-      *bytes += item.bytes;
-      if (item.result.ok()) {
-        nodes[c][i]->set_logs_collected_to(item.local_dir);
-        continue;
-      }
-      whole = false;
-      nodes[c][i]->set_logs_not_collected(std::string(item.result.message()));
-      const bool left_part = rmdir(item.local_dir.c_str()) != 0;  // an empty copy goes
-      lines.push_back(absl::StrCat(copies[c]->host(), ": its logs were not collected (", item.result.message(),
-                                   "); they stay at ", copies[c]->host(), ":", item.remote_dir,
-                                   left_part ? absl::StrCat("; what came is in ", item.local_dir) : ""));
-    }
-    *whole_hosts += whole ? 1 : 0;
-  }
-  return lines;
-}
-
-// One line for each host with an agent that was killed or lost: it sent no
-// report, so its directory is not known here.
-std::vector<std::string> SshLauncher::UnreportedLogs() const {
-  std::map<std::string, int> reported;
-  for (const v1::NodeReport& n : report_->nodes()) {
-    if (!n.log_dir().empty()) reported[n.host()]++;
-  }
-  std::vector<std::string> lines;
-  for (const Host& h : hosts_) {
-    const std::string& name = h.plan.entry.host;
-    const int missing = h.joins - reported[name];
-    if (missing <= 0) continue;
-    lines.push_back(absl::StrCat(name, ": ", missing == 1 ? "an agent" : absl::StrCat(missing, " agents"),
-                                 " ended without saying where ", missing == 1 ? "its" : "their",
-                                 " logs are (killed or lost); they stay on ", name, " under ", run_dir_, "/"));
-  }
-  return lines;
-}
-
-// One line for where the logs are; one for each host whose logs stay there.
-void SshLauncher::SayCollected(const std::vector<std::unique_ptr<HostLogCopy>>& copies,
-                               const std::vector<std::vector<v1::NodeReport*>>& nodes, double seconds) {
-  uint64_t bytes = 0;
-  int whole = 0;
-  std::vector<std::string> lines = RecordCopies(copies, nodes, &bytes, &whole);
-  for (std::string& l : UnreportedLogs()) lines.push_back(std::move(l));
-  const int n = static_cast<int>(copies.size());
-  const std::string what =
-      n == 0 ? "a file system the hosts share with this machine: nothing copied"
-             : absl::StrCat(absl::StrFormat("%.1f", bytes / 1048576.0), " MiB copied from ",
-                            whole == n ? "" : absl::StrCat(whole, " of "), n, " host", n == 1 ? "" : "s",
-                            " in ", absl::StrFormat("%.1f", seconds), " s");
-  if (!quiet_ || !lines.empty()) {
-    SayLocked(absl::StrCat("logs of every host: ", run_dir_, "/ (", what,
-                           lines.empty() ? ")" : absl::StrCat("; ", lines.size(), " not collected, below)")));
-  }
-  for (const std::string& l : lines) SayLocked(l);
+  LogCollection c;
+  c.run_dir = run_dir_;
+  c.dropped = stop_level_ >= 2;  // a second stop signal, or agents that would not end
+  c.quiet = quiet_;
+  c.sig_fd = sig_fd;
+  c.say = [](const std::string& line) { SayLocked(line); };
+  std::vector<LogHost> hosts;
+  for (Host& h : hosts_) hosts.push_back(LogHost{h.plan.entry.host, h.joins, TarStarter(h)});
+  const int sig = CollectLogs(c, hosts, &report_->nodes());
+  if (sig != 0 && stop_signal_ == 0) stop_signal_ = sig;
 }
 
 int SshLauncher::ExitCode() const {
@@ -1158,7 +1060,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
     if (!run_dir_.empty()) rmdir(run_dir_.c_str());  // nothing ran: empty here
     return exit_code_;  // each failing host had its line
   }
-  CollectLogs(sig_fd.get());
+  CollectHostLogs(sig_fd.get());
   for (Host& h : hosts_) h.conn.reset();
   ConsoleHub::Get().Drain();
   // The table of every host's ranks first, the root cause last.

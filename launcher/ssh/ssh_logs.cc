@@ -12,9 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "launcher/node.h"
 #include "rendezvous/base/event_loop.h"
 #include "rendezvous/base/private_files.h"
 #include "rendezvous/base/quote.h"
@@ -141,6 +144,10 @@ void HostLogCopy::Abort(const std::string& why) {
 
 // The remote tar's stdout into a local tar; either one's failure is the copy's.
 absl::Status HostLogCopy::CopyOne(Item& item) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_.empty()) return absl::CancelledError(aborted_);
+  }
   LocalExtract extract;
   if (absl::Status st = extract.Start(item.local_dir); !st.ok()) return st;
   absl::StatusOr<std::unique_ptr<RemoteProcess>> started = start_(item.remote_dir);
@@ -226,6 +233,122 @@ int RunLogCopies(const std::vector<std::unique_ptr<HostLogCopy>>& copies, int si
   }
   for (std::thread& t : threads) t.join();
   return signal_seen;
+}
+
+namespace {
+
+// The copies to make: one HostLogCopy per host with directories this machine
+// does not see, and for each item the report it answers for. A node that
+// cannot be copied at all gets its reason and a line.
+struct Plan {
+  std::vector<std::unique_ptr<HostLogCopy>> copies;
+  std::vector<std::vector<v1::NodeReport*>> nodes;  // by copy, by item
+  std::vector<std::string> lines;
+};
+
+Plan PlanCopies(const LogCollection& c, const std::vector<LogHost>& hosts, std::vector<v1::NodeReport>* nodes) {
+  Plan plan;
+  std::map<std::string, std::vector<v1::NodeReport*>> by_host;
+  for (v1::NodeReport& n : *nodes) {
+    if (n.log_dir().empty()) continue;
+    if (SameDirHere(n.log_dir(), n.log_dir_inode())) {
+      n.set_logs_collected_to(n.log_dir());
+    } else {
+      by_host[n.host()].push_back(&n);
+    }
+  }
+  std::map<std::string, const LogHost*> known;
+  for (const LogHost& h : hosts) known.emplace(h.name, &h);
+  for (auto& [name, reports] : by_host) {
+    const auto h = known.find(name);
+    std::vector<HostLogCopy::Item> items;
+    std::vector<v1::NodeReport*> mine;
+    for (v1::NodeReport* n : reports) {
+      absl::StatusOr<std::string> dir =
+          h == known.end() ? absl::NotFoundError("not a host of this job")
+                           : ClaimCopyDir(c.run_dir, n->log_dir().substr(n->log_dir().rfind('/') + 1));
+      if (!dir.ok()) {
+        n->set_logs_not_collected(std::string(dir.status().message()));
+        plan.lines.push_back(absl::StrCat(name, ": its logs were not collected (", n->logs_not_collected(),
+                                          "); they stay at ", name, ":", n->log_dir()));
+        continue;
+      }
+      items.push_back(HostLogCopy::Item{n->log_dir(), *dir, absl::OkStatus(), 0});
+      mine.push_back(n);
+    }
+    if (items.empty()) continue;
+    plan.copies.push_back(std::make_unique<HostLogCopy>(name, std::move(items), h->second->start));
+    plan.nodes.push_back(std::move(mine));
+  }
+  return plan;
+}
+
+// Where each copy went, into its node's report; one line for each that failed.
+void RecordCopies(Plan* plan, uint64_t* bytes, int* whole_hosts) {
+  for (size_t c = 0; c < plan->copies.size(); ++c) {
+    const HostLogCopy& copy = *plan->copies[c];
+    bool whole = true;
+    for (size_t i = 0; i < copy.items().size(); ++i) {
+      const HostLogCopy::Item& item = copy.items()[i];
+      *bytes += item.bytes;
+      if (item.result.ok()) {
+        plan->nodes[c][i]->set_logs_collected_to(item.local_dir);
+        continue;
+      }
+      whole = false;
+      plan->nodes[c][i]->set_logs_not_collected(std::string(item.result.message()));
+      const bool left_part = rmdir(item.local_dir.c_str()) != 0;  // an empty copy goes
+      plan->lines.push_back(absl::StrCat(copy.host(), ": its logs were not collected (", item.result.message(),
+                                         "); they stay at ", copy.host(), ":", item.remote_dir,
+                                         left_part ? absl::StrCat("; what came is in ", item.local_dir) : ""));
+    }
+    *whole_hosts += whole ? 1 : 0;
+  }
+}
+
+// One line for each host with an agent that was killed or lost: it sent no
+// report, so its directory is not known here.
+void UnreportedLogs(const LogCollection& c, const std::vector<LogHost>& hosts,
+                    const std::vector<v1::NodeReport>& nodes, std::vector<std::string>* lines) {
+  std::map<std::string, int> reported;
+  for (const v1::NodeReport& n : nodes) {
+    if (!n.log_dir().empty()) reported[n.host()]++;
+  }
+  for (const LogHost& h : hosts) {
+    const int missing = h.joins - reported[h.name];
+    if (missing <= 0) continue;
+    lines->push_back(absl::StrCat(h.name, ": ", missing == 1 ? "an agent" : absl::StrCat(missing, " agents"),
+                                  " ended without saying where ", missing == 1 ? "its" : "their",
+                                  " logs are (killed or lost); they stay on ", h.name, " under ", c.run_dir, "/"));
+  }
+}
+
+}  // namespace
+
+int CollectLogs(const LogCollection& c, const std::vector<LogHost>& hosts, std::vector<v1::NodeReport>* nodes) {
+  Plan plan = PlanCopies(c, hosts, nodes);
+  const TimePoint t0 = Clock::now();
+  if (c.dropped) {
+    for (auto& copy : plan.copies) copy->Abort("the job's connections were dropped; nothing was copied");
+  }
+  const int sig = plan.copies.empty() ? 0 : RunLogCopies(plan.copies, c.sig_fd);
+  const double seconds = DurationToSeconds(Clock::now() - t0);
+  uint64_t bytes = 0;
+  int whole = 0;
+  RecordCopies(&plan, &bytes, &whole);
+  UnreportedLogs(c, hosts, *nodes, &plan.lines);
+  const int n = static_cast<int>(plan.copies.size());
+  const std::string what =
+      n == 0 ? "a file system the hosts share with this machine: nothing copied"
+             : absl::StrCat(absl::StrFormat("%.1f", bytes / 1048576.0), " MiB copied from ",
+                            whole == n ? "" : absl::StrCat(whole, " of "), n, " host", n == 1 ? "" : "s",
+                            " in ", absl::StrFormat("%.1f", seconds), " s");
+  if (!c.quiet || !plan.lines.empty()) {
+    c.say(absl::StrCat("logs of every host: ", c.run_dir, "/ (", what,
+                       plan.lines.empty() ? ")" : absl::StrCat("; ", plan.lines.size(), " not collected, below)")));
+  }
+  for (const std::string& l : plan.lines) c.say(l);
+  return sig;
 }
 
 }  // namespace drun

@@ -28,6 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "drun/v1/rendezvous.pb.h"
 #include "launcher/ssh/ssh_session.h"
 #include "rendezvous/base/clock.h"
 
@@ -82,6 +83,28 @@ class HostLogCopy {
 // stalls for kStallBound is aborted, and every copy once `sig_fd` (a
 // signalfd) becomes readable. Returns the signal that interrupted, or 0.
 int RunLogCopies(const std::vector<std::unique_ptr<HostLogCopy>>& copies, int sig_fd);
+
+// One host of the job, as the collection sees it.
+struct LogHost {
+  std::string name;             // as the host list names it (NodeReport.host)
+  int joins = 0;                // its agents that reached the rendezvous: each has a directory
+  HostLogCopy::Starter start;   // how its directories are read
+};
+
+struct LogCollection {
+  std::string run_dir;   // <log_dir>/<run> on this machine
+  bool dropped = false;  // the job's connections were dropped: the user wants out, copy nothing
+  bool quiet = false;    // no line when every host's logs are here
+  int sig_fd = -1;       // a stop signal here gives up every copy
+  std::function<void(const std::string&)> say;  // one drun line
+};
+
+// Collects every node's logs into c.run_dir; `nodes` are the agents' reports,
+// each given logs_collected_to or logs_not_collected. Says in one line where
+// the logs are, and in one line each where a node's logs stay when they were
+// not collected (an agent that never reported: killed or lost). Returns the
+// stop signal that interrupted the collection, or 0.
+int CollectLogs(const LogCollection& c, const std::vector<LogHost>& hosts, std::vector<v1::NodeReport>* nodes);
 
 }  // namespace drun
 
