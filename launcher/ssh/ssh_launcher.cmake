@@ -22,6 +22,10 @@ if(DRUN_BUILD_TESTS)
   target_link_libraries(ssh_console_test PRIVATE drun_ssh GTest::gtest_main)
   gtest_discover_tests(ssh_console_test TEST_PREFIX "ssh_console_test." DISCOVERY_TIMEOUT 30
                        PROPERTIES LABELS "unit;ssh")
+  add_executable(ssh_logs_test ${PROJECT_SOURCE_DIR}/tests/ssh/ssh_logs_test.cc)
+  target_link_libraries(ssh_logs_test PRIVATE drun_ssh GTest::gtest_main)
+  gtest_discover_tests(ssh_logs_test TEST_PREFIX "ssh_logs_test." DISCOVERY_TIMEOUT 30
+                       PROPERTIES LABELS "unit;ssh")
   add_executable(lifeline_test ${PROJECT_SOURCE_DIR}/tests/ssh/lifeline_test.cc)
   target_link_libraries(lifeline_test PRIVATE drun_ssh GTest::gtest_main)
   gtest_discover_tests(lifeline_test TEST_PREFIX "lifeline_test." DISCOVERY_TIMEOUT 30

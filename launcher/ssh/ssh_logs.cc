@@ -306,6 +306,12 @@ void RecordCopies(Plan* plan, uint64_t* bytes, int* whole_hosts) {
   }
 }
 
+std::string Amount(uint64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " bytes");
+  if (bytes < (1u << 20)) return absl::StrFormat("%.1f KiB", bytes / 1024.0);
+  return absl::StrFormat("%.1f MiB", bytes / 1048576.0);
+}
+
 // One line for each host with an agent that was killed or lost: it sent no
 // report, so its directory is not known here.
 void UnreportedLogs(const LogCollection& c, const std::vector<LogHost>& hosts,
@@ -340,7 +346,7 @@ int CollectLogs(const LogCollection& c, const std::vector<LogHost>& hosts, std::
   const int n = static_cast<int>(plan.copies.size());
   const std::string what =
       n == 0 ? "a file system the hosts share with this machine: nothing copied"
-             : absl::StrCat(absl::StrFormat("%.1f", bytes / 1048576.0), " MiB copied from ",
+             : absl::StrCat(Amount(bytes), " copied from ",
                             whole == n ? "" : absl::StrCat(whole, " of "), n, " host", n == 1 ? "" : "s",
                             " in ", absl::StrFormat("%.1f", seconds), " s");
   if (!c.quiet || !plan.lines.empty()) {

@@ -204,7 +204,7 @@ class PrivateLogDirEndsTest(Collect, t.SshTestCase):
         err = p[1].lines("stderr")
         self.assertIn(f"drun: red01: its logs were not collected (tar there exited with status 3: "
                       f"tar: refused by the test); they stay at red01:{run_dir}/red01", err, p[1].describe())
-        self.assertRegex(line.string, r"MiB copied from 2 of 3 hosts in [\d.]+ s; 1 not collected, below\)$")
+        self.assertRegex(line.string, r"(KiB|MiB) copied from 2 of 3 hosts in [\d.]+ s; 1 not collected, below\)$")
         self.assertEqual(sorted(os.listdir(run_dir)), ["orange07", "purple11"])  # no empty red01
         by_host = {n["host"]: n for n in nodes}
         self.assertEqual(by_host["red01"]["logs_not_collected"],
