@@ -236,6 +236,22 @@ class SharedLogDirTest(Collect, t.SshTestCase):
             self.check_run_dir(run_dir, copies)
         self.assertHostsClean()
 
+    def test_a_log_dir_the_launcher_cannot_write_is_refused_before_any_host_is_contacted(self):
+        a_file = os.path.join(self.bed.tmp, "a-file")
+        open(a_file, "w").close()
+        hf = self.bed.write_hostfile("\n".join(HOSTS) + "\n")
+        logins = {h: len(self.bed.sshd_log[h].lines("stderr")) for h in HOSTS}
+        p = self.drun(["--hostfile", hf, "--log-dir", os.path.join(a_file, "logs"), PROGRAM, "1", "/"])
+        self.assertEqual(self.finish(p), 2, p[1].describe())
+        err = p[1].lines("stderr")
+        self.assertEqual(len(err), 1, p[1].describe())
+        self.assertRegex(err[0], r"^drun: cannot keep logs in --log-dir .*/a-file/logs on this machine, where "
+                                 r"drun collects every host's logs: .*Not a directory; give a directory you can "
+                                 r"write here$")
+        for host in HOSTS:  # no host was contacted: its sshd logged nothing more
+            self.assertEqual(len(self.bed.sshd_log[host].lines("stderr")), logins[host],
+                             self.bed.sshd_log[host].describe())
+
     def test_a_given_run_id_is_the_directory_and_a_rerun_claims_new_host_dirs(self):
         logs = os.path.join(self.bed.tmp, "named-logs")
         for attempt in range(2):
