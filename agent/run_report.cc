@@ -202,6 +202,8 @@ std::string RenderReportJson(const RunReport& report) {
   f["refused_connections"].set_number_value(static_cast<double>(report.refused_connections));
   auto* incomplete = f["incomplete_logs"].mutable_list_value();
   for (const auto& path : report.incomplete_logs) incomplete->add_values()->set_string_value(path);
+  auto* stay = f["logs_not_collected"].mutable_list_value();
+  for (const auto& where : report.logs_not_collected) stay->add_values()->set_string_value(where);
   *f["rounds"].mutable_list_value() = RoundsList(report);
   *f["workers"].mutable_list_value() = WorkersList(report);
   auto* nodes = f["nodes"].mutable_list_value();

@@ -288,7 +288,8 @@ int StepSupervisor::ExitCode() const {
 
 // Logs stay on the nodes (usually a file system this machine shares): one
 // line for each node whose log directory is not visible here, saying where it is.
-static void SayNodeLogs(std::vector<v1::NodeReport>& nodes) {
+static std::vector<std::string> SayNodeLogs(std::vector<v1::NodeReport>& nodes) {
+  std::vector<std::string> stay;
   for (v1::NodeReport& n : nodes) {
     if (n.log_dir().empty()) continue;
     if (SameDirHere(n.log_dir(), n.log_dir_inode())) {
@@ -297,14 +298,16 @@ static void SayNodeLogs(std::vector<v1::NodeReport>& nodes) {
     }
     n.set_logs_not_collected("not visible from the launcher's machine (--launcher slurm copies no logs)");
     Say(absl::StrCat(n.host(), ": its logs stay on that node, not visible here: ", n.host(), ":", n.log_dir()));
+    stay.push_back(absl::StrCat(n.host(), ":", n.log_dir()));
   }
+  return stay;
 }
 
 // The table of every host's ranks first (on failure, or --summary) and
 // --report; then why the job ended, the root cause last.
 int StepSupervisor::Report() {
   const int code = ExitCode();
-  SayNodeLogs(report_.nodes());
+  report_.SetLogsNotCollected(SayNodeLogs(report_.nodes()));
   report_.SetRefusedConnections(server_->refused_connections());
   report_.End(code, finish_ ? &*finish_ : nullptr, Clock::now());
   if (stop_signal_ != 0) {

@@ -994,7 +994,9 @@ void SshLauncher::CollectHostLogs(int sig_fd) {
   c.say = [](const std::string& line) { SayLocked(line); };
   std::vector<LogHost> hosts;
   for (Host& h : hosts_) hosts.push_back(LogHost{h.plan.entry.host, h.joins, TarStarter(h)});
-  const int sig = CollectLogs(c, hosts, &report_->nodes());
+  std::vector<std::string> stay;
+  const int sig = CollectLogs(c, hosts, &report_->nodes(), &stay);
+  report_->SetLogsNotCollected(std::move(stay));
   if (sig != 0 && stop_signal_ == 0) stop_signal_ = sig;
 }
 

@@ -244,6 +244,7 @@ struct Plan {
   std::vector<std::unique_ptr<HostLogCopy>> copies;
   std::vector<std::vector<v1::NodeReport*>> nodes;  // by copy, by item
   std::vector<std::string> lines;
+  std::vector<std::string> stay;  // HOST:DIR of every node's logs not collected
 };
 
 Plan PlanCopies(const LogCollection& c, const std::vector<LogHost>& hosts, std::vector<v1::NodeReport>* nodes) {
@@ -271,6 +272,7 @@ Plan PlanCopies(const LogCollection& c, const std::vector<LogHost>& hosts, std::
         n->set_logs_not_collected(std::string(dir.status().message()));
         plan.lines.push_back(absl::StrCat(name, ": its logs were not collected (", n->logs_not_collected(),
                                           "); they stay at ", name, ":", n->log_dir()));
+        plan.stay.push_back(absl::StrCat(name, ":", n->log_dir()));
         continue;
       }
       items.push_back(HostLogCopy::Item{n->log_dir(), *dir, absl::OkStatus(), 0});
@@ -301,6 +303,7 @@ void RecordCopies(Plan* plan, uint64_t* bytes, int* whole_hosts) {
       plan->lines.push_back(absl::StrCat(copy.host(), ": its logs were not collected (", item.result.message(),
                                          "); they stay at ", copy.host(), ":", item.remote_dir,
                                          left_part ? absl::StrCat("; what came is in ", item.local_dir) : ""));
+      plan->stay.push_back(absl::StrCat(copy.host(), ":", item.remote_dir));
     }
     *whole_hosts += whole ? 1 : 0;
   }
@@ -315,7 +318,7 @@ std::string Amount(uint64_t bytes) {
 // One line for each host with an agent that was killed or lost: it sent no
 // report, so its directory is not known here.
 void UnreportedLogs(const LogCollection& c, const std::vector<LogHost>& hosts,
-                    const std::vector<v1::NodeReport>& nodes, std::vector<std::string>* lines) {
+                    const std::vector<v1::NodeReport>& nodes, Plan* plan) {
   std::map<std::string, int> reported;
   for (const v1::NodeReport& n : nodes) {
     if (!n.log_dir().empty()) reported[n.host()]++;
@@ -323,15 +326,18 @@ void UnreportedLogs(const LogCollection& c, const std::vector<LogHost>& hosts,
   for (const LogHost& h : hosts) {
     const int missing = h.joins - reported[h.name];
     if (missing <= 0) continue;
-    lines->push_back(absl::StrCat(h.name, ": ", missing == 1 ? "an agent" : absl::StrCat(missing, " agents"),
-                                  " ended without saying where ", missing == 1 ? "its" : "their",
-                                  " logs are (killed or lost); they stay on ", h.name, " under ", c.run_dir, "/"));
+    plan->lines.push_back(absl::StrCat(h.name, ": ", missing == 1 ? "an agent" : absl::StrCat(missing, " agents"),
+                                       " ended without saying where ", missing == 1 ? "its" : "their",
+                                       " logs are (killed or lost); they stay on ", h.name, " under ", c.run_dir,
+                                       "/"));
+    plan->stay.push_back(absl::StrCat(h.name, ":", c.run_dir, "/"));
   }
 }
 
 }  // namespace
 
-int CollectLogs(const LogCollection& c, const std::vector<LogHost>& hosts, std::vector<v1::NodeReport>* nodes) {
+int CollectLogs(const LogCollection& c, const std::vector<LogHost>& hosts, std::vector<v1::NodeReport>* nodes,
+                std::vector<std::string>* stay) {
   Plan plan = PlanCopies(c, hosts, nodes);
   const TimePoint t0 = Clock::now();
   if (c.dropped) {
@@ -342,7 +348,7 @@ int CollectLogs(const LogCollection& c, const std::vector<LogHost>& hosts, std::
   uint64_t bytes = 0;
   int whole = 0;
   RecordCopies(&plan, &bytes, &whole);
-  UnreportedLogs(c, hosts, *nodes, &plan.lines);
+  UnreportedLogs(c, hosts, *nodes, &plan);
   const int n = static_cast<int>(plan.copies.size());
   const std::string what =
       n == 0 ? "a file system the hosts share with this machine: nothing copied"
@@ -354,6 +360,7 @@ int CollectLogs(const LogCollection& c, const std::vector<LogHost>& hosts, std::
                        plan.lines.empty() ? ")" : absl::StrCat("; ", plan.lines.size(), " not collected, below)")));
   }
   for (const std::string& l : plan.lines) c.say(l);
+  if (stay) *stay = std::move(plan.stay);
   return sig;
 }
 

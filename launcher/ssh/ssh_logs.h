@@ -102,9 +102,11 @@ struct LogCollection {
 // Collects every node's logs into c.run_dir; `nodes` are the agents' reports,
 // each given logs_collected_to or logs_not_collected. Says in one line where
 // the logs are, and in one line each where a node's logs stay when they were
-// not collected (an agent that never reported: killed or lost). Returns the
-// stop signal that interrupted the collection, or 0.
-int CollectLogs(const LogCollection& c, const std::vector<LogHost>& hosts, std::vector<v1::NodeReport>* nodes);
+// not collected (an agent that never reported: killed or lost); `stay` gets
+// those places (HOST:DIR), for the report. Returns the stop signal that
+// interrupted the collection, or 0.
+int CollectLogs(const LogCollection& c, const std::vector<LogHost>& hosts, std::vector<v1::NodeReport>* nodes,
+                std::vector<std::string>* stay);
 
 }  // namespace drun
 

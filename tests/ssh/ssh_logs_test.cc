@@ -127,7 +127,9 @@ TEST_F(SshLogsTest, CollectLogsCopiesOnlyWhatIsNotSeenHere) {
   c.say = [&](const std::string& l) { said.push_back(l); };
   const std::vector<LogHost> hosts = {{"orange07", 1, LocalTar()}, {"red01", 1, LocalTar()},
                                       {"purple11", 2, LocalTar()}};
-  EXPECT_EQ(CollectLogs(c, hosts, &nodes), 0);
+  std::vector<std::string> stay;
+  EXPECT_EQ(CollectLogs(c, hosts, &nodes, &stay), 0);
+  EXPECT_EQ(stay, std::vector<std::string>{"purple11:" + run_dir + "/"});
   EXPECT_EQ(nodes[0].logs_collected_to(), run_dir + "/orange07");
   EXPECT_EQ(nodes[1].logs_collected_to(), run_dir + "/red01");
   EXPECT_EQ(Read(run_dir + "/red01/attempt_0/0/stdout.log"), data);

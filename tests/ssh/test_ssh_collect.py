@@ -41,8 +41,8 @@ class Collect:
         line = [m for m in map(LOGS_LINE.match, p[1].lines("stderr")) if m]
         self.assertEqual(len(line), 1, p[1].describe())
         with open(report) as f:
-            nodes = json.load(f)["nodes"]
-        return p, line[0], copies, nodes
+            self.last_report = json.load(f)
+        return p, line[0], copies, self.last_report["nodes"]
 
     def check_run_dir(self, run_dir, copies, nproc=2):
         """run_dir holds exactly one directory per host, each with every rank's files as the
@@ -211,6 +211,7 @@ class PrivateLogDirEndsTest(Collect, t.SshTestCase):
                          "tar there exited with status 3: tar: refused by the test")
         self.assertEqual(by_host["red01"]["logs_collected_to"], "")
         self.assertEqual(by_host["orange07"]["logs_collected_to"], os.path.join(run_dir, "orange07"))
+        self.assertEqual(self.last_report["logs_not_collected"], [f"red01:{run_dir}/red01"])
         self.assertHostsClean()
 
 
@@ -227,6 +228,7 @@ class SharedLogDirTest(Collect, t.SshTestCase):
             self.check_run_dir(run_dir, copies)  # no host.1: nothing was copied twice
             for n in nodes:
                 self.assertEqual(n["logs_collected_to"], n["log_dir"], n)
+            self.assertEqual(self.last_report["logs_not_collected"], [])
             run_dirs.append((run_dir, copies))
         self.assertNotEqual(run_dirs[0][0], run_dirs[1][0])
         self.assertEqual(sorted(os.listdir(logs)), sorted(os.path.basename(d) for d, _ in run_dirs))
