@@ -209,7 +209,21 @@ bool Agent::ClaimLogDir(const std::string& run_dir) {
   log_base_ = base;
   report_.log_dir = base;
   report_.log_dir_inode = st.st_ino;
+  SayLogDir();
   return true;
+}
+
+// Once, where this node's log files are: a default run directory's name has
+// a unique part no one can guess, and what --redirects sends there is not
+// shown on the console at all. A launcher that reports the end says where
+// every host's logs are itself.
+void Agent::SayLogDir() {
+  if (opt_.launcher_reports_end) return;
+  const StdSpec redirects = FromProto(opt_.spec.redirects());
+  bool hidden = false;
+  for (int lr = 0; lr < opt_.nproc.count; ++lr) hidden = hidden || redirects.ForRank(lr) != 0;
+  Info(absl::StrCat("logs in ", log_base_, "/",
+                    hidden ? " (what --redirects sends there is not shown here)" : ""));
 }
 
 bool Agent::PrepareOutputs() {

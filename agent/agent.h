@@ -166,6 +166,7 @@ class Agent {
   // Makes <log_dir>/<run_dir or the run id>[/<host>[.N]]; false (said why) when it cannot.
   bool ClaimLogDir(const std::string& run_dir);
   bool LogDirFailed(const std::string& path, int err);  // says why; false
+  void SayLogDir();  // once per node, where its logs are (progress: not under --quiet)
   // drun's stdin is readable: hand it to the workers that read it.
   void PumpStdin();
   // drun's stdin from here or the lifeline: bytes, its end, a terminal's echo.

@@ -47,11 +47,12 @@ int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::
   const bool logs = spec->redirects().all() != 0 || spec->redirects().has_per_rank() ||
                     spec->tee().all() != 0 || spec->tee().has_per_rank();
   if (logs && spec->log_dir().empty()) {
-    // Like torchrun: log files need a directory; keep it and say where.
+    // Like torchrun: log files need a directory; keep it and say where (a
+    // node's own agent says it with the run's directory: Agent::SayLogDir).
     auto dir = MakeTempDir("drun_logs_");
     if (!dir.ok()) return Fail(kExitLauncherFailed, absl::StrCat("cannot create a log directory: ", dir.status().message()));
     spec->set_log_dir(*dir);
-    Say(absl::StrCat("log directory set to ", *dir));
+    if (!workers_here) Say(absl::StrCat("log directory set to ", *dir));
   }
   return 0;
 }

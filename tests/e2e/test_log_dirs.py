@@ -67,5 +67,39 @@ class ByHandRunDirTest(DrunTestCase):
         self.assertEqual(host.wait(), 143, host.describe())
 
 
+class SaysWhereLogsAreTest(DrunTestCase):
+    """A default run directory's name has a unique part, and what --redirects sends to the
+    files is not on the console: drun says once where this node's logs are (not under -q)."""
+
+    def run_job(self, logs, *flags):
+        script = os.path.join(self.tmp, "hello.py")
+        with open(script, "w") as f:
+            f.write(PROGRAM)
+        run = self.drun("--nproc-per-node", 2, "--log-dir", logs, *flags, script, "x")
+        self.assertExit(run, 0)
+        return run
+
+    def test_redirects_name_the_run_directory_that_holds_the_output(self):
+        logs = os.path.join(self.tmp, "logs")
+        run = self.run_job(logs, "-r", 3)
+        self.assertEqual(run.stdout_lines, [], run.describe())
+        self.assertEqual(len(run.stderr_lines), 1, run.describe())
+        m = re.fullmatch(r"drun: logs in (\S+)/ \(what --redirects sends there is not shown here\)",
+                         run.stderr_lines[0])
+        self.assertIsNotNone(m, run.describe())
+        self.assertEqual(os.path.dirname(m.group(1)), logs)
+        with open(os.path.join(m.group(1), "attempt_0", "1", "stdout.log")) as f:
+            self.assertEqual(f.read(), "rank 1 run x\n")
+
+    def test_tee_names_it_without_the_note_and_quiet_says_nothing(self):
+        logs = os.path.join(self.tmp, "logs")
+        run = self.run_job(logs, "-t", 3)
+        self.assertEqual(len(run.stdout_lines), 2, run.describe())
+        self.assertEqual(len(run.stderr_lines), 1, run.describe())
+        self.assertRegex(run.stderr_lines[0], r"^drun: logs in " + re.escape(logs) + r"/none_\w{6}/$")
+        quiet = self.run_job(logs, "-t", 3, "-q")
+        self.assertEqual(quiet.stderr_lines, [], quiet.describe())
+
+
 if __name__ == "__main__":
     main()
