@@ -53,10 +53,6 @@ int FreePort(const std::string& local_addr) {
   return port;
 }
 
-// torchrun's default run id: a run that names none gets a fresh log
-// directory of its own.
-constexpr char kDefaultRunId[] = "none";
-
 Duration Seconds(double s) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }
@@ -163,38 +159,71 @@ void Agent::WriteReport(TimePoint now) {
   }
 }
 
+bool Agent::LogDirFailed(const std::string& path, int err) {
+  Log(absl::StrCat("cannot keep logs in --log-dir ", opt_.spec.log_dir(), ": ", path, ": ", strerror(err),
+                   "; give a directory you can write"));
+  return false;
+}
+
+// The run's directory is one for the whole job: named by whoever started it
+// (log_run_dir), or the run id when given. A multi-node job with the default
+// run id whose name has not come yet takes the one the rendezvous host chose,
+// from the first Assignment (ClaimLogDir there); until then only the root is
+// proved writable.
 bool Agent::PrepareLogDir() {
-  namespace fs = std::filesystem;
   const std::string& root = opt_.spec.log_dir();
-  auto fail = [&](const std::string& path, int err) {
-    Log(absl::StrCat("cannot keep logs in --log-dir ", root, ": ", path, ": ", strerror(err),
-                     "; give a directory you can write"));
-    return false;
-  };
-  if (int err = MakePrivateDirs(root); err != 0) return fail(root, err);
+  if (int err = MakePrivateDirs(root); err != 0) return LogDirFailed(root, err);
+  if (access(root.c_str(), W_OK | X_OK) != 0) return LogDirFailed(root, errno);
+  const bool many = opt_.spec.max_nodes() > 1 || opt_.host_in_prefix;
+  if (many && opt_.spec.log_run_dir().empty() && opt_.spec.run_id() == kDefaultRunId) return true;
+  return ClaimLogDir(opt_.spec.log_run_dir());
+}
+
+// Makes <root>/<run dir>[/<host>[.N]]. run_dir "" : the run id, or (the
+// default run id) RUN_ID_<unique> as torchrun 2.x, so a rerun never replaces
+// a run's logs.
+bool Agent::ClaimLogDir(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path root = fs::absolute(opt_.spec.log_dir(), ec);
   std::string base;
-  if (opt_.spec.run_id() == kDefaultRunId) {
-    // As torchrun 2.x: RUN_ID_<unique>, so a rerun never replaces a run's logs.
-    base = (fs::path(root) / absl::StrCat(opt_.spec.run_id(), "_XXXXXX")).string();
-    if (!mkdtemp(base.data())) return fail(base, errno);
+  if (!run_dir.empty() || opt_.spec.run_id() != kDefaultRunId) {
+    base = (root / (run_dir.empty() ? opt_.spec.run_id() : run_dir)).string();
+    if (int err = MakePrivateDirs(base); err != 0) return LogDirFailed(base, err);
   } else {
-    base = (fs::path(root) / opt_.spec.run_id()).string();
-    if (int err = MakePrivateDirs(base); err != 0) return fail(base, err);
+    base = (root / absl::StrCat(opt_.spec.run_id(), "_XXXXXX")).string();
+    if (!mkdtemp(base.data())) return LogDirFailed(base, errno);
   }
   if (opt_.spec.max_nodes() > 1 || opt_.host_in_prefix) {
     // Nodes may share the file system (and a host name): each claims a
     // directory of its own with an exclusive mkdir.
     std::string node = (fs::path(base) / opt_.hostname).string();
     for (int i = 1; mkdir(node.c_str(), kPrivateDirMode) != 0; ++i) {
-      if (errno != EEXIST) return fail(node, errno);
+      if (errno != EEXIST) return LogDirFailed(node, errno);
       node = absl::StrCat((fs::path(base) / opt_.hostname).string(), ".", i);
     }
     base = node;
   }
-  if (access(base.c_str(), W_OK | X_OK) != 0) return fail(base, errno);
+  struct stat st;
+  if (access(base.c_str(), W_OK | X_OK) != 0 || stat(base.c_str(), &st) != 0) return LogDirFailed(base, errno);
   log_base_ = base;
   report_.log_dir = base;
+  report_.log_dir_inode = st.st_ino;
+  SayLogDir();
   return true;
+}
+
+// Once, where this node's log files are: a default run directory's name has
+// a unique part no one can guess, and what --redirects sends there is not
+// shown on the console at all. A launcher that reports the end says where
+// every host's logs are itself.
+void Agent::SayLogDir() {
+  if (opt_.launcher_reports_end) return;
+  const StdSpec redirects = FromProto(opt_.spec.redirects());
+  bool hidden = false;
+  for (int lr = 0; lr < opt_.nproc.count; ++lr) hidden = hidden || redirects.ForRank(lr) != 0;
+  Info(absl::StrCat("logs in ", log_base_, "/",
+                    hidden ? " (what --redirects sends there is not shown here)" : ""));
 }
 
 bool Agent::PrepareOutputs() {
@@ -581,6 +610,10 @@ void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
 void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
   ClearStatus();
   SayInterface();
+  if (!opt_.spec.log_dir().empty() && log_base_.empty() && !ClaimLogDir(a.spec().log_run_dir())) {
+    // The root was writable a moment ago; the workers run, shown on the console only.
+    report_.incomplete_logs.push_back(opt_.spec.log_dir());
+  }
   assignment_ = a;
   RoundStats rs;
   rs.round = a.round();

@@ -33,6 +33,10 @@
 
 namespace drun {
 
+// torchrun's default run id: a run that names none gets a fresh log
+// directory of its own (RUN_ID_<unique>, one for the whole job).
+inline constexpr char kDefaultRunId[] = "none";
+
 struct AgentOptions {
   v1::JobSpec spec;
   std::string hostname;
@@ -152,11 +156,17 @@ class Agent {
                    const std::string& files, TimePoint now);
   void Exit(int code, const std::string& message, const v1::Failure* failure);
   std::string AttemptDir(int local_rank) const;
-  // Before anything joins: makes this run's log directory and proves the
-  // log directory and the report path writable. Returns false (said why)
-  // when they are not.
+  // Before anything joins: proves the log directory and the report path
+  // writable and makes this node's log directory of the run, unless its name
+  // comes with the first Assignment (a node typed by hand that does not host
+  // the rendezvous, default run id: ClaimLogDir there). Returns false (said
+  // why) when they are not writable.
   bool PrepareOutputs();
   bool PrepareLogDir();
+  // Makes <log_dir>/<run_dir or the run id>[/<host>[.N]]; false (said why) when it cannot.
+  bool ClaimLogDir(const std::string& run_dir);
+  bool LogDirFailed(const std::string& path, int err);  // says why; false
+  void SayLogDir();  // once per node, where its logs are (progress: not under --quiet)
   // drun's stdin is readable: hand it to the workers that read it.
   void PumpStdin();
   // drun's stdin from here or the lifeline: bytes, its end, a terminal's echo.

@@ -66,6 +66,7 @@ v1::NodeReport ToNodeReport(const RunReport& report) {
   n.set_host(report.host);
   n.set_exit_code(report.exit_code);
   n.set_log_dir(report.log_dir);
+  n.set_log_dir_inode(report.log_dir_inode);
   for (const std::string& path : report.incomplete_logs) n.add_incomplete_logs(path);
   n.set_rounds_total(static_cast<int32_t>(
       std::max<int64_t>(report.rounds_total, static_cast<int64_t>(report.rounds.size()))));
@@ -201,12 +202,16 @@ std::string RenderReportJson(const RunReport& report) {
   f["refused_connections"].set_number_value(static_cast<double>(report.refused_connections));
   auto* incomplete = f["incomplete_logs"].mutable_list_value();
   for (const auto& path : report.incomplete_logs) incomplete->add_values()->set_string_value(path);
+  auto* stay = f["logs_not_collected"].mutable_list_value();
+  for (const auto& where : report.logs_not_collected) stay->add_values()->set_string_value(where);
   *f["rounds"].mutable_list_value() = RoundsList(report);
   *f["workers"].mutable_list_value() = WorkersList(report);
   auto* nodes = f["nodes"].mutable_list_value();
   for (v1::NodeReport n : report.nodes) {
     n.clear_workers();  // they are in "workers", with every host's
-    *nodes->add_values()->mutable_struct_value() = AsStruct(n);
+    google::protobuf::Struct node = AsStruct(n);
+    node.mutable_fields()->erase("log_dir_inode");  // for the launcher's own check only
+    *nodes->add_values()->mutable_struct_value() = std::move(node);
   }
   std::string json;
   google::protobuf::util::JsonPrintOptions o;

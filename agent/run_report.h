@@ -45,8 +45,11 @@ struct RunReport {
   static constexpr size_t kKeptRounds = 1000;
   std::vector<RoundStats> rounds;
   int64_t rounds_total = 0;
-  std::string log_dir;  // where this node's logs went ("" without --log-dir)
+  std::string log_dir;  // where this node's logs went ("" without --log-dir), absolute
+  uint64_t log_dir_inode = 0;  // log_dir's, for a launcher's same-directory check
   std::vector<std::string> incomplete_logs;  // log files a write error cut short
+  // A launcher's: where the logs it could not collect stay (HOST:DIR).
+  std::vector<std::string> logs_not_collected;
   // Connections the job's store refused (not from a member: rendezvous/admission.h);
   // known where the rendezvous runs (the host node, or the launcher), else 0.
   uint64_t refused_connections = 0;

@@ -56,6 +56,10 @@ class LauncherReport {
   }
   void Add(const v1::NodeReport& node) { report_.AddNode(node); }
   void SetRefusedConnections(uint64_t n) { report_.refused_connections = n; }
+  // Every node's report, for the launcher to add where their logs are.
+  std::vector<v1::NodeReport>& nodes() { return report_.nodes; }
+  const std::vector<v1::NodeReport>& nodes() const { return report_.nodes; }
+  void SetLogsNotCollected(std::vector<std::string> stay) { report_.logs_not_collected = std::move(stay); }
   // Before the table, the root cause comes last (JobHost::Report). `finish`:
   // the rendezvous' end, when there was one.
   void End(int exit_code, const v1::Finish* finish, TimePoint now);

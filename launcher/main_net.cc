@@ -292,7 +292,11 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   options.advertise_addr = AdvertiseAddress(spec, env, *ep, *ip, slurm);
   auto iface = ChooseSocketIface(spec, options.advertise_addr, spec.max_nodes() > 1);
   if (!iface.ok()) QuickExit(Fail(kExitBadInput, std::string(iface.status().message())));
+  // The host names the run's log directory for every node (Assignment.spec);
+  // a node that does not host takes the host's choice.
+  if (!spec.log_dir().empty() && spec.log_run_dir().empty()) spec.set_log_run_dir(UniqueRunDirName(spec));
   std::unique_ptr<RendezvousServer> server = HostRendezvous(spec, token, *ep, *ip, slurm);
+  if (!server) spec.clear_log_run_dir();
   if (server && slurm == SlurmMode::kOff && OwnNameOnLoopback(spec, *ep, options.advertise_addr)) {
     std::string toward = AwaitAddressTowardOtherNodes(*server, spec, ep->port);
     if (!toward.empty()) {

@@ -1,5 +1,7 @@
 #include "launcher/node.h"
 
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include "agent/stacks/rank_capture.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/exit_code.h"
+#include "rendezvous/base/private_files.h"
 #include "rendezvous/base/random.h"
 
 namespace drun {
@@ -44,13 +47,51 @@ int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::
   const bool logs = spec->redirects().all() != 0 || spec->redirects().has_per_rank() ||
                     spec->tee().all() != 0 || spec->tee().has_per_rank();
   if (logs && spec->log_dir().empty()) {
-    // Like torchrun: log files need a directory; keep it and say where.
+    // Like torchrun: log files need a directory; keep it and say where (a
+    // node's own agent says it with the run's directory: Agent::SayLogDir).
     auto dir = MakeTempDir("drun_logs_");
     if (!dir.ok()) return Fail(kExitLauncherFailed, absl::StrCat("cannot create a log directory: ", dir.status().message()));
     spec->set_log_dir(*dir);
-    Say(absl::StrCat("log directory set to ", *dir));
+    if (!workers_here) Say(absl::StrCat("log directory set to ", *dir));
   }
   return 0;
+}
+
+std::string UniqueRunDirName(const v1::JobSpec& spec) {
+  if (spec.run_id() != kDefaultRunId) return "";
+  static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  const std::string hex = RandomHex(6);
+  std::string name = absl::StrCat(spec.run_id(), "_");
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    name.push_back(kChars[std::stoi(hex.substr(i, 2), nullptr, 16) % (sizeof kChars - 1)]);
+  }
+  return name;
+}
+
+absl::StatusOr<std::string> MakeLocalRunDir(const v1::JobSpec& spec) {
+  const std::string& root = spec.log_dir();
+  auto fail = [&](const std::string& path, int err) {
+    return absl::Status(absl::ErrnoToStatusCode(err),
+                        absl::StrCat("cannot keep logs in --log-dir ", root, " on this machine, where drun "
+                                     "collects every host's logs: ", path, ": ", strerror(err),
+                                     "; give a directory you can write here"));
+  };
+  if (int err = MakePrivateDirs(root); err != 0) return fail(root, err);
+  if (spec.run_id() != kDefaultRunId) {
+    const std::string dir = absl::StrCat(root, "/", spec.run_id());
+    if (int err = MakePrivateDirs(dir); err != 0) return fail(dir, err);
+    return spec.run_id();
+  }
+  // As torchrun 2.x: RUN_ID_<unique>, made here so no other run has it.
+  std::string dir = absl::StrCat(root, "/", spec.run_id(), "_XXXXXX");
+  if (!mkdtemp(dir.data())) return fail(dir, errno);
+  return dir.substr(dir.rfind('/') + 1);
+}
+
+bool SameDirHere(const std::string& dir, uint64_t inode) {
+  struct stat st;
+  return !dir.empty() && inode != 0 && stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+         static_cast<uint64_t>(st.st_ino) == inode;
 }
 
 void EnableStacks(const EnvMap& env, AgentOptions* options) {

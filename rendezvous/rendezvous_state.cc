@@ -491,13 +491,11 @@ void RendezvousState::PutSpec(Node& n, std::string* spec_bytes, v1::Assignment* 
   n.key->SealSpec(*spec_bytes, a);
 }
 
-RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
+std::vector<RendezvousState::NodeId> RendezvousState::RoundOrder() const {
   std::vector<NodeId> joined = JoinedNodes();
   const bool static_ranks = std::any_of(joined.begin(), joined.end(), [&](NodeId id) {
     return nodes_.at(id).hello.requested_node_rank() >= 0;
   });
-  // Order: requested ranks (static), else previous participants by their old
-  // group rank, then newcomers by join order.
   std::sort(joined.begin(), joined.end(), [&](NodeId a, NodeId b) {
     const Node& na = nodes_.at(a);
     const Node& nb = nodes_.at(b);
@@ -510,9 +508,12 @@ RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
     return na.join_seq < nb.join_seq;
   });
   if (static_cast<int>(joined.size()) > config_.max_nodes) joined.resize(config_.max_nodes);
+  return joined;
+}
 
+RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
   ++round_;
-  participants_ = joined;
+  participants_ = RoundOrder();
   restart_round_ = false;
   phase_ = Phase::kRunning;
 
@@ -549,7 +550,6 @@ RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
   for (NodeId id : JoinedNodes()) {
     out.push_back({id, WaitingMessage(v1::Waiting::SPARE, now)});
   }
-  (void)now;
   return out;
 }
 

@@ -198,6 +198,10 @@ class RendezvousState {
   // Every node of a stopping round has stopped: finish the job, or rendezvous again.
   Outbox StopComplete(TimePoint now);
   Outbox MaybeClose(TimePoint now);
+  // The joined nodes that take part in the next round, in group-rank order:
+  // requested ranks (static), else previous participants by their old group
+  // rank, then newcomers by join order; at most max_nodes.
+  std::vector<NodeId> RoundOrder() const;
   Outbox CloseRound(TimePoint now);
   void PutSpec(Node& n, std::string* spec_bytes, v1::Assignment* a);
   void EnterWaiting(TimePoint now);

@@ -140,7 +140,12 @@ std::string SectionDescription() {
       "host (the same drun version, the working directory, the script) before it joins. A "
       "job starts once --nnodes MIN hosts have joined; a host that does not answer (5 s "
       "connect timeout) is tried again every 5 s and joins as a spare when it is up. A job "
-      "that cannot reach MIN hosts ends with one line per failing host.");
+      "that cannot reach MIN hosts ends with one line per failing host. With log files "
+      "(--log-dir, -r, -t) every host writes under one run directory, and at the end the "
+      "launcher collects each host's files into its own --log-dir (over the host's ssh "
+      "connection, or a second --rsh command), unless it already sees them there (a shared "
+      "file system); one line says where they are, and one line names each host whose logs "
+      "stay on it (HOST:DIR).");
   m += ".TP\n" + Bold("slurm") + "\n";
   m += Line(
       "`srun drun ...' configures itself from SLURM_* in every task; --launcher slurm "

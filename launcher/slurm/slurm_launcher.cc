@@ -25,6 +25,7 @@
 #include "launcher/hosts/hostlist.h"
 #include "launcher/job_control.h"
 #include "launcher/job_host.h"
+#include "launcher/node.h"
 #include "launcher/slurm/slurm_env.h"
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/endpoint.h"
@@ -285,10 +286,28 @@ int StepSupervisor::ExitCode() const {
   return srun_code != 0 ? srun_code : 1;
 }
 
+// Logs stay on the nodes (usually a file system this machine shares): one
+// line for each node whose log directory is not visible here, saying where it is.
+static std::vector<std::string> SayNodeLogs(std::vector<v1::NodeReport>& nodes) {
+  std::vector<std::string> stay;
+  for (v1::NodeReport& n : nodes) {
+    if (n.log_dir().empty()) continue;
+    if (SameDirHere(n.log_dir(), n.log_dir_inode())) {
+      n.set_logs_collected_to(n.log_dir());
+      continue;
+    }
+    n.set_logs_not_collected("not visible from the launcher's machine (--launcher slurm copies no logs)");
+    Say(absl::StrCat(n.host(), ": its logs stay on that node, not visible here: ", n.host(), ":", n.log_dir()));
+    stay.push_back(absl::StrCat(n.host(), ":", n.log_dir()));
+  }
+  return stay;
+}
+
 // The table of every host's ranks first (on failure, or --summary) and
 // --report; then why the job ended, the root cause last.
 int StepSupervisor::Report() {
   const int code = ExitCode();
+  report_.SetLogsNotCollected(SayNodeLogs(report_.nodes()));
   report_.SetRefusedConnections(server_->refused_connections());
   report_.End(code, finish_ ? &*finish_ : nullptr, Clock::now());
   if (stop_signal_ != 0) {
@@ -314,8 +333,11 @@ int StepSupervisor::Report() {
 
 }  // namespace
 
-int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec, const std::string& token_in,
+int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec_in, const std::string& token_in,
                      const Env& env) {
+  // Every node's logs under one run directory (when the run id is "none").
+  v1::JobSpec spec = spec_in;
+  if (!spec.log_dir().empty()) spec.set_log_run_dir(UniqueRunDirName(spec));
   // Before any thread exists (JobHost starts gRPC's): only our signalfd sees these.
   Agent::BlockHandledSignals();
   sigset_t mask;

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -31,7 +32,9 @@
 #include "launcher/job/cli.h"
 #include "launcher/job_control.h"
 #include "launcher/job_host.h"
+#include "launcher/node.h"
 #include "launcher/ssh/ssh_console.h"
+#include "launcher/ssh/ssh_logs.h"
 #include "launcher/ssh/ssh_plan.h"
 #include "launcher/ssh/ssh_rsh.h"
 #include "launcher/ssh/ssh_session.h"
@@ -421,6 +424,7 @@ class SshLauncher {
     int instance = 0;
     int failures = 0;
     bool joined = false;        // the running agent reached the rendezvous
+    int joins = 0;              // agents of this host that reached it (each has logs)
     bool lost_counted = false;  // the live agent was reported lost
     bool alive = false;         // an agent thread of this host has not ended
     bool said_down = false;     // "trying it again" was said; "answers again" is due
@@ -442,6 +446,9 @@ class SshLauncher {
   void AnnounceAndStart(const v1::JobSpec& spec_in, int port);
   void Announce() const;
   void Supervise(int sig_fd, RendezvousServer* server, double grace_s);
+  absl::Status MakeRunDir(v1::JobSpec* spec);
+  void CollectHostLogs(int sig_fd);
+  HostLogCopy::Starter TarStarter(Host& h);
   int ExitCode() const;
 
   // The supervision loop's parts.
@@ -488,6 +495,8 @@ class SshLauncher {
   std::optional<LauncherReport> report_;  // --summary, --report: every host's ranks
   double keepalive_timeout_s_ = 2;
   StdinRelay stdin_{false};  // this process's stdin, for the agents (--stdin)
+  std::string log_root_;  // --log-dir ("" without logs)
+  std::string run_dir_;   // <log_dir>/<run dir>, made here: where every host's logs end up
 };
 
 SshLauncher::~SshLauncher() {
@@ -642,6 +651,7 @@ void SshLauncher::OnArrived(const std::string& name) {
   Host* h = FindHost(name);
   if (!h || h->state != State::kRunning || h->joined) return;
   h->joined = true;
+  h->joins++;
   if (h->said_down) {
     h->said_down = false;
     SayLocked(absl::StrCat(name, ": answers again; its agent joined the job"));
@@ -936,6 +946,60 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
   }
 }
 
+// With logs, the run's directory is made here first (the one place every
+// host's logs end up) and named for every host's agent (JobSpec.log_run_dir).
+absl::Status SshLauncher::MakeRunDir(v1::JobSpec* spec) {
+  if (spec->log_dir().empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> name = MakeLocalRunDir(*spec);
+  if (!name.ok()) return name.status();
+  spec->set_log_run_dir(*name);
+  for (HostPlan& h : plan_.hosts) h.spec.set_log_run_dir(*name);
+  log_root_ = spec->log_dir();
+  run_dir_ = absl::StrCat(log_root_, "/", *name);
+  return absl::OkStatus();
+}
+
+// How a host's log directory is read: `tar -cf -` there, over its ssh
+// connection (made again if the agent's was lost), or a second --rsh command.
+HostLogCopy::Starter SshLauncher::TarStarter(Host& h) {
+  if (!h.info.rsh.empty()) {
+    std::vector<std::string> prefix = h.info.rsh;
+    prefix.push_back(HostLabel(h.plan.entry));
+    return [prefix](const std::string& dir) {
+      std::vector<std::string> argv = prefix;
+      for (std::string& a : TarArgv(dir)) argv.push_back(std::move(a));
+      return StartRshProcess(argv, "");
+    };
+  }
+  auto conn = std::make_shared<std::unique_ptr<SshConnection>>(std::move(h.conn));
+  return [conn, target = h.info.target](const std::string& dir) -> absl::StatusOr<std::unique_ptr<RemoteProcess>> {
+    if (!*conn || !(*conn)->connected()) {
+      auto c = SshConnection::Connect(target);
+      if (!c.ok()) return c.status();
+      *conn = std::move(*c);
+    }
+    return StartSshExec(conn->get(), TarCommand(dir), "");
+  };
+}
+
+// Every host's logs into run_dir_ (ssh_logs.h), each node's report saying
+// where its logs are.
+void SshLauncher::CollectHostLogs(int sig_fd) {
+  if (run_dir_.empty() || !report_) return;
+  LogCollection c;
+  c.run_dir = run_dir_;
+  c.dropped = stop_level_ >= 2;  // a second stop signal, or agents that would not end
+  c.quiet = quiet_;
+  c.sig_fd = sig_fd;
+  c.say = [](const std::string& line) { SayLocked(line); };
+  std::vector<LogHost> hosts;
+  for (Host& h : hosts_) hosts.push_back(LogHost{h.plan.entry.host, h.joins, TarStarter(h)});
+  std::vector<std::string> stay;
+  const int sig = CollectLogs(c, hosts, &report_->nodes(), &stay);
+  report_->SetLogsNotCollected(std::move(stay));
+  if (sig != 0 && stop_signal_ == 0) stop_signal_ = sig;
+}
+
 int SshLauncher::ExitCode() const {
   if (stop_signal_ != 0) return ExitCodeForSignal(stop_signal_);
   if (exit_code_ != 0) return exit_code_;
@@ -945,10 +1009,15 @@ int SshLauncher::ExitCode() const {
 
 int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   std::vector<std::string> rsh;
-  auto rdzv = PlanJob(spec_in, &rsh);
+  v1::JobSpec spec = spec_in;
+  auto rdzv = PlanJob(spec, &rsh);
   if (!rdzv.ok()) {
     SayLocked(rdzv.status().message());
     return 2;
+  }
+  if (absl::Status st = MakeRunDir(&spec); !st.ok()) {
+    SayLocked(st.message());
+    return kExitBadInput;
   }
   if (token.empty()) token = RandomHex(24);
   if (!cl_.report_path.empty()) {
@@ -972,7 +1041,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
 
   // The rendezvous first, on every interface (agents dial the address at
   // which their host sees this machine, IPv4 or IPv6).
-  v1::JobSpec job_spec = spec_in;
+  v1::JobSpec job_spec = spec;
   job_spec.set_min_nodes(plan_.min_nodes);
   job_spec.set_max_nodes(plan_.max_nodes);
   auto job = JobHost::Start(job_spec, token, AnyAddress(), rdzv->port, JobHost::Members::kOpen);
@@ -988,9 +1057,14 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   Supervise(sig_fd.get(), server,
             spec_in.shutdown_timeout_s() > 0 ? spec_in.shutdown_timeout_s() : 30);
   server->Shutdown(std::chrono::seconds(1));
-  for (Host& h : hosts_) h.conn.reset();
   ConsoleHub::Get().Drain();  // every host's output before the end's report
-  if (refused_) return exit_code_;  // each failing host had its line; nothing ran
+  if (refused_) {
+    if (!run_dir_.empty()) rmdir(run_dir_.c_str());  // nothing ran: empty here
+    return exit_code_;  // each failing host had its line
+  }
+  CollectHostLogs(sig_fd.get());
+  for (Host& h : hosts_) h.conn.reset();
+  ConsoleHub::Get().Drain();
   // The table of every host's ranks first, the root cause last.
   const int code = ExitCode();
   report_->SetRefusedConnections(server->refused_connections());

@@ -6,6 +6,7 @@ add_library(drun_ssh STATIC
   ${CMAKE_CURRENT_LIST_DIR}/ssh_session.cc
   ${CMAKE_CURRENT_LIST_DIR}/ssh_rsh.cc
   ${CMAKE_CURRENT_LIST_DIR}/ssh_console.cc
+  ${CMAKE_CURRENT_LIST_DIR}/ssh_logs.cc
   ${CMAKE_CURRENT_LIST_DIR}/ssh_launcher.cc)
 target_include_directories(drun_ssh PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(drun_ssh PUBLIC drun_base drun_cli drun_jobhost drun_hosts ssh Threads::Threads
@@ -20,6 +21,10 @@ if(DRUN_BUILD_TESTS)
   add_executable(ssh_console_test ${PROJECT_SOURCE_DIR}/tests/ssh/ssh_console_test.cc)
   target_link_libraries(ssh_console_test PRIVATE drun_ssh GTest::gtest_main)
   gtest_discover_tests(ssh_console_test TEST_PREFIX "ssh_console_test." DISCOVERY_TIMEOUT 30
+                       PROPERTIES LABELS "unit;ssh")
+  add_executable(ssh_logs_test ${PROJECT_SOURCE_DIR}/tests/ssh/ssh_logs_test.cc)
+  target_link_libraries(ssh_logs_test PRIVATE drun_ssh GTest::gtest_main)
+  gtest_discover_tests(ssh_logs_test TEST_PREFIX "ssh_logs_test." DISCOVERY_TIMEOUT 30
                        PROPERTIES LABELS "unit;ssh")
   add_executable(lifeline_test ${PROJECT_SOURCE_DIR}/tests/ssh/lifeline_test.cc)
   target_link_libraries(lifeline_test PRIVATE drun_ssh GTest::gtest_main)

@@ -28,6 +28,12 @@
 //    process dies or a connection is lost, the agent's standard input ends
 //    with no notice: it stops its workers with SIGHUP (and the grace).
 //    SIGUSR1/SIGUSR2 go the same way to every worker, stopping nothing.
+//  - With log files, every host writes under one run directory that this
+//    process made in its own --log-dir (an unwritable one: one line, exit 2,
+//    nothing started); at the end every host's files are there, copied from
+//    the hosts that do not share the file system (ssh_logs.h), and one line
+//    says where; a host whose logs could not be copied gets a line naming
+//    HOST:DIR, where they stay.
 #ifndef DRUN_LAUNCHER_SSH_SSH_LAUNCHER_H_
 #define DRUN_LAUNCHER_SSH_SSH_LAUNCHER_H_
 

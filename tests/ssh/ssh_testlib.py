@@ -227,8 +227,11 @@ class Gate:
 
 
 class HostSpec:
-    def __init__(self, name, known=True, authorized=True, has_drun=True, port=22):
+    def __init__(self, name, known=True, authorized=True, has_drun=True, port=22, private=()):
         self.name = name
+        # Directories (relative to the testbed's tmp) this host sees as its own empty tmpfs:
+        # a file system it does not share with the launcher or the other hosts.
+        self.private = tuple(private)
         self.known = known            # its key is in the client's known_hosts
         self.authorized = authorized  # the client's key may log in
         self.has_drun = has_drun      # drun is at the client's path there
@@ -371,6 +374,10 @@ class Testbed:
                         "ClientAliveInterval 1\nClientAliveCountMax 3\nLogLevel INFO\n"
                         "MaxStartups 100\nMaxSessions 50\n")
             hide = "" if s.has_drun else f"mount -t tmpfs drun-hidden {self.bin}; "
+            for rel in s.private:
+                path = os.path.join(self.tmp, rel)
+                os.makedirs(path, exist_ok=True)
+                hide += f"mount -t tmpfs drun-private {path}; "
             if self.plain_home:
                 empty = os.path.join(self.tmp, "plain_home")
                 os.makedirs(empty, mode=0o700, exist_ok=True)
@@ -465,6 +472,10 @@ class Testbed:
         return "\n".join(f"{s.name}: " + ", ".join(f"{p} {_cmdline(p)}"
                                                    for p in self.host_processes(s.name))
                          for s in self.specs)
+
+    def host_path(self, name, path):
+        """`path` as host `name` sees it (through its sshd's root, in its mount namespace)."""
+        return f"/proc/{self.sshd[name].pid}/root{path}"
 
     def cut(self, name):
         run("ip", "-n", self.host_ns[name], "link", "set", "eth0", "down")
