@@ -29,6 +29,13 @@ class TlsRelayTest : public ::testing::Test {
     const std::string cmd = std::string("sh ") + DRUN_MAKE_TLS_CERTS + " " + *dir_;
     ASSERT_EQ(system(cmd.c_str()), 0) << cmd;
   }
+  static void TearDownTestSuite() {
+    if (dir_ == nullptr) return;
+    const std::string cmd = "rm -rf '" + *dir_ + "'";  // mkdtemp's name: no quote in it
+    EXPECT_EQ(system(cmd.c_str()), 0);
+    delete dir_;
+    dir_ = nullptr;
+  }
   static std::string F(const std::string& name) { return *dir_ + "/" + name; }
   static std::shared_ptr<const TlsContext> Ctx(TlsContext::Side side, const std::string& who,
                                                const std::string& ca = "ca") {
