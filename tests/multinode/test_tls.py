@@ -21,6 +21,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import tempfile
 import unittest
 
 from mn_testlib import (DEATH_TIMEOUT, Gate, MultiNodeTestCase, base_env, descendants, main,
@@ -40,7 +41,7 @@ class TlsTest(MultiNodeTestCase):
         super().setUpClass()
         if shutil.which("openssl") is None:
             raise unittest.SkipTest("the openssl command is not installed (tests/install_deps.sh)")
-        cls.certs = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"drun-tls-certs-{os.getpid()}")
+        cls.certs = tempfile.mkdtemp(prefix="drun-tls-certs-")
         subprocess.run(["sh", MAKE_CERTS, cls.certs], check=True)
 
     @classmethod
