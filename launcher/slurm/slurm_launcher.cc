@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -31,11 +30,11 @@
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/event_loop.h"
 #include "rendezvous/base/random.h"
+#include "rendezvous/base/spawn.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
 #include "rendezvous/base/exit_code.h"
 
-extern char** environ;
 
 namespace drun {
 
@@ -70,26 +69,10 @@ std::string DialHost(const v1::JobSpec& spec, const Env& env, int port) {
 // srun with its standard input on `stdin_fd`, in its own process group (so a
 // Ctrl-C reaches drun, which decides), with default signal handling.
 absl::StatusOr<pid_t> SpawnSrun(const std::vector<std::string>& argv, int stdin_fd) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, stdin_fd, 0);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETPGROUP);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  SpawnStdio stdio;
+  stdio.in = stdin_fd;
   pid_t pid;
-  int rc = posix_spawn(&pid, argv[0].c_str(), &fa, &attr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
+  const int rc = SpawnInOwnGroup(argv, stdio, &pid);
   if (rc != 0) return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", strerror(rc)));
   return pid;
 }

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
@@ -22,9 +21,9 @@
 #include "rendezvous/base/private_files.h"
 #include "rendezvous/base/quote.h"
 #include "rendezvous/base/signal_name.h"
+#include "rendezvous/base/spawn.h"
 #include "rendezvous/base/unique_fd.h"
 
-extern char** environ;
 
 namespace drun {
 
@@ -48,25 +47,12 @@ class LocalExtract {
     if (pipe2(err, O_CLOEXEC) != 0) return absl::InternalError(strerror(errno));
     err_.reset(err[0]);
     UniqueFd child_err(err[1]);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, child_in.get(), 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, child_err.get(), 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    SpawnStdio stdio;
+    stdio.in = child_in.get();
+    stdio.out = SpawnStdio::kDevNull;
+    stdio.err = child_err.get();
     // The files become the launcher user's; their modes (0600) are kept.
-    const char* argv[] = {"tar", "-x", "-f", "-", "--no-same-owner", "-C", dest.c_str(), nullptr};
-    const int rc = posix_spawnp(&pid_, "tar", &fa, &attr, const_cast<char**>(argv), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    const int rc = SpawnInOwnGroup({"tar", "-x", "-f", "-", "--no-same-owner", "-C", dest}, stdio, &pid_);
     if (rc != 0) return absl::UnavailableError(absl::StrCat("cannot run tar here: ", strerror(rc)));
     return absl::OkStatus();
   }

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/wait.h>
@@ -19,9 +18,9 @@
 #include "agent/agent_launch.h"
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/signal_name.h"
+#include "rendezvous/base/spawn.h"
 #include "rendezvous/base/unique_fd.h"
 
-extern char** environ;
 
 namespace drun {
 
@@ -83,31 +82,14 @@ class RshProcess : public RemoteProcess {
       return absl::InternalError(absl::StrCat("pipe failed: ", strerror(errno)));
     }
     wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, child_in.get(), 0);
-    posix_spawn_file_actions_adddup2(&fa, child_out.get(), 1);
-    posix_spawn_file_actions_adddup2(&fa, child_err.get(), 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, defaults;
-    sigemptyset(&none);
-    sigfillset(&defaults);
-    sigdelset(&defaults, SIGKILL);
-    sigdelset(&defaults, SIGSTOP);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
     // Its own process group: a Ctrl-C on the terminal reaches drun only,
     // which then closes the agents' lifelines in order.
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
+    SpawnStdio stdio;
+    stdio.in = child_in.get();
+    stdio.out = child_out.get();
+    stdio.err = child_err.get();
     pid_t pid;
-    int rc = posix_spawnp(&pid, args[0], &fa, &attr, args.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
+    const int rc = SpawnInOwnGroup(argv, stdio, &pid);
     // Only the child keeps its ends: a write to a child that died fails
     // (EPIPE) instead of blocking, and its output pipes reach EOF.
     child_in.reset();
