@@ -26,6 +26,19 @@ def digest(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def check_rank_files(test, d, copies, label):
+    """d (<node>/attempt_N/<local_rank>) holds the rank's stdout exactly as the worker wrote
+    it (its own copy in `copies`); returns the rank, read from its stderr.log."""
+    with open(os.path.join(d, "stderr.log"), "rb") as f:
+        err = f.read()
+    m = re.match(rb"rank (\d+) on ", err)
+    test.assertIsNotNone(m, (label, err))
+    rank = int(m.group(1))
+    test.assertEqual(digest(os.path.join(d, "stdout.log")),
+                     digest(os.path.join(copies, f"{rank}.out")), label)
+    return rank
+
+
 class Collect:
     """Shared steps: run a job, find its run directory, check every host's files there."""
 
@@ -154,11 +167,7 @@ class PrivateLogDirEndsTest(Collect, t.SshTestCase):
         self.assertEqual(sorted(os.listdir(run_dir)), sorted(HOSTS))
         for host in HOSTS:
             for lr in range(2):
-                d = os.path.join(run_dir, host, "attempt_0", str(lr))
-                with open(os.path.join(d, "stderr.log"), "rb") as f:
-                    rank = int(re.match(rb"rank (\d+) on ", f.read()).group(1))
-                self.assertEqual(digest(os.path.join(d, "stdout.log")),
-                                 digest(os.path.join(copies, f"{rank}.out")), (host, lr))
+                check_rank_files(self, os.path.join(run_dir, host, "attempt_0", str(lr)), copies, (host, lr))
         self.assertHostsClean()
 
     def test_a_killed_agent_is_named_and_its_successor_collected(self):
@@ -181,11 +190,7 @@ class PrivateLogDirEndsTest(Collect, t.SshTestCase):
         self.assertTrue(os.path.isdir(self.bed.host_path("red01", os.path.join(run_dir, "red01"))))
         for host in ("red01.1", "orange07", "purple11"):
             for lr in range(2):
-                d = os.path.join(run_dir, host, "attempt_1", str(lr))
-                with open(os.path.join(d, "stderr.log"), "rb") as f:
-                    rank = int(re.match(rb"rank (\d+) on ", f.read()).group(1))
-                self.assertEqual(digest(os.path.join(d, "stdout.log")),
-                                 digest(os.path.join(copies, f"{rank}.out")), (host, lr))
+                check_rank_files(self, os.path.join(run_dir, host, "attempt_1", str(lr)), copies, (host, lr))
         self.assertHostsClean()
 
 
