@@ -715,38 +715,42 @@ absl::StatusOr<JobFile> LoadJobFile(const std::string& path) {
   return ParseJobFile(*text, path);
 }
 
-std::string RenderJobFile(const JobFile& job) {
-  YAML::Emitter out;
+namespace {
+
+void EmitStringMap(YAML::Emitter& out, const std::vector<std::pair<std::string, std::string>>& kv) {
   out << YAML::BeginMap;
+  for (const auto& [k, v] : kv) {
+    out << YAML::Key;
+    EmitString(out, k);
+    out << YAML::Value;
+    EmitString(out, v);
+  }
+  out << YAML::EndMap;
+}
+
+// An option's value in the shape the job file takes it: a flag as a bool,
+// --rdzv-tls as a tls: block, --rdzv-conf as a map, anything else a string.
+void EmitOptionValue(YAML::Emitter& out, const OptionInfo& o, const std::string& v) {
+  std::vector<std::pair<std::string, std::string>> conf;
+  if (o.is_flag && (v == "1" || v == "0")) {
+    out << (v == "1");
+  } else if (o.name == "rdzv-tls" && std::count(v.begin(), v.end(), ',') == 2) {
+    const std::vector<std::string> files = absl::StrSplit(v, ',');
+    EmitStringMap(out, {{"cert", files[0]}, {"key", files[1]}, {"ca", files[2]}});
+  } else if (o.name == "rdzv-conf" && SplitConf(v, &conf)) {
+    EmitStringMap(out, conf);
+  } else {
+    EmitString(out, v);
+  }
+}
+
+void EmitOptions(YAML::Emitter& out, const JobFile& job) {
   std::map<std::string, std::string> rest = job.options;
   for (const OptionInfo& o : KnownOptions()) {
     auto it = rest.find(o.name);
     if (it == rest.end()) continue;
-    const std::string& v = it->second;
     out << YAML::Key << o.name << YAML::Value;
-    std::vector<std::pair<std::string, std::string>> conf;
-    if (o.is_flag && (v == "1" || v == "0")) {
-      out << (v == "1");
-    } else if (o.name == "rdzv-tls" && std::count(v.begin(), v.end(), ',') == 2) {
-      const std::vector<std::string> files = absl::StrSplit(v, ',');
-      out << YAML::BeginMap;
-      for (size_t i = 0; i < files.size(); ++i) {
-        out << YAML::Key << (i == 0 ? "cert" : i == 1 ? "key" : "ca") << YAML::Value;
-        EmitString(out, files[i]);
-      }
-      out << YAML::EndMap;
-    } else if (o.name == "rdzv-conf" && SplitConf(v, &conf)) {
-      out << YAML::BeginMap;
-      for (const auto& [k, val] : conf) {
-        out << YAML::Key;
-        EmitString(out, k);
-        out << YAML::Value;
-        EmitString(out, val);
-      }
-      out << YAML::EndMap;
-    } else {
-      EmitString(out, v);
-    }
+    EmitOptionValue(out, o, it->second);
     rest.erase(it);
   }
   for (const auto& [name, v] : rest) {
@@ -759,40 +763,52 @@ std::string RenderJobFile(const JobFile& job) {
     for (const auto& v : values) EmitString(out, v);
     out << YAML::EndSeq;
   }
-  if (!job.env.empty()) {
-    out << YAML::Key << kEnv << YAML::Value << YAML::BeginMap;
-    for (const auto& [k, v] : job.env) {
-      out << YAML::Key;
-      EmitString(out, k);
-      out << YAML::Value;
-      EmitString(out, v);
-    }
-    out << YAML::EndMap;
+}
+
+void EmitHostEntry(YAML::Emitter& out, const HostEntry& e) {
+  if (e.max_slots == 0) {
+    EmitString(out, HostArg(e));
+    return;
   }
+  out << YAML::Flow << YAML::BeginMap;
+  out << YAML::Key << "host" << YAML::Value;
+  EmitString(out, e.host);
+  if (!e.user.empty()) {
+    out << YAML::Key << "user" << YAML::Value;
+    EmitString(out, e.user);
+  }
+  if (e.slots > 0) out << YAML::Key << "slots" << YAML::Value << e.slots;
+  out << YAML::Key << "max_slots" << YAML::Value << e.max_slots;
+  out << YAML::EndMap;
+}
+
+void EmitHosts(YAML::Emitter& out, const JobFile& job) {
   if (!job.host_entries.empty()) {
     out << YAML::Key << kHosts << YAML::Value << YAML::BeginSeq;
-    for (const HostEntry& e : job.host_entries) {
-      if (e.max_slots == 0) {
-        EmitString(out, HostArg(e));
-        continue;
-      }
-      out << YAML::Flow << YAML::BeginMap;
-      out << YAML::Key << "host" << YAML::Value;
-      EmitString(out, e.host);
-      if (!e.user.empty()) {
-        out << YAML::Key << "user" << YAML::Value;
-        EmitString(out, e.user);
-      }
-      if (e.slots > 0) out << YAML::Key << "slots" << YAML::Value << e.slots;
-      out << YAML::Key << "max_slots" << YAML::Value << e.max_slots;
-      out << YAML::EndMap;
-    }
+    for (const HostEntry& e : job.host_entries) EmitHostEntry(out, e);
     out << YAML::EndSeq;
   } else if (!job.hosts.empty()) {
     out << YAML::Key << kHosts << YAML::Value << YAML::BeginSeq;
     for (const auto& h : job.hosts) EmitString(out, h);
     out << YAML::EndSeq;
   }
+}
+
+}  // namespace
+
+std::string RenderJobFile(const JobFile& job) {
+  if (job.options.empty() && job.multi.empty() && job.env.empty() && job.hosts.empty() &&
+      job.host_entries.empty() && job.script.empty() && job.args.empty()) {
+    return "{}\n";
+  }
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  EmitOptions(out, job);
+  if (!job.env.empty()) {
+    out << YAML::Key << kEnv << YAML::Value;
+    EmitStringMap(out, {job.env.begin(), job.env.end()});
+  }
+  EmitHosts(out, job);
   if (!job.script.empty()) {
     out << YAML::Key << kScript << YAML::Value;
     EmitString(out, job.script);
@@ -803,10 +819,6 @@ std::string RenderJobFile(const JobFile& job) {
     out << YAML::EndSeq;
   }
   out << YAML::EndMap;
-  if (job.options.empty() && job.multi.empty() && job.env.empty() && job.hosts.empty() &&
-      job.host_entries.empty() && job.script.empty() && job.args.empty()) {
-    return "{}\n";
-  }
   return absl::StrCat(out.c_str(), "\n");
 }
 

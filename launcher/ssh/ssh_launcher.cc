@@ -448,6 +448,9 @@ class SshLauncher {
   void Supervise(int sig_fd, RendezvousServer* server, double grace_s);
   absl::Status MakeRunDir(v1::JobSpec* spec);
   void CollectHostLogs(int sig_fd);
+  // After Supervise: the rendezvous stops, every host's logs are collected,
+  // and the end's report is printed; returns drun's exit code.
+  int End(int sig_fd, RendezvousServer* server);
   HostLogCopy::Starter TarStarter(Host& h);
   int ExitCode() const;
 
@@ -1056,13 +1059,17 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
 
   Supervise(sig_fd.get(), server,
             spec_in.shutdown_timeout_s() > 0 ? spec_in.shutdown_timeout_s() : 30);
+  return End(sig_fd.get(), server);
+}
+
+int SshLauncher::End(int sig_fd, RendezvousServer* server) {
   server->Shutdown(std::chrono::seconds(1));
   ConsoleHub::Get().Drain();  // every host's output before the end's report
   if (refused_) {
     if (!run_dir_.empty()) rmdir(run_dir_.c_str());  // nothing ran: empty here
     return exit_code_;  // each failing host had its line
   }
-  CollectHostLogs(sig_fd.get());
+  CollectHostLogs(sig_fd);
   for (Host& h : hosts_) h.conn.reset();
   ConsoleHub::Get().Drain();
   // The table of every host's ranks first, the root cause last.
