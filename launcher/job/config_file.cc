@@ -218,6 +218,18 @@ class Parser {
                       std::string* out);
   absl::Status Env(const YAML::Node& key, const YAML::Node& v);
   absl::Status Tls(const YAML::Node& key, const YAML::Node& v);
+  struct Seen {
+    std::string spelling;
+    int line;
+  };
+  absl::Status Entry(const std::vector<OptionInfo>& options, const std::string& key,
+                     const YAML::Node& k, const YAML::Node& v);
+  absl::Status OneWayToNameHosts(const std::map<std::string, Seen>& seen);
+  absl::Status Flag(const std::string& name, const YAML::Node& key, const YAML::Node& v);
+  absl::Status Repeated(const std::string& name, const YAML::Node& key, const YAML::Node& v);
+  absl::Status ConfMap(const YAML::Node& v);
+  absl::Status Number(const NumberRule& r, const std::string& name, const YAML::Node& key,
+                      const YAML::Node& v, std::string* s);
   absl::Status Hosts(const YAML::Node& key, const YAML::Node& v);
   absl::Status HostLines(const YAML::Node& key, const YAML::Node& v, std::vector<HostLine>* lines);
   absl::Status HostString(const YAML::Node& item, std::vector<HostLine>* lines);
@@ -253,81 +265,92 @@ absl::Status Parser::Scalar(const std::string& name, const YAML::Node& key, cons
 }
 
 absl::Status Parser::Option(const OptionInfo& o, const YAML::Node& key, const YAML::Node& v) {
-  const std::string& name = o.name;
-  if (o.is_flag) {
-    bool b;
-    if (v.IsNull()) {
-      return Error(key, absl::StrCat("'", name, "' has no value; write true or false"));
-    }
-    if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b)) {
-      return Error(key, absl::StrCat("'", name, "' must be true or false, not ", Describe(v)));
-    }
-    job_.options[name] = b ? "1" : "0";
-    return absl::OkStatus();
+  if (o.is_flag) return Flag(o.name, key, v);
+  if (o.repeatable) return Repeated(o.name, key, v);
+  if (o.name == "rdzv-tls" && v.IsMap()) return Tls(key, v);
+  if (o.name == "rdzv-conf" && v.IsMap()) return ConfMap(v);
+  std::string s;
+  if (absl::Status st = Scalar(o.name, key, v, &s); !st.ok()) return st;
+  if (const NumberRule* r = FindNumberRule(o.name)) {
+    if (absl::Status st = Number(*r, o.name, key, v, &s); !st.ok()) return st;
   }
-  if (o.repeatable) {
-    std::vector<std::string>& values = job_.multi[name];
-    if (v.IsSequence()) {
-      int index = 0;
-      for (const auto& item : v) {
-        ++index;
-        if (item.IsNull()) {
-          return Error(key, absl::StrCat("'", name, "' item ", index, " is empty"));
-        }
-        if (!item.IsScalar()) {
-          return Error(item,
-                       absl::StrCat("'", name, "' items must be strings, not ", Describe(item)));
-        }
-        values.push_back(item.Scalar());
-      }
-      return absl::OkStatus();
-    }
+  job_.options[o.name] = s;
+  return absl::OkStatus();
+}
+
+absl::Status Parser::Flag(const std::string& name, const YAML::Node& key, const YAML::Node& v) {
+  bool b;
+  if (v.IsNull()) {
+    return Error(key, absl::StrCat("'", name, "' has no value; write true or false"));
+  }
+  if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b)) {
+    return Error(key, absl::StrCat("'", name, "' must be true or false, not ", Describe(v)));
+  }
+  job_.options[name] = b ? "1" : "0";
+  return absl::OkStatus();
+}
+
+absl::Status Parser::Repeated(const std::string& name, const YAML::Node& key, const YAML::Node& v) {
+  std::vector<std::string>& values = job_.multi[name];
+  if (!v.IsSequence()) {
     std::string s;
     if (absl::Status st = Scalar(name, key, v, &s); !st.ok()) return st;
     values.push_back(s);
     return absl::OkStatus();
   }
-  if (name == "rdzv-tls" && v.IsMap()) return Tls(key, v);
-  if (name == "rdzv-conf" && v.IsMap()) {
-    std::vector<std::string> items;
-    for (const auto& kv : v) {
-      if (!kv.first.IsScalar() || !kv.second.IsScalar()) {
-        return Error(kv.first,
-                     "'rdzv-conf' entries must be KEY: VALUE with plain values, e.g. "
-                     "join_timeout: 600");
-      }
-      const std::string& k = kv.first.Scalar();
-      const std::string& val = kv.second.Scalar();
-      if (k.empty() || absl::StrContains(k, '=') || absl::StrContains(k, ',') ||
-          absl::StrContains(val, ',')) {
-        return Error(kv.first, absl::StrCat("'rdzv-conf' entry ", Quote(k),
-                                            ": write KEY: VALUE with no ',' in either and no "
-                                            "'=' in the key"));
-      }
-      items.push_back(absl::StrCat(k, "=", val));
+  int index = 0;
+  for (const auto& item : v) {
+    ++index;
+    if (item.IsNull()) {
+      return Error(key, absl::StrCat("'", name, "' item ", index, " is empty"));
     }
-    job_.options[name] = absl::StrJoin(items, ",");
-    return absl::OkStatus();
+    if (!item.IsScalar()) {
+      return Error(item, absl::StrCat("'", name, "' items must be strings, not ", Describe(item)));
+    }
+    values.push_back(item.Scalar());
   }
-  std::string s;
-  if (absl::Status st = Scalar(name, key, v, &s); !st.ok()) return st;
-  if (const NumberRule* r = FindNumberRule(name)) {
-    double d = 0;
-    int n = 0;
-    const std::string t(absl::StripAsciiWhitespace(s));
-    const bool number = r->integer ? absl::SimpleAtoi(t, &n) : absl::SimpleAtod(t, &d);
-    if (!number || (!r->integer && !std::isfinite(d))) {
-      return Error(key,
-                   absl::StrCat("'", name, "' must be ", r->integer ? "a whole number" : "a number",
-                                ", not ", Describe(v)));
+  return absl::OkStatus();
+}
+
+// rdzv-conf as a map: KEY: VALUE entries, kept as the flag's "k=v,k=v".
+absl::Status Parser::ConfMap(const YAML::Node& v) {
+  std::vector<std::string> items;
+  for (const auto& kv : v) {
+    if (!kv.first.IsScalar() || !kv.second.IsScalar()) {
+      return Error(kv.first,
+                   "'rdzv-conf' entries must be KEY: VALUE with plain values, e.g. "
+                   "join_timeout: 600");
     }
-    if (r->integer) d = n;
-    if (d < r->lo || d > r->hi) {
-      return Error(key, absl::StrCat("'", name, "' must be ", r->range, ", not ", Quote(s)));
+    const std::string& k = kv.first.Scalar();
+    const std::string& val = kv.second.Scalar();
+    if (k.empty() || absl::StrContains(k, '=') || absl::StrContains(k, ',') ||
+        absl::StrContains(val, ',')) {
+      return Error(kv.first, absl::StrCat("'rdzv-conf' entry ", Quote(k),
+                                          ": write KEY: VALUE with no ',' in either and no "
+                                          "'=' in the key"));
     }
-    s = t;
+    items.push_back(absl::StrCat(k, "=", val));
   }
-  job_.options[name] = s;
+  job_.options["rdzv-conf"] = absl::StrJoin(items, ",");
+  return absl::OkStatus();
+}
+
+// A numeric option's scalar *s, checked against its rule and trimmed.
+absl::Status Parser::Number(const NumberRule& r, const std::string& name, const YAML::Node& key,
+                            const YAML::Node& v, std::string* s) {
+  double d = 0;
+  int n = 0;
+  const std::string t(absl::StripAsciiWhitespace(*s));
+  const bool number = r.integer ? absl::SimpleAtoi(t, &n) : absl::SimpleAtod(t, &d);
+  if (!number || (!r.integer && !std::isfinite(d))) {
+    return Error(key, absl::StrCat("'", name, "' must be ", r.integer ? "a whole number" : "a number",
+                                   ", not ", Describe(v)));
+  }
+  if (r.integer) d = n;
+  if (d < r.lo || d > r.hi) {
+    return Error(key, absl::StrCat("'", name, "' must be ", r.range, ", not ", Quote(*s)));
+  }
+  *s = t;
   return absl::OkStatus();
 }
 
@@ -530,19 +553,9 @@ absl::StatusOr<JobFile> Parser::Parse(const YAML::Node& root) {
         root, absl::StrCat("a job file is a map of settings (key: value), not ", Describe(root)));
   }
   const std::vector<OptionInfo> options = KnownOptions();
-  std::vector<std::string> known = {kEnv, kHosts, kScript, kArgs, kTls};
-  for (const auto& o : options) {
-    if (!CommandOnly(o.name)) known.push_back(o.name);
-  }
-
-  struct Seen {
-    std::string spelling;
-    int line;
-  };
   std::map<std::string, Seen> seen;  // canonical key -> first appearance
   for (const auto& kv : root) {
     const YAML::Node& k = kv.first;
-    const YAML::Node& v = kv.second;
     if (!k.IsScalar()) {
       return Error(
           k, absl::StrCat("keys are setting names such as nproc-per-node, not ", Describe(k)));
@@ -555,36 +568,42 @@ absl::StatusOr<JobFile> Parser::Parse(const YAML::Node& root) {
       return Error(k, absl::StrCat("'", raw, "' is set twice (also as '", it->second.spelling,
                                    "' on line ", it->second.line, ")"));
     }
-
-    absl::Status st;
-    if (key == kEnv) {
-      st = Env(k, v);
-    } else if (key == kHosts) {
-      st = Hosts(k, v);
-    } else if (key == kScript) {
-      st = Scalar(kScript, k, v, &job_.script);
-      if (st.ok() && job_.script.empty()) st = Error(k, "'script' is empty");
-    } else if (key == kArgs) {
-      st = Args(k, v);
-    } else {
-      auto o = std::find_if(options.begin(), options.end(),
-                            [&](const OptionInfo& x) { return x.name == key; });
-      if (o != options.end() && CommandOnly(key)) {
-        st = Error(k, absl::StrCat("'", raw, "' belongs on the command line, not in a job file"));
-      } else if (o != options.end()) {
-        st = Option(*o, k, v);
-      } else {
-        const std::string hint = Suggest(raw, known);
-        st = Error(k, absl::StrCat("unknown key ", Quote(raw),
-                                   hint.empty() ? "; the keys are drun's options (drun --help) and "
-                                                  "env, hosts, script, args"
-                                                : absl::StrCat("; did you mean '", hint, "'?")));
-      }
-    }
-    if (!st.ok()) return st;
+    if (absl::Status st = Entry(options, key, k, kv.second); !st.ok()) return st;
   }
+  if (absl::Status st = OneWayToNameHosts(seen); !st.ok()) return st;
+  return std::move(job_);
+}
 
-  // The three ways of naming hosts exclude each other, as on the command line.
+absl::Status Parser::Entry(const std::vector<OptionInfo>& options, const std::string& key,
+                           const YAML::Node& k, const YAML::Node& v) {
+  if (key == kEnv) return Env(k, v);
+  if (key == kHosts) return Hosts(k, v);
+  if (key == kArgs) return Args(k, v);
+  if (key == kScript) {
+    absl::Status st = Scalar(kScript, k, v, &job_.script);
+    if (st.ok() && job_.script.empty()) st = Error(k, "'script' is empty");
+    return st;
+  }
+  const std::string& raw = k.Scalar();
+  auto o = std::find_if(options.begin(), options.end(),
+                        [&](const OptionInfo& x) { return x.name == key; });
+  if (o != options.end() && CommandOnly(key)) {
+    return Error(k, absl::StrCat("'", raw, "' belongs on the command line, not in a job file"));
+  }
+  if (o != options.end()) return Option(*o, k, v);
+  std::vector<std::string> known = {kEnv, kHosts, kScript, kArgs, kTls};
+  for (const auto& x : options) {
+    if (!CommandOnly(x.name)) known.push_back(x.name);
+  }
+  const std::string hint = Suggest(raw, known);
+  return Error(k, absl::StrCat("unknown key ", Quote(raw),
+                               hint.empty() ? "; the keys are drun's options (drun --help) and "
+                                              "env, hosts, script, args"
+                                            : absl::StrCat("; did you mean '", hint, "'?")));
+}
+
+// The three ways of naming hosts exclude each other, as on the command line.
+absl::Status Parser::OneWayToNameHosts(const std::map<std::string, Seen>& seen) {
   std::vector<const Seen*> named;
   for (const char* name : {"hostfile", "host", kHosts}) {
     if (auto it = seen.find(name); it != seen.end()) named.push_back(&it->second);
@@ -596,7 +615,7 @@ absl::StatusOr<JobFile> Parser::Parse(const YAML::Node& root) {
                    absl::StrCat("'", named[1]->spelling, "' and '", named[0]->spelling, "' (line ",
                                 named[0]->line, ") both name the hosts; keep one"));
   }
-  return std::move(job_);
+  return absl::OkStatus();
 }
 
 // YAML plain scalars that read back as something other than the same string (or that a
