@@ -188,7 +188,7 @@ stock_off() {
 # --- munge and Slurm ----------------------------------------------------------------------
 
 write_config() {
-  mkdir -p "$STATE"/{munge,munge-key,log,ctld,spool,out}
+  mkdir -p "$STATE"/{munge,munge-key,log,ctld,spool,out,node-private}
   chmod 0755 "$STATE" "$STATE/munge"
   chmod 0700 "$STATE/munge-key"
   {
@@ -240,13 +240,16 @@ EOF
 }
 
 # Starts "$@" inside namespace $1 with hostname $2 and the test /etc/hosts, detached; the pid
-# (kept through nsenter, unshare and sh, which all exec) is recorded under name $2.
+# (kept through nsenter, unshare and sh, which all exec) is recorded under name $2. Each
+# namespace has a tmpfs of its own at $STATE/node-private: a path there is a directory no
+# other node sees (tests/slurm/test_launcher.py, logs that stay on their node).
 start_in_ns() {
   local ns=$1 host=$2
   shift 2
   setsid nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation slave \
-    sh -c 'mount --bind "$0" /etc/hosts && hostname "$1" && shift && exec "$@"' \
-    "$STATE/hosts" "$host" "$@" </dev/null >>"$STATE/log/$host.console" 2>&1 &
+    sh -c 'mount --bind "$0" /etc/hosts && mount -t tmpfs -o mode=0755 drun-node-private "$1" &&
+           hostname "$2" && shift 2 && exec "$@"' \
+    "$STATE/hosts" "$STATE/node-private" "$host" "$@" </dev/null >>"$STATE/log/$host.console" 2>&1 &
   record_pid "$!" "$host"
 }
 

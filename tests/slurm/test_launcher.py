@@ -5,7 +5,7 @@ import os
 import re
 import signal
 
-from slurm_testlib import Gate, SlurmTestCase, TRAIN, main
+from slurm_testlib import STATE, Gate, SlurmTestCase, TRAIN, main
 
 
 class LauncherSlurm(SlurmTestCase):
@@ -62,6 +62,31 @@ class LauncherSlurm(SlurmTestCase):
         self.assertEqual(r["exit_code"], 0)
         self.assertEqual(sorted(w["rank"] for w in r["workers"]), list(range(6)))
         self.assertEqual(sorted(n["host"] for n in r["nodes"]), ["node1", "node2", "node3"])
+
+    def test_logs_that_stay_on_their_node_are_named(self):
+        # cluster.sh gives every node a tmpfs of its own at STATE/node-private: the batch
+        # script (on node1) sees node1's log directory, not node2's or node3's, so the
+        # launcher names those two (NODE:DIR) in a line each and in the report.
+        logs = os.path.join(STATE, "node-private", os.path.basename(self.dir))
+        report = os.path.join(self.dir, "report.json")
+        job = self.submit(f"""
+#SBATCH --nodes=3
+{self.drun} --launcher slurm --nproc-per-node 1 --log-dir {logs} --report {report} {TRAIN} --steps 2
+""", name="launcher-logs")
+        info = job.wait()
+        out = job.output()
+        self.assert_completed(job, info)
+        stay = [l for l in self.drun_lines(out) if "its logs stay on that node" in l]
+        self.assertEqual(len(stay), 2, out)
+        for node, line in zip(("node2", "node3"), sorted(stay)):
+            self.assertRegex(line, rf"^drun: {node}: its logs stay on that node, not visible here: "
+                                   rf"{node}:{re.escape(logs)}/slurm-\d+/{node}$")
+        with open(report) as f:
+            r = json.load(f)
+        self.assertEqual(sorted(e.split(":")[0] for e in r["logs_not_collected"]), ["node2", "node3"])
+        by_host = {n["host"]: n for n in r["nodes"]}
+        self.assertTrue(by_host["node1"]["logs_collected_to"].startswith(logs + "/"), by_host["node1"])
+        self.assertIn("not visible", by_host["node2"]["logs_not_collected"])
 
     def test_a_failing_worker_ends_the_job_with_the_root_cause(self):
         job = self.submit(f"""
