@@ -468,10 +468,13 @@ class RestartLoopTest(DrunTestCase):
         growth = max(s[1] for s in late) - min(s[1] for s in early)
         # 34 bytes a round (the old leak) would be ~230 kB over these rounds.
         self.assertLess(growth, 64, f"anonymous RSS grew {growth} kB over {rounds} rounds")
-        # Descriptors come and go with each round (pipes of a spawn): the late rounds never
-        # hold more than the early ones did.
-        self.assertLessEqual(max(s[2] for s in late), max(s[2] for s in early) + 2,
-                             ([s[2] for s in early], [s[2] for s in late]))
+        # Descriptors come and go with each round (a spawn's pipes, 3 to 5 at once), and a
+        # sample catches a spawn or not by chance: what is held between spawns (the least
+        # seen) stays where the early rounds had it, and no late sample holds more than one
+        # spawn's pipes beyond the early ones. A leak of one per round would be thousands.
+        fds = ([s[2] for s in early], [s[2] for s in late])
+        self.assertLessEqual(min(fds[1]), min(fds[0]) + 1, fds)
+        self.assertLessEqual(max(fds[1]), max(fds[0]) + 5, fds)
 
 
 if __name__ == "__main__":

@@ -24,9 +24,12 @@ class ByHandRunDirTest(DrunTestCase):
             f.write(PROGRAM)
         common = ["--nnodes", 2, "--nproc-per-node", 1, "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
                   "--log-dir", logs, script, tag]
-        nodes = [self.start(*common) for _ in range(2)]
-        for node in nodes:
-            self.assertEqual(node.wait(), 0, node.describe())
+        # The host first (named, so no election can go either way), the other once it waits.
+        host = self.start("--rdzv-conf", "is_host=true", *common)
+        host.wait_for_line(r"waiting: 1 of 2", stream="stderr")
+        nodes = [host, self.start(*common)]
+        codes = [node.wait() for node in nodes]
+        self.assertEqual(codes, [0, 0], "\n".join(node.describe() for node in nodes))
 
     def test_two_nodes_write_one_run_directory_and_a_rerun_another(self):
         logs = os.path.join(self.tmp, "logs")
