@@ -187,12 +187,10 @@ bool Agent::ClaimLogDir(const std::string& run_dir) {
   std::error_code ec;
   const fs::path root = fs::absolute(opt_.spec.log_dir(), ec);
   std::string base;
-  if (!run_dir.empty() || opt_.spec.run_id() != kDefaultRunId) {
-    base = (root / (run_dir.empty() ? opt_.spec.run_id() : run_dir)).string();
-    if (int err = MakePrivateDirs(base); err != 0) return LogDirFailed(base, err);
-  } else {
-    base = (root / absl::StrCat(opt_.spec.run_id(), "_XXXXXX")).string();
-    if (!mkdtemp(base.data())) return LogDirFailed(base, errno);
+  const bool unique = run_dir.empty() && opt_.spec.run_id() == kDefaultRunId;
+  if (int err = MakeRunDir(root.string(), run_dir.empty() ? opt_.spec.run_id() : run_dir, unique, &base);
+      err != 0) {
+    return LogDirFailed(base, err);
   }
   if (opt_.spec.max_nodes() > 1 || opt_.host_in_prefix) {
     // Nodes may share the file system (and a host name): each claims a

@@ -77,14 +77,11 @@ absl::StatusOr<std::string> MakeLocalRunDir(const v1::JobSpec& spec) {
                                      "; give a directory you can write here"));
   };
   if (int err = MakePrivateDirs(root); err != 0) return fail(root, err);
-  if (spec.run_id() != kDefaultRunId) {
-    const std::string dir = absl::StrCat(root, "/", spec.run_id());
-    if (int err = MakePrivateDirs(dir); err != 0) return fail(dir, err);
-    return spec.run_id();
+  // As torchrun 2.x: RUN_ID_<unique> for the default id, made here so no other run has it.
+  std::string dir;
+  if (int err = MakeRunDir(root, spec.run_id(), spec.run_id() == kDefaultRunId, &dir); err != 0) {
+    return fail(dir, err);
   }
-  // As torchrun 2.x: RUN_ID_<unique>, made here so no other run has it.
-  std::string dir = absl::StrCat(root, "/", spec.run_id(), "_XXXXXX");
-  if (!mkdtemp(dir.data())) return fail(dir, errno);
   return dir.substr(dir.rfind('/') + 1);
 }
 

@@ -1,6 +1,7 @@
 #include "rendezvous/base/private_files.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 namespace drun {
@@ -18,6 +19,13 @@ int MakePrivateDirs(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return errno;
   return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+}
+
+int MakeRunDir(const std::string& root, const std::string& name, bool unique, std::string* path) {
+  *path = root + "/" + name;
+  if (!unique) return MakePrivateDirs(*path);
+  *path += "_XXXXXX";
+  return mkdtemp(path->data()) ? 0 : errno;
 }
 
 }  // namespace drun
