@@ -2,8 +2,9 @@
 // read from the file as the target process sees it: through /proc/PID/root
 // (its mount namespace, a container's files) and, for a relative name,
 // against /proc/PID/cwd; else the name as it is on this node. Each file is
-// read once per SourceLines (at most 16 MiB of it); a file that is not
-// readable gives no line. Not thread-safe: one per capture.
+// read once per SourceLines (at most 16 MiB of it); a name that is not a
+// readable regular file (a FIFO, a device, "<string>") gives no line, and is
+// never waited on. Not thread-safe: one per capture.
 #ifndef DRUN_AGENT_STACKS_SOURCE_LINES_H_
 #define DRUN_AGENT_STACKS_SOURCE_LINES_H_
 

@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -852,6 +853,49 @@ TEST_P(PythonVersionTest, ThreadsRecursionGeneratorAndCoroutineWithSourceLines) 
                                    "    os.write(1, b'main\\n') and time.sleep(10**6)\n")),
             std::string::npos)
       << text;
+}
+
+// Source lines come from the file as the process sees it: a relative name
+// (3.8 keeps the script's name as given) against the process's working
+// directory; a name that is a FIFO gives no line and does not block the capture.
+TEST_P(PythonVersionTest, SourceLinesOfRelativeNamesAndNoneForAFifo) {
+  const std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(dir_ + "/rel.py")
+      << "import os, sys, time\n"
+         "code = 'import os, time\\nos.write(1, b\"ready\\\\n\") and time.sleep(10**6)\\n'\n"
+         "def run():\n"
+         "    exec(compile(code, sys.argv[1], 'exec'))\n"
+         "run()\n";
+  UniqueFd r, w;
+  ASSERT_TRUE(MakePipe(&r, &w));
+  SpawnRequest req{{python_, "rel.py", fifo}, {"PATH=/usr/bin:/bin"}, dir_, -1, w.get(), -1};
+  absl::StatusOr<pid_t> pid = SpawnProcessGroup(req);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  Child child(*pid);
+  w.reset();
+  char c;
+  ASSERT_EQ(read(r.get(), &c, 1), 1);
+  absl::StatusOr<ProcessStacks> s = Capture(*pid, CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const ThreadStack* main = FindThread(*s, *pid);
+  ASSERT_NE(main, nullptr);
+  ASSERT_EQ(main->python.size(), 3u) << FormatText(*s);
+  EXPECT_EQ(main->python[0].file, fifo);
+  EXPECT_EQ(main->python[0].line, 2);
+  EXPECT_EQ(main->python[0].source, "");
+  EXPECT_EQ(main->python[1].function, "run");
+  EXPECT_EQ(main->python[1].source, "exec(compile(code, sys.argv[1], 'exec'))");
+  EXPECT_EQ(main->python[2].source, "run()");
+  // Without source lines, none is read.
+  CaptureOptions bare;
+  bare.source_lines = false;
+  s = Capture(*pid, bare);
+  ASSERT_TRUE(s.ok()) << s.status();
+  main = FindThread(*s, *pid);
+  ASSERT_NE(main, nullptr);
+  ASSERT_EQ(main->python.size(), 3u) << FormatText(*s);
+  EXPECT_EQ(main->python[2].source, "");
 }
 
 // A busy loop read 100 times: its frames change under the reader every
