@@ -182,7 +182,6 @@ namespace {
 
 constexpr int kMaxInterpreters = 64;
 constexpr int kMaxThreads = 4096;
-constexpr int kMaxFrames = 2048;
 constexpr uint64_t kMaxString = 4096;
 constexpr uint64_t kMaxLinetable = 1 << 20;
 
@@ -422,7 +421,7 @@ PythonThread ReadThread(Reader& r, uint64_t ts_addr, const std::vector<char>& ts
   thread.native_thread_id = OsThreadId(r, ts);
   uint64_t frame_addr = InnermostFrame(r, ts_addr, ts, &thread.truncated);
   for (int i = 0; frame_addr != 0; ++i) {
-    if (i == kMaxFrames) {
+    if (i == kMaxPythonFrames) {
       thread.truncated = true;
       break;
     }

@@ -57,6 +57,10 @@ struct PythonTarget {
 // when no mapping exports _PyRuntime (not a CPython process).
 absl::StatusOr<PythonTarget> FindPython(pid_t pid, const std::vector<Mapping>& maps);
 
+// The most frames read of one thread, innermost first; a deeper stack is cut
+// there (PythonThread::truncated).
+constexpr int kMaxPythonFrames = 2048;
+
 struct PythonThread {
   // The OS thread id: PyThreadState.native_thread_id (3.11+), else the tid of
   // the thread's struct pthread (3.8-3.10); 0 when it could not be read.

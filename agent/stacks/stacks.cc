@@ -293,7 +293,10 @@ void FormatFrames(const ThreadStack& t, std::string* out) {
     absl::StrAppend(out, "  File \"", f.file, "\", line ", f.line, ", in ", f.function, "\n");
     if (!f.source.empty()) absl::StrAppend(out, "    ", f.source, "\n");
   }
-  if (t.python_truncated) absl::StrAppend(out, "  ... (stack changed while being read; partial)\n");
+  if (t.python_truncated) {
+    absl::StrAppend(out, "  ... (stack changed while being read, or deeper than ", kMaxPythonFrames,
+                    " frames; partial)\n");
+  }
   for (const std::string& k : t.kernel) absl::StrAppend(out, "  kernel: ", k, "\n");
   for (size_t i = 0; i < t.native.size(); ++i) {
     const Frame& f = t.native[i];

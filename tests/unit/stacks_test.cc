@@ -898,6 +898,31 @@ TEST_P(PythonVersionTest, SourceLinesOfRelativeNamesAndNoneForAFifo) {
   EXPECT_EQ(main->python[2].source, "");
 }
 
+// A recursion deeper than the reader goes (2500 calls, the recursion limit
+// raised): the innermost 2048 frames, and a line saying the stack was cut.
+TEST_P(PythonVersionTest, RecursionDeeperThanTheReaderGoesIsCutAndSaysSo) {
+  const std::string script =
+      "import os, sys, time\n"                                    // 1
+      "sys.setrecursionlimit(10000)\n"                            // 2
+      "def down(n):\n"                                            // 3
+      "    if n == 0:\n"                                          // 4
+      "        os.write(1, b'ready\\n') and time.sleep(10**6)\n"  // 5
+      "    down(n - 1)\n"                                         // 6
+      "down(2500)\n";                                             // 7
+  std::string path;
+  Child py = StartPython(script, 1, &path, nullptr, python_);
+  absl::StatusOr<ProcessStacks> s = Capture(py.pid(), CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const ThreadStack* main = FindThread(*s, py.pid());
+  ASSERT_NE(main, nullptr);
+  ASSERT_EQ(main->python.size(), static_cast<size_t>(kMaxPythonFrames));
+  EXPECT_TRUE(main->python_truncated);
+  EXPECT_EQ(main->python[0].line, 5);
+  EXPECT_EQ(main->python[1].line, 6);
+  EXPECT_EQ(main->python.back().function, "down");
+  EXPECT_NE(FormatText(*s).find("deeper than 2048 frames; partial)\n"), std::string::npos);
+}
+
 // A busy loop read 100 times: its frames change under the reader every
 // microsecond. Every capture succeeds with frames of the script only.
 TEST_P(PythonVersionTest, FramesChangingUnderTheReaderGiveBestEffortStacks) {
