@@ -11,6 +11,10 @@ committed, so drun's build needs no CPython headers; re-run this after adding a
 version's headers and commit the result.
 
 Usage: agent/stacks/gen_cpython_layouts.py [--out FILE] [INCLUDE_DIR...]
+       agent/stacks/gen_cpython_layouts.py --check [INCLUDE_DIR...]
+--check writes nothing: it says whether the committed file holds, for every version whose
+headers are here, the very offsets those headers give (exit 0; 1 naming the first
+difference; 77 when no headers are here, for ctest's SKIP_RETURN_CODE).
 """
 import argparse
 import glob
@@ -97,17 +101,50 @@ def render(by_minor, sources):
     return "\n".join(lines) + "\n"
 
 
+def committed_layouts(path):
+    """{(3, minor): {field: value}} as the committed file has them."""
+    layouts, key = {}, None
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"\s*// CPython (\d+)\.(\d+) \(", line)
+            if m:
+                key = (int(m.group(1)), int(m.group(2)))
+                layouts[key] = {}
+            m = re.match(r"\s*l\.(\w+) = (0x[0-9a-f]+|\d+);", line)
+            if m and key:
+                layouts[key][m.group(1)] = int(m.group(2), 0)
+    return layouts
+
+
+def check(by_minor, path):
+    committed = committed_layouts(path)
+    for key, values in sorted(by_minor.items()):
+        have = committed.get(key)
+        if have is None:
+            sys.exit(f"gen_cpython_layouts: {path} has no layout of CPython {key[0]}.{key[1]}")
+        for name, value in sorted(values.items()):
+            if name != "version_hex" and have.get(name) != value:
+                sys.exit(f"gen_cpython_layouts: {path}: CPython {key[0]}.{key[1]} {name} is "
+                         f"{have.get(name)}, its headers here say {value}: re-run the script")
+    print(f"gen_cpython_layouts: {path} agrees with the headers of CPython "
+          + ", ".join(f"{k[0]}.{k[1]}" for k in sorted(by_minor)))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=OUT)
+    parser.add_argument("--check", action="store_true")
     parser.add_argument("include_dirs", nargs="*")
     args = parser.parse_args()
     dirs = args.include_dirs or find_include_dirs()
     if not dirs:
-        sys.exit("gen_cpython_layouts: no CPython 3.8-3.13 include directory with internal/")
+        print("gen_cpython_layouts: no CPython 3.8-3.13 include directory with internal/")
+        sys.exit(77 if args.check else 1)
     with tempfile.TemporaryDirectory() as work:
         layouts = [(d, probe(d, work)) for d in dirs]
     by_minor, sources = merge(layouts)
+    if args.check:
+        return check(by_minor, args.out)
     with open(args.out, "w") as f:
         f.write(render(by_minor, sources))
     print(f"gen_cpython_layouts: wrote {args.out}: CPython "
