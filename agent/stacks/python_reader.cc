@@ -404,21 +404,27 @@ uint64_t InnermostFrame(Reader& r, uint64_t ts_addr, const std::vector<char>& ts
 }
 
 // The OS thread id of a thread state (first bytes `ts`): its own field
-// (3.11+), else the tid in glibc's struct pthread its pthread_t points to.
-uint64_t OsThreadId(Reader& r, const std::vector<char>& ts) {
-  if (r.L.tstate_native_thread_id != 0) return At<uint64_t>(ts, r.L.tstate_native_thread_id);
+// (3.11+; 0 before the thread runs), else the tid in glibc's struct pthread
+// its pthread_t points to, which the kernel zeroes when the thread exits.
+// *none when there is no such OS thread; 0 without *none: not known (no glibc).
+uint64_t OsThreadId(Reader& r, const std::vector<char>& ts, bool* none) {
+  if (r.L.tstate_native_thread_id != 0) {
+    const uint64_t id = At<uint64_t>(ts, r.L.tstate_native_thread_id);
+    *none = id == 0;
+    return id;
+  }
+  if (r.pthread_tid_offset == 0) return 0;
   int32_t tid = 0;
   const uint64_t pthread = At<uint64_t>(ts, r.L.tstate_thread_id);
-  if (r.pthread_tid_offset == 0 || !r.mem.Get(pthread + r.pthread_tid_offset, &tid) || tid <= 0) {
-    return 0;
-  }
-  return static_cast<uint64_t>(tid);
+  *none = !r.mem.Get(pthread + r.pthread_tid_offset, &tid) || tid <= 0;
+  return *none ? 0 : static_cast<uint64_t>(tid);
 }
 
 // The thread state at `ts_addr`, whose first bytes are `ts`.
 PythonThread ReadThread(Reader& r, uint64_t ts_addr, const std::vector<char>& ts) {
   PythonThread thread;
-  thread.native_thread_id = OsThreadId(r, ts);
+  thread.native_thread_id = OsThreadId(r, ts, &thread.no_os_thread);
+  if (thread.no_os_thread) return thread;
   uint64_t frame_addr = InnermostFrame(r, ts_addr, ts, &thread.truncated);
   for (int i = 0; frame_addr != 0; ++i) {
     if (i == kMaxPythonFrames) {

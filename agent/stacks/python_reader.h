@@ -65,6 +65,10 @@ struct PythonThread {
   // The OS thread id: PyThreadState.native_thread_id (3.11+), else the tid of
   // the thread's struct pthread (3.8-3.10); 0 when it could not be read.
   uint64_t native_thread_id = 0;
+  // The thread state has no OS thread: not yet (3.12+ create it before the
+  // thread, whose native_thread_id is 0 until it runs) or no more (3.8-3.10:
+  // the kernel zeroed struct pthread's tid at the thread's exit). Nothing to show.
+  bool no_os_thread = false;
   std::vector<Frame> frames;      // innermost first
   bool truncated = false;
 };

@@ -151,6 +151,7 @@ std::string CapturePython(pid_t pid, const PythonTarget& target, const CaptureOp
     s->python_method = Method::kBuiltinPython;
     s->python_version = read->version;
     for (PythonThread& pt : read->threads) {
+      if (pt.no_os_thread) continue;
       // A thread state read while its thread was ending can hold a stale id:
       // keep only threads the process still has (or had when it was listed).
       const int tid = static_cast<int>(pt.native_thread_id);

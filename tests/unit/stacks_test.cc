@@ -923,6 +923,45 @@ TEST_P(PythonVersionTest, RecursionDeeperThanTheReaderGoesIsCutAndSaysSo) {
   EXPECT_NE(FormatText(*s).find("deeper than 2048 frames; partial)\n"), std::string::npos);
 }
 
+// Threads start and end all the time while the process is read 100 times:
+// every capture succeeds, and Python frames land only on threads the process
+// has (3.8-3.10 find a thread's OS id in its struct pthread, which an ending
+// thread zeroes).
+TEST_P(PythonVersionTest, ThreadsComingAndGoingNeverGiveStrayThreads) {
+  const std::string script =
+      "import os, threading\n"
+      "def work(n):\n"
+      "    return sum(range(n))\n"
+      "def churn():\n"
+      "    while True:\n"
+      "        ts = [threading.Thread(target=work, args=(1000,)) for _ in range(4)]\n"
+      "        for t in ts: t.start()\n"
+      "        for t in ts: t.join()\n"
+      "threading.Thread(target=churn, daemon=True).start()\n"
+      "os.write(1, b'ready\\n')\n"
+      "churn()\n";
+  std::string path;
+  Child py = StartPython(script, 1, &path, nullptr, python_);
+  const std::string stdlib = absl::StrCat("/lib/python", GetParam(), "/");
+  for (int i = 0; i < 100; ++i) {
+    absl::StatusOr<ProcessStacks> s = Capture(py.pid(), CaptureOptions{});
+    ASSERT_TRUE(s.ok()) << s.status();
+    for (const ThreadStack& t : s->threads) {
+      EXPECT_GT(t.tid, 0) << FormatText(*s);
+      for (const Frame& f : t.python) {
+        // The script, or the interpreter's own library (threading.py, _weakrefset.py).
+        EXPECT_TRUE(f.file == path || absl::StrContains(f.file, stdlib)) << FormatText(*s);
+      }
+    }
+    const ThreadStack* main = FindThread(*s, py.pid());
+    ASSERT_NE(main, nullptr);
+    ASSERT_FALSE(main->python.empty()) << FormatText(*s);
+    if (!main->python_truncated) {
+      EXPECT_EQ(main->python.back().function, "<module>");
+    }
+  }
+}
+
 // A busy loop read 100 times: its frames change under the reader every
 // microsecond. Every capture succeeds with frames of the script only.
 TEST_P(PythonVersionTest, FramesChangingUnderTheReaderGiveBestEffortStacks) {
