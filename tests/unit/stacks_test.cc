@@ -962,6 +962,41 @@ TEST_P(PythonVersionTest, ThreadsComingAndGoingNeverGiveStrayThreads) {
   }
 }
 
+// Names in each compact str kind (ASCII, Latin-1, UCS-2, UCS-4) and a file
+// name that is not ASCII, under every version's str layout.
+TEST_P(PythonVersionTest, NonAsciiNamesAreUtf8) {
+  const std::string path = dir_ + "/st\u00e4ck.py";
+  std::ofstream(path) << "import os, time\n"
+                         "def \U00020000():\n"
+                         "    os.write(1, b'ready\\n') and time.sleep(10**6)\n"
+                         "def \u7720\u308b():\n"
+                         "    \U00020000()\n"
+                         "def schl\u00e4ft():\n"
+                         "    \u7720\u308b()\n"
+                         "schl\u00e4ft()\n";
+  UniqueFd r, w;
+  ASSERT_TRUE(MakePipe(&r, &w));
+  SpawnRequest req{{python_, path}, {"PATH=/usr/bin:/bin"}, "", -1, w.get(), -1};
+  absl::StatusOr<pid_t> pid = SpawnProcessGroup(req);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  Child child(*pid);
+  w.reset();
+  char c;
+  ASSERT_EQ(read(r.get(), &c, 1), 1);
+  absl::StatusOr<ProcessStacks> s = Capture(*pid, CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const ThreadStack* main = FindThread(*s, *pid);
+  ASSERT_NE(main, nullptr);
+  ASSERT_EQ(main->python.size(), 4u) << FormatText(*s);
+  EXPECT_EQ(main->python[0].function, "\U00020000");
+  EXPECT_EQ(main->python[0].file, path);
+  EXPECT_EQ(main->python[0].line, 3);
+  EXPECT_EQ(main->python[1].function, "\u7720\u308b");
+  EXPECT_EQ(main->python[1].source, "\U00020000()");
+  EXPECT_EQ(main->python[2].function, "schl\u00e4ft");
+  EXPECT_EQ(main->python[3].function, "<module>");
+}
+
 // A busy loop read 100 times: its frames change under the reader every
 // microsecond. Every capture succeeds with frames of the script only.
 TEST_P(PythonVersionTest, FramesChangingUnderTheReaderGiveBestEffortStacks) {
