@@ -72,6 +72,7 @@ RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::
   c.min_nodes = spec.min_nodes();
   c.max_nodes = spec.max_nodes();
   c.max_restarts = spec.max_restarts();
+  c.restart_identical_failures = spec.restart_policy() == v1::JobSpec::RESTART_ALWAYS;
   c.run_id = spec.run_id();
   c.token = token;
   c.use_agent_store = spec.agent_store();

@@ -134,12 +134,20 @@ std::string WorkerProgram(const v1::JobSpec& spec, const EnvMap& env) {
 }
 
 std::vector<std::string> RootCauseHints(const v1::Failure& failure) {
-  bool no_torch = false, no_libuv = false;
+  bool no_torch = false, no_libuv = false, stdin_ended = false;
   for (const std::string& line : failure.stderr_tail()) {
     no_torch |= absl::StrContains(line, "No module named 'torch'");
     no_libuv |= absl::StrContains(line, "use_libuv was requested but PyTorch was build without libuv");
+    // input() at end-of-file, and pdb's quit when its prompt reads end-of-file.
+    stdin_ended |= absl::StartsWith(line, "EOFError") || absl::StartsWith(line, "bdb.BdbQuit");
   }
   std::vector<std::string> hints;
+  if (stdin_ended && failure.rank() >= 0) {
+    hints.push_back(absl::StrCat(
+        "rank ", failure.rank(), " read end-of-file from its stdin (input(), breakpoint()): "
+        "unless --stdin names it, a rank reads end-of-file; --stdin all gives every rank the "
+        "lines typed to drun"));
+  }
   if (no_torch && failure.program() != "/usr/bin/python3") {
     hints.push_back(absl::StrCat(
         "the workers ran ", failure.program().empty() ? "python3" : failure.program(),

@@ -2,16 +2,21 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <set>
+#include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -162,6 +167,17 @@ void BecomeSubreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
 
 namespace {
 
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
+  remove(path);
+  return 0;  // go on: remove what can be removed
+}
+
+// rm -rf of one of drun's own paths, never following a symbolic link.
+void RemoveTree(const std::string& path) {
+  if (path.empty() || path[0] != '/') return;
+  nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 [[noreturn]] void GuardianMain(int fd) {
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTSTP}) {
     signal(s, SIG_IGN);
@@ -176,6 +192,7 @@ namespace {
     if (devnull > 2) close(devnull);
   }
   std::set<pid_t> groups;
+  std::vector<std::string> paths;
   char buf[4096];
   std::string pending;
   bool released = false;
@@ -193,6 +210,10 @@ namespace {
         released = true;
         continue;
       }
+      if (line[0] == 'R') {
+        paths.push_back(line.substr(1));
+        continue;
+      }
       pid_t pg = static_cast<pid_t>(atol(line.c_str() + 1));
       if (pg <= 1) continue;
       if (line[0] == '+') groups.insert(pg);
@@ -201,6 +222,7 @@ namespace {
   }
   if (!released) {
     for (pid_t pg : groups) kill(-pg, SIGKILL);
+    for (const std::string& p : paths) RemoveTree(p);
   }
   _exit(0);
 }
@@ -247,6 +269,19 @@ void Guardian::Send(char op, pid_t pgid) {
   // gone, in which case there is nothing better to do.
   while (write(fd_.get(), line, static_cast<size_t>(len)) < 0 && errno == EINTR) {
   }
+}
+
+void Guardian::SendLine(const std::string& line) {
+  if (!fd_.valid()) return;
+  // Writes of up to PIPE_BUF bytes are atomic.
+  if (line.size() > PIPE_BUF) return;
+  while (write(fd_.get(), line.data(), line.size()) < 0 && errno == EINTR) {
+  }
+}
+
+void Guardian::RemoveOnDeath(const std::string& path) {
+  if (path.empty() || path[0] != '/' || path.find('\n') != std::string::npos) return;
+  SendLine("R" + path + "\n");
 }
 
 void Guardian::Watch(pid_t pgid) { Send('+', pgid); }

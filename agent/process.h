@@ -66,12 +66,18 @@ class Guardian {
 
   void Watch(pid_t pgid);
   void Forget(pid_t pgid);
+  // A file or directory tree of drun's own (its temporary directory, its
+  // control socket) that the guardian removes when drun dies without
+  // cleaning up; `path` must be absolute, without a newline. A clean
+  // Release() removes nothing: drun removes its own files then.
+  void RemoveOnDeath(const std::string& path);
   // Clean shutdown: the guardian exits without killing anything.
   void Release();
   pid_t pid() const { return pid_; }
 
  private:
   void Send(char op, pid_t pgid);
+  void SendLine(const std::string& line);
   UniqueFd fd_;  // the pipe to the guardian; closing it tells the guardian to act
   pid_t pid_ = -1;
 };

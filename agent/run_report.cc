@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <map>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/struct.pb.h"
@@ -90,6 +93,23 @@ v1::NodeReport ToNodeReport(const RunReport& report) {
 
 namespace {
 
+// proto3's JSON writes 64-bit integers as strings ("attempt": "0"); the
+// report's readers want numbers, as every other count in it.
+void Int64sAsNumbers(const google::protobuf::Descriptor& d, google::protobuf::Struct* s) {
+  for (int i = 0; i < d.field_count(); ++i) {
+    const google::protobuf::FieldDescriptor& f = *d.field(i);
+    const auto type = f.cpp_type();
+    if (f.is_repeated() || (type != google::protobuf::FieldDescriptor::CPPTYPE_INT64 &&
+                            type != google::protobuf::FieldDescriptor::CPPTYPE_UINT64)) {
+      continue;
+    }
+    auto it = s->mutable_fields()->find(f.name());
+    if (it == s->mutable_fields()->end() || !it->second.has_string_value()) continue;
+    double v = 0;
+    if (absl::SimpleAtod(it->second.string_value(), &v)) it->second.set_number_value(v);
+  }
+}
+
 // A message as a JSON object of the report (field names as in the proto).
 google::protobuf::Struct AsStruct(const google::protobuf::Message& m) {
   std::string json;
@@ -100,6 +120,7 @@ google::protobuf::Struct AsStruct(const google::protobuf::Message& m) {
   if (google::protobuf::util::MessageToJsonString(m, &json, o).ok()) {
     (void)google::protobuf::util::JsonStringToMessage(json, &s);
   }
+  Int64sAsNumbers(*m.GetDescriptor(), &s);
   return s;
 }
 
@@ -111,10 +132,10 @@ std::string ExitText(int code, int signal) {
 }  // namespace
 
 std::string FormatSummaryTable(const RunReport& report) {
-  std::string out = absl::StrFormat("drun: %-16s %6s %6s %-10s %8s %9s %10s\n", "host", "rank",
-                                    "local", "exit", "attempts", "wall s", "peak RSS");
+  std::string out = absl::StrFormat("drun: %-16s %6s %10s %-10s %8s %9s %10s\n", "host", "rank",
+                                    "local rank", "exit", "attempts", "wall s", "peak RSS");
   for (const auto& [rank, s] : report.ranks) {
-    absl::StrAppend(&out, absl::StrFormat("drun: %-16s %6d %6d %-10s %8d %9.2f %7.1f MiB\n",
+    absl::StrAppend(&out, absl::StrFormat("drun: %-16s %6d %10d %-10s %8d %9.2f %7.1f MiB\n",
                                           s.host, s.rank, s.local_rank,
                                           ExitText(s.exit_code, s.signal), s.attempts, s.wall_s,
                                           s.peak_rss_kb / 1024.0));
@@ -180,6 +201,80 @@ google::protobuf::ListValue WorkersList(const RunReport& report) {
   return workers;
 }
 
+void AppendJson(const google::protobuf::Value& v, int indent, std::string* out);
+
+void AppendJsonString(const std::string& text, std::string* out) {
+  *out += '"';
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      *out += '\\';
+      *out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      absl::StrAppend(out, absl::StrFormat("\\u%04x", c));
+    } else {
+      *out += static_cast<char>(c);
+    }
+  }
+  *out += '"';
+}
+
+void AppendJsonNumber(double d, std::string* out) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, d);  // the shortest text that reads back as d
+  out->append(buf, r.ptr);
+}
+
+// Keys in sorted order, so two runs' reports differ only where the runs did.
+void AppendJsonObject(const google::protobuf::Struct& s, int indent, std::string* out) {
+  if (s.fields().empty()) return out->append("{}"), void();
+  const std::map<std::string, const google::protobuf::Value*> sorted = [&] {
+    std::map<std::string, const google::protobuf::Value*> m;
+    for (const auto& [k, v] : s.fields()) m[k] = &v;
+    return m;
+  }();
+  const std::string pad(indent + 2, ' ');
+  *out += "{\n";
+  bool first = true;
+  for (const auto& [k, v] : sorted) {
+    if (!first) *out += ",\n";
+    first = false;
+    *out += pad;
+    AppendJsonString(k, out);
+    *out += ": ";
+    AppendJson(*v, indent + 2, out);
+  }
+  absl::StrAppend(out, "\n", std::string(indent, ' '), "}");
+}
+
+void AppendJsonList(const google::protobuf::ListValue& l, int indent, std::string* out) {
+  if (l.values().empty()) return out->append("[]"), void();
+  const std::string pad(indent + 2, ' ');
+  *out += "[\n";
+  for (int i = 0; i < l.values_size(); ++i) {
+    if (i > 0) *out += ",\n";
+    *out += pad;
+    AppendJson(l.values(i), indent + 2, out);
+  }
+  absl::StrAppend(out, "\n", std::string(indent, ' '), "]");
+}
+
+void AppendJson(const google::protobuf::Value& v, int indent, std::string* out) {
+  switch (v.kind_case()) {
+    case google::protobuf::Value::kNumberValue:
+      return AppendJsonNumber(v.number_value(), out);
+    case google::protobuf::Value::kStringValue:
+      return AppendJsonString(v.string_value(), out);
+    case google::protobuf::Value::kBoolValue:
+      return out->append(v.bool_value() ? "true" : "false"), void();
+    case google::protobuf::Value::kStructValue:
+      return AppendJsonObject(v.struct_value(), indent, out);
+    case google::protobuf::Value::kListValue:
+      return AppendJsonList(v.list_value(), indent, out);
+    default:
+      return out->append("null"), void();
+  }
+}
+
 }  // namespace
 
 std::string RenderReportJson(const RunReport& report) {
@@ -214,10 +309,8 @@ std::string RenderReportJson(const RunReport& report) {
     *nodes->add_values()->mutable_struct_value() = std::move(node);
   }
   std::string json;
-  google::protobuf::util::JsonPrintOptions o;
-  o.add_whitespace = true;
-  (void)google::protobuf::util::MessageToJsonString(root, &json, o);
-  return json;
+  AppendJsonObject(root, 0, &json);
+  return json + "\n";
 }
 
 absl::Status CheckReportPath(const std::string& path) {

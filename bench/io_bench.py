@@ -294,7 +294,8 @@ class Bench:
             env = dict(os.environ, LD_PRELOAD=self.rss_lib, RSS_PROBE_OUT=probe)
             t0 = time.monotonic()
             p = subprocess.Popen([self.drun, "--standalone", "--nproc-per-node", "1", "--no-python",
-                                  "-q", "--max-restarts", str(n), "/bin/false"],
+                                  "-q", "--max-restarts", str(n), "--restart-policy", "always",
+                                  "/bin/false"],
                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             fds = []
             while p.poll() is None:

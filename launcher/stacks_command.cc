@@ -28,10 +28,16 @@ int Say1(int code, const std::string& line) {
   return code;
 }
 
-std::string Describe(const std::vector<RunningJob>& jobs) {
+// One entry per job: "run id 'a' (pid 12), run id 'b' (3 agents: pids 14, 15, 16)".
+std::string Describe(const std::map<std::string, std::vector<RunningJob>>& by_run) {
   std::vector<std::string> parts;
-  for (const RunningJob& j : jobs) {
-    parts.push_back(absl::StrCat("run id '", j.info.run_id(), "' (pid ", j.info.pid(), ")"));
+  for (const auto& [run_id, agents] : by_run) {
+    std::vector<std::string> pids;
+    for (const RunningJob& j : agents) pids.push_back(absl::StrCat(j.info.pid()));
+    parts.push_back(agents.size() == 1
+                        ? absl::StrCat("run id '", run_id, "' (pid ", pids[0], ")")
+                        : absl::StrCat("run id '", run_id, "' (", agents.size(), " agents: pids ",
+                                       absl::StrJoin(pids, ", "), ")"));
   }
   return absl::StrJoin(parts, ", ");
 }
@@ -116,12 +122,12 @@ int RunStacksCommand(const std::vector<std::string>& args,
     auto it = by_run.find(wanted);
     if (it == by_run.end()) {
       return Say1(kExitLauncherFailed,
-                  absl::StrCat("no running drun job has run id '", wanted, "'; running: ", Describe(all)));
+                  absl::StrCat("no running drun job has run id '", wanted, "'; running: ", Describe(by_run)));
     }
     return DumpJob(it->second);
   }
   if (by_run.size() > 1) {
-    return Say1(kExitBadInput, absl::StrCat(by_run.size(), " drun jobs of yours are running: ", Describe(all),
+    return Say1(kExitBadInput, absl::StrCat(by_run.size(), " drun jobs of yours are running: ", Describe(by_run),
                                             "; name one: drun stacks RUN_ID"));
   }
   return DumpJob(by_run.begin()->second);

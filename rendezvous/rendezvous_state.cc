@@ -59,10 +59,12 @@ RendezvousState::RendezvousState(Config config) : config_(std::move(config)) {
 std::vector<RendezvousState::Member> RendezvousState::Members() const {
   std::vector<Member> members;
   for (const auto& [id, n] : nodes_) {
-    auto pos = std::find(participants_.begin(), participants_.end(), id);
-    const bool in_round = phase_ != Phase::kWaiting && pos != participants_.end();
-    members.push_back({id, n.hello.hostname(),
-                       in_round ? static_cast<int>(pos - participants_.begin()) : -1, n.addr,
+    // A node keeps its group rank for the whole round, even after a finished
+    // peer left the participants.
+    const bool in_round = phase_ != Phase::kWaiting &&
+                          std::find(participants_.begin(), participants_.end(), id) !=
+                              participants_.end();
+    members.push_back({id, n.hello.hostname(), in_round ? n.group_rank : -1, n.addr,
                        n.hello.addr()});
   }
   return members;
@@ -214,7 +216,8 @@ RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, Time
       return out;
     }
     case Phase::kRunning: {
-      if (static_cast<int>(participants_.size()) < config_.max_nodes) {
+      if (static_cast<int>(participants_.size()) + finished_departed_ < config_.max_nodes) {
+        repeat_.OnRoundInterrupted();
         return StopRound(absl::StrCat("host ", HostOf(n.hello),
                                       " joined; restarting to include it"),
                          now);
@@ -238,6 +241,10 @@ RendezvousState::Outbox RendezvousState::OnSucceeded(NodeId node, int64_t round,
   if (phase_ != Phase::kRunning || round != round_) return {};
   if (it->second.state != NodeState::kRunning) return {};
   SetState(it->second, NodeState::kSucceeded);
+  return FinishIfAllSucceeded();
+}
+
+RendezvousState::Outbox RendezvousState::FinishIfAllSucceeded() {
   // Only participants of the running round can be in kSucceeded.
   if (succeeded_count_ < static_cast<int>(participants_.size())) return {};
   return Finish(0, "all workers succeeded", nullptr);
@@ -262,7 +269,8 @@ RendezvousState::Outbox RendezvousState::OnFailed(NodeId node, int64_t round,
     // The job is ending: of the failures of this round, the earliest one is
     // the root cause; a report that arrives first may be a consequence (a
     // peer's "connection closed") of a failure reported a moment later.
-    if (f.time_unix_s() > 0 && f.time_unix_s() < final_failure_->time_unix_s()) {
+    if (!final_is_repeat_ && f.time_unix_s() > 0 &&
+        f.time_unix_s() < final_failure_->time_unix_s()) {
       final_failure_ = f;
       final_message_ = final_message(f);
     }
@@ -270,6 +278,14 @@ RendezvousState::Outbox RendezvousState::OnFailed(NodeId node, int64_t round,
   }
   // Failures reported while a round stops for a restart are consequences.
   if (phase_ != Phase::kRunning) return {};
+  final_is_repeat_ = repeat_.OnRoundFailed(f) && !config_.restart_identical_failures;
+  if (final_is_repeat_) {
+    final_failure_ = f;
+    final_message_ = absl::StrCat(DescribeRepeat(f),
+                                  "; not restarting a failure that repeats (--restart-policy "
+                                  "always restarts it anyway)");
+    return StopRound(final_message_, now);
+  }
   if (restarts_used_ < config_.max_restarts) {
     ++restarts_used_;
     return StopRound(absl::StrCat(DescribeFailure(f), "; restart ", restarts_used_, " of ",
@@ -324,12 +340,18 @@ RendezvousState::Outbox RendezvousState::OnLost(NodeId node, TimePoint now) {
   participants_.erase(std::remove(participants_.begin(), participants_.end(), node),
                       participants_.end());
   if (finished_) return {};
+  // Its workers all succeeded: the node has finished its part, and losing it
+  // now restarts no one; the round ends when the others succeed too.
+  if (phase_ == Phase::kRunning && state == NodeState::kSucceeded) {
+    ++finished_departed_;
+    return FinishIfAllSucceeded();
+  }
   if (config_.closed_membership && !stopping_on_signal &&
       config_.max_nodes - ++lost_members_ < config_.min_nodes) {
     // The Stop says at once which node was lost (srun may signal the others
     // right after); the Finish ends the job instead of a rejoin.
     Outbox out;
-    if (phase_ == Phase::kRunning && (state == NodeState::kRunning || state == NodeState::kSucceeded)) {
+    if (phase_ == Phase::kRunning && state == NodeState::kRunning) {
       out = StopRound(lost, now);
     }
     Outbox fin = Finish(1,
@@ -342,7 +364,8 @@ RendezvousState::Outbox RendezvousState::OnLost(NodeId node, TimePoint now) {
   }
   switch (phase_) {
     case Phase::kRunning:
-      if (state == NodeState::kRunning || state == NodeState::kSucceeded) {
+      if (state == NodeState::kRunning) {
+        repeat_.OnRoundInterrupted();
         return StopRound(lost, now);
       }
       return {};
@@ -514,6 +537,7 @@ std::vector<RendezvousState::NodeId> RendezvousState::RoundOrder() const {
 RendezvousState::Outbox RendezvousState::CloseRound(TimePoint now) {
   ++round_;
   participants_ = RoundOrder();
+  finished_departed_ = 0;
   restart_round_ = false;
   phase_ = Phase::kRunning;
 

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "drun/v1/rendezvous.pb.h"
+#include "rendezvous/failure_repeat.h"
 #include "rendezvous/base/clock.h"
 
 namespace drun {
@@ -92,6 +93,10 @@ class RendezvousState {
     Duration sweep_period = std::chrono::milliseconds(100);
     Duration stall_tolerance = std::chrono::milliseconds(50);
     bool use_agent_store = false;
+    // --restart-policy always: a failure that repeats exactly (failure_repeat.h)
+    // is restarted too, while the budget lasts. false: the second identical
+    // failure in a row ends the job.
+    bool restart_identical_failures = false;
     // Every member is started at once and none can come later (the tasks of
     // an srun step): a node lost (not one stopping on a signal) that leaves
     // fewer than min_nodes possible ends the job at once, naming it, instead
@@ -195,6 +200,8 @@ class RendezvousState {
 
   Outbox Finish(int exit_code, const std::string& message, const v1::Failure* failure);
   Outbox StopRound(const std::string& reason, TimePoint now);
+  // Every participant of the running round has succeeded: the job's Finish.
+  Outbox FinishIfAllSucceeded();
   // Every node of a stopping round has stopped: finish the job, or rendezvous again.
   Outbox StopComplete(TimePoint now);
   Outbox MaybeClose(TimePoint now);
@@ -221,6 +228,9 @@ class RendezvousState {
   int64_t hang_called_round_ = -1;  // the round a verdict was given for
   int lost_members_ = 0;            // closed_membership: members lost for good
   std::vector<NodeId> participants_;  // of the current/last round, by group rank
+  // Participants of the running round that left after their workers all
+  // succeeded: still counted in the round's size (a newcomer waits as a spare).
+  int finished_departed_ = 0;
   int64_t round_ = -1;
   int restarts_used_ = 0;
   int64_t join_counter_ = 0;
@@ -240,6 +250,8 @@ class RendezvousState {
   bool finished_ = false;
   // Set when a failure spent the budget: the job finishes once the round has stopped.
   std::optional<v1::Failure> final_failure_;
+  bool final_is_repeat_ = false;  // the job ends because a failure repeated
+  FailureRepeat repeat_;
   std::string final_message_;
   v1::Finish finish_;
   std::vector<std::string> lost_hosts_;

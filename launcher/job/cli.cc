@@ -65,6 +65,9 @@ const OptionDef kOptions[] = {
     {"run-path", 0, Kind::kFlag, kJob, nullptr,
      "accepted for torchrun compatibility: the script runs as python3 -u SCRIPT either way", true},
     {"max-restarts", 0, Kind::kValue, kJob, "N", "restarts of the whole job before failing (default 0)", true},
+    {"restart-policy", 0, Kind::kValue, kJob, "unless-repeated|always",
+     "unless-repeated (default) ends the job when the same rank fails the same way twice in a row; "
+     "always restarts every failure while --max-restarts lasts", false},
     {"role", 0, Kind::kValue, kJob, "NAME", "worker role, ROLE_NAME (default 'default')", true},
     {"node-setup", 0, Kind::kValue, kJob, "CMD",
      "run CMD (/bin/sh -c) once per node before the workers start; they start only if it exits 0", false},
@@ -498,6 +501,18 @@ absl::Status ResolveEntrypointKind(const Sources& src, CommandLine* cl) {
   return absl::OkStatus();
 }
 
+absl::Status ResolveRestartPolicy(const Sources& src, v1::JobSpec* s) {
+  const std::optional<std::string> v = src.Value("restart-policy");
+  if (!v || *v == "unless-repeated") {
+    s->set_restart_policy(v1::JobSpec::RESTART_UNLESS_REPEATED);
+  } else if (*v == "always") {
+    s->set_restart_policy(v1::JobSpec::RESTART_ALWAYS);
+  } else {
+    return Bad(absl::StrCat("--restart-policy must be unless-repeated or always, not '", *v, "'"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ResolveSupervision(const Sources& src, CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
   if (auto st = IntOption(src, "max-restarts", 0, 1 << 30, "a number of restarts (0 or more)",
@@ -505,6 +520,7 @@ absl::Status ResolveSupervision(const Sources& src, CommandLine* cl) {
       !st.ok()) {
     return st;
   }
+  if (auto st = ResolveRestartPolicy(src, &s); !st.ok()) return st;
   auto no_agent_store = src.Flag("no-agent-store");
   if (!no_agent_store.ok()) return no_agent_store.status();
   s.set_agent_store(!*no_agent_store);

@@ -55,6 +55,11 @@ bool IsUserSignal(int sig) { return sig == SIGUSR1 || sig == SIGUSR2; }
 // How often a host that did not answer is tried again once the job runs
 // (docs/ssh.md "Hosts that are off").
 constexpr Duration kRetryInterval = std::chrono::seconds(5);
+// How long a running job waits with fewer than MIN hosts in it (the others cut
+// off, switched off, or starting a new agent) before it fails naming them:
+// this, or half the join timeout when that is shorter, so that it comes before
+// the rendezvous gives up waiting for nodes (docs/ssh.md).
+constexpr Duration kBelowMinBound = std::chrono::seconds(60);
 // An agent that has not reached the rendezvous this long after its start is
 // stuck before it (a remote shell or --rsh command waiting for a password):
 // it is dropped and its host fails pre-flight. The agent's own connect gives
@@ -471,6 +476,9 @@ class SshLauncher {
   void CheckStart();
   void OnLost(const std::string& host);
   void CheckViable();
+  // The running job has fewer than MIN hosts in it: from when, and its end.
+  void WatchBelowMin();
+  void OnBelowMinDue();
   // A stop signal to every agent (they stop their workers with it).
   void ForwardAll(int sig);
   void StopAll(int level);
@@ -494,6 +502,8 @@ class SshLauncher {
   int exit_code_ = 0;
   std::optional<v1::Finish> finish_;
   std::optional<TimePoint> end_deadline_;
+  std::optional<TimePoint> below_min_deadline_;  // WatchBelowMin
+  Duration below_min_bound_ = kBelowMinBound;
   std::optional<JobControl> control_;  // `drun stacks` on this machine
   std::optional<LauncherReport> report_;  // --summary, --report: every host's ranks
   double keepalive_timeout_s_ = 2;
@@ -664,6 +674,7 @@ void SshLauncher::OnArrived(const std::string& name) {
   } else {
     CheckStart();
   }
+  WatchBelowMin();
 }
 
 void SshLauncher::OnLost(const std::string& name) {
@@ -701,12 +712,52 @@ void SshLauncher::CheckViable() {
       usable++;
     }
   }
-  if (usable >= plan_.min_nodes) return;
+  if (usable >= plan_.min_nodes) return WatchBelowMin();
   SayLocked(absl::StrCat("job failed: only ", usable, " usable host", usable == 1 ? "" : "s",
                    " left and the job needs at least ", plan_.min_nodes,
                    "; not usable: ", absl::StrJoin(gone, ", ")));
   exit_code_ = 1;
-  StopAll(1);
+  // The survivors' workers stop as on the user's Ctrl-C: SIGTERM, then
+  // SIGKILL after --shutdown-timeout (not a lost launcher's SIGHUP).
+  ForwardAll(SIGTERM);
+}
+
+// A host that does not answer is tried again and still counts as usable, but a
+// job cannot run on it: when fewer than MIN hosts have an agent in the job for
+// below_min_bound_, the job fails naming the others.
+void SshLauncher::WatchBelowMin() {
+  if (!started_ || finished_ || stop_level_ > 0) return;
+  int in_job = 0;
+  for (const Host& h : hosts_) in_job += h.state == State::kRunning && h.joined && !h.lost_counted;
+  if (in_job >= plan_.min_nodes) {
+    below_min_deadline_.reset();
+    return;
+  }
+  // Said only if it comes to failing: an agent replaced in a few seconds is
+  // no news (the hosts that do not answer have their own lines).
+  if (!below_min_deadline_) below_min_deadline_ = Clock::now() + below_min_bound_;
+}
+
+void SshLauncher::OnBelowMinDue() {
+  below_min_deadline_.reset();
+  if (finished_ || stop_level_ > 0) return;
+  int in_job = 0;
+  std::vector<std::string> out;
+  for (const Host& h : hosts_) {
+    if (h.state == State::kRunning && h.joined && !h.lost_counted) {
+      ++in_job;
+    } else {
+      out.push_back(absl::StrCat(h.plan.entry.host, " (",
+                                 h.last_failure.empty() ? "not in the job" : h.last_failure, ")"));
+    }
+  }
+  if (in_job >= plan_.min_nodes) return;
+  SayLocked(absl::StrCat("job failed: only ", in_job, " host", in_job == 1 ? "" : "s",
+                         " in the job for ", DurationToSeconds(below_min_bound_),
+                         " s and it needs at least ", plan_.min_nodes, "; not in it: ",
+                         absl::StrJoin(out, ", ")));
+  exit_code_ = 1;
+  ForwardAll(SIGTERM);
 }
 
 void SshLauncher::ForwardAll(int sig) {
@@ -850,7 +901,8 @@ void SshLauncher::OnDue(Host& h) {
 
 // Acts for the hosts whose deadline has come; the earliest one still to come.
 std::optional<TimePoint> SshLauncher::Due(TimePoint now) {
-  std::optional<TimePoint> next;
+  if (below_min_deadline_ && *below_min_deadline_ <= now) OnBelowMinDue();
+  std::optional<TimePoint> next = below_min_deadline_;
   for (Host& h : hosts_) {
     const std::optional<TimePoint> at = DeadlineOf(h);
     if (!at) continue;
@@ -1031,6 +1083,9 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   }
   report_.emplace(spec_in.run_id(), cl_.summary, cl_.report_path, Clock::now());
   keepalive_timeout_s_ = spec_in.keepalive_timeout_s() > 0 ? spec_in.keepalive_timeout_s() : 2;
+  if (spec_in.join_timeout_s() > 0) {
+    below_min_bound_ = std::min(kBelowMinBound, SecondsToDuration(spec_in.join_timeout_s() / 2));
+  }
   stdin_ = StdinRelay(spec_in.stdin_target().mode() != v1::JobSpec::StdinTarget::NONE);
   AddHosts(token, *rdzv, std::move(rsh));
 

@@ -447,6 +447,7 @@ class RestartLoopTest(DrunTestCase):
         counter = os.path.join(self.tmp, "round")
         rounds = 10000
         run = self.start("--standalone", "--nproc-per-node", "1", "-q", "--max-restarts", str(rounds),
+                         "--restart-policy", "always",
                          "--no-python", "sh", "-c", f'echo "$TORCHELASTIC_RESTART_COUNT" > {counter}; exit 1')
         samples = []  # (round, VmRSS kB, open fds)
         # No event says "round N began": a bounded poll on the round file and /proc.

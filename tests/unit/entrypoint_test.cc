@@ -80,5 +80,22 @@ TEST(RootCauseHints, NoTorchFromAnotherInterpreterAndLibuv) {
   EXPECT_THAT(lh[0], HasSubstr("--no-agent-store -x USE_LIBUV=0"));
 }
 
+TEST(RootCauseHints, EndOfFileOnStdinPointsAtStdinAll) {
+  v1::Failure f;
+  f.set_rank(1);
+  f.add_stderr_tail("  File \"/usr/lib/python3.11/bdb.py\", line 90, in dispatch_line");
+  f.add_stderr_tail("bdb.BdbQuit");
+  auto hints = RootCauseHints(f);
+  ASSERT_EQ(hints.size(), 1u);
+  EXPECT_NE(hints[0].find("rank 1 read end-of-file from its stdin"), std::string::npos);
+  EXPECT_NE(hints[0].find("--stdin all"), std::string::npos);
+  f.clear_stderr_tail();
+  f.add_stderr_tail("EOFError: EOF when reading a line");
+  EXPECT_EQ(RootCauseHints(f).size(), 1u);
+  f.clear_stderr_tail();
+  f.add_stderr_tail("ValueError: EOFError is not the point here");
+  EXPECT_THAT(RootCauseHints(f), IsEmpty());
+}
+
 }  // namespace
 }  // namespace drun

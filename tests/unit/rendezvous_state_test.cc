@@ -683,5 +683,179 @@ TEST_F(RendezvousStateTest, ClosedMembershipNodeStoppingOnASignalIsNotALoss) {
   EXPECT_FALSE(s.finished());
 }
 
+// A node whose workers all succeeded has finished: losing it afterwards (killed,
+// frozen past its keepalive) restarts no one.
+TEST_F(RendezvousStateTest, LosingANodeWhoseWorkersSucceededRestartsNoOne) {
+  RendezvousState s(Config(2, 2, 3));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  EXPECT_TRUE(s.OnSucceeded(1, 0, now).empty());
+  Outbox out = s.OnLost(1, now);
+  EXPECT_EQ(Count(out, kStop), 0);
+  out = s.OnSucceeded(2, 0, now);
+  ASSERT_EQ(Count(out, kFinish), 1);
+  EXPECT_EQ(For(out, 2, kFinish)[0]->finish().exit_code(), 0);
+  EXPECT_EQ(s.round(), 0);
+}
+
+TEST_F(RendezvousStateTest, ANewcomerAfterAFinishedNodeLeftWaitsAsSpare) {
+  RendezvousState s(Config(2, 2, 3));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnSucceeded(1, 0, now);
+  s.OnLost(1, now);
+  Outbox out = Arrive(s, 3, "c");
+  EXPECT_EQ(Count(out, kStop), 0);
+  ASSERT_EQ(For(out, 3, kWaiting).size(), 1u);
+  EXPECT_EQ(For(out, 3, kWaiting)[0]->waiting().kind(), v1::Waiting::SPARE);
+  // The running node keeps its group rank for the rest of the round.
+  for (const auto& m : s.Members()) {
+    if (m.node == 2) EXPECT_EQ(m.node_rank, 1);
+  }
+}
+
+TEST_F(RendezvousStateTest, ClosedMembershipLosingAFinishedTaskDoesNotFail) {
+  RendezvousState::Config c = Config(2, 2);
+  c.closed_membership = true;
+  RendezvousState s(c);
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnSucceeded(1, 0, now);
+  EXPECT_EQ(Count(s.OnLost(1, now), kFinish), 0);
+  Outbox out = s.OnSucceeded(2, 0, now);
+  ASSERT_EQ(Count(out, kFinish), 1);
+  EXPECT_EQ(out[0].msg.finish().exit_code(), 0);
+}
+
+TEST_F(RendezvousStateTest, LosingARunningNodeStillRestarts) {
+  RendezvousState s(Config(2, 2, 3));
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnSucceeded(1, 0, now);
+  Outbox out = s.OnLost(2, now);
+  EXPECT_EQ(Count(out, kStop), 1);
+}
+
+// The restart policy: a failure that repeats exactly stops after 2 rounds.
+class RestartPolicyTest : public RendezvousStateTest {
+ protected:
+  v1::Failure Traceback(int rank, int code, const std::string& last) {
+    v1::Failure f = Fail(rank, code);
+    f.add_stderr_tail("Traceback (most recent call last):");
+    f.add_stderr_tail("  File \"/tmp/train.py\", line 12, in <module>");
+    f.add_stderr_tail(last);
+    return f;
+  }
+  // Round `round` of a one-node job fails with f; returns what was sent.
+  Outbox FailRound(RendezvousState& s, int64_t round, const v1::Failure& f) {
+    Outbox out = s.OnFailed(1, round, f, now);
+    Outbox j = s.OnJoin(1, 1, now);  // the node stopped and re-joins
+    out.insert(out.end(), j.begin(), j.end());
+    return out;
+  }
+};
+
+TEST_F(RestartPolicyTest, IdenticalFailureTwiceInARowEndsTheJob) {
+  RendezvousState s(Config(1, 1, 6));
+  Arrive(s, 1, "a");
+  const v1::Failure f = Traceback(1, 1, "ValueError: bad config");
+  Outbox out = FailRound(s, 0, f);
+  EXPECT_EQ(Count(out, kAssign), 1);
+  out = FailRound(s, 1, f);
+  ASSERT_EQ(Count(out, kFinish), 1);
+  const v1::Finish& fin = For(out, 1, kFinish)[0]->finish();
+  EXPECT_EQ(fin.exit_code(), 1);
+  EXPECT_NE(fin.message().find("rank 1 on host h failed the same way in 2 rounds in a row "
+                               "(exit code 1, ValueError: bad config)"),
+            std::string::npos)
+      << fin.message();
+  EXPECT_NE(fin.message().find("--restart-policy always"), std::string::npos);
+  EXPECT_EQ(s.restarts_used(), 1);
+}
+
+TEST_F(RestartPolicyTest, DifferentFailuresKeepRestartingUpToTheBudget) {
+  RendezvousState s(Config(1, 1, 3));
+  Arrive(s, 1, "a");
+  for (int r = 0; r < 3; ++r) {
+    Outbox out = FailRound(s, r, Traceback(1, 1, "RuntimeError: step " + std::to_string(r)));
+    EXPECT_EQ(Count(out, kAssign), 1) << r;
+  }
+  Outbox out = FailRound(s, 3, Traceback(1, 1, "RuntimeError: step 3"));
+  ASSERT_EQ(Count(out, kFinish), 1);
+  EXPECT_NE(For(out, 1, kFinish)[0]->finish().message().find("restart budget is spent"),
+            std::string::npos);
+}
+
+TEST_F(RestartPolicyTest, SameCodeFromAnotherRankRestarts) {
+  RendezvousState s(Config(1, 1, 3));
+  Arrive(s, 1, "a");
+  FailRound(s, 0, Traceback(0, 1, "ValueError: x"));
+  Outbox out = FailRound(s, 1, Traceback(1, 1, "ValueError: x"));
+  EXPECT_EQ(Count(out, kAssign), 1);
+}
+
+TEST_F(RestartPolicyTest, SignalsAndHangsKeepRestarting) {
+  RendezvousState s(Config(1, 1, 4));
+  Arrive(s, 1, "a");
+  EXPECT_EQ(Count(FailRound(s, 0, Fail(1, 137, SIGKILL)), kAssign), 1);
+  EXPECT_EQ(Count(FailRound(s, 1, Fail(1, 137, SIGKILL)), kAssign), 1);
+  v1::Failure hung = Fail(1, 124);
+  hung.set_hung(true);
+  EXPECT_EQ(Count(FailRound(s, 2, hung), kAssign), 1);
+  EXPECT_EQ(Count(FailRound(s, 3, hung), kAssign), 1);
+  EXPECT_EQ(s.restarts_used(), 4);
+}
+
+TEST_F(RestartPolicyTest, SameExitCodeWithoutOutputRepeats) {
+  RendezvousState s(Config(1, 1, 5));
+  Arrive(s, 1, "a");
+  FailRound(s, 0, Fail(0, 3));
+  Outbox out = FailRound(s, 1, Fail(0, 3));
+  ASSERT_EQ(Count(out, kFinish), 1);
+  EXPECT_EQ(For(out, 1, kFinish)[0]->finish().exit_code(), 3);
+}
+
+TEST_F(RestartPolicyTest, ALostNodeBetweenBreaksTheStreak) {
+  RendezvousState s(Config(1, 2, 5));
+  Arrive(s, 1, "a");
+  s.OnTick(now + seconds(30));  // round 0 with node 1 alone
+  const v1::Failure f = Traceback(1, 1, "ValueError: bad");
+  FailRound(s, 0, f);            // round 1
+  Arrive(s, 2, "b");             // a newcomer stops round 1 for free
+  s.OnJoin(1, 1, now);           // round 2 with both
+  Outbox out = s.OnFailed(1, 2, f, now);
+  EXPECT_EQ(Count(out, kFinish), 0);
+  EXPECT_EQ(Count(out, kStop), 2);
+}
+
+TEST_F(RestartPolicyTest, AlwaysRestartsIdenticalFailures) {
+  RendezvousState::Config c = Config(1, 1, 3);
+  c.restart_identical_failures = true;
+  RendezvousState s(c);
+  Arrive(s, 1, "a");
+  const v1::Failure f = Traceback(1, 1, "ValueError: bad");
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(Count(FailRound(s, r, f), kAssign), 1) << r;
+  EXPECT_EQ(s.restarts_used(), 3);
+}
+
+TEST(FailureRepeatTest, FingerprintIgnoresHostAndTime) {
+  v1::Failure a, b;
+  a.set_rank(2);
+  a.set_exit_code(1);
+  a.add_stderr_tail("KeyError: 'x'");
+  b = a;
+  a.set_host("n1");
+  b.set_host("n2");
+  a.set_time_unix_s(1);
+  b.set_time_unix_s(99);
+  FailureRepeat r;
+  EXPECT_FALSE(r.OnRoundFailed(a));
+  EXPECT_TRUE(r.OnRoundFailed(b));
+  r.OnRoundInterrupted();
+  EXPECT_FALSE(r.OnRoundFailed(a));
+  b.set_error_message("another error file");
+  EXPECT_FALSE(r.OnRoundFailed(b));
+}
+
 }  // namespace
 }  // namespace drun

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -66,6 +70,40 @@ TEST(RunReportTest, JsonHasDocumentedFields) {
   EXPECT_EQ(w.at("peak_rss_kb").number_value(), 4096);
   const auto& round = f.at("rounds").list_value().values(0).struct_value().fields();
   EXPECT_EQ(round.at("rendezvous_s").number_value(), 0.5);
+}
+
+TEST(RunReportTest, JsonKeysAreSortedAndCountsAreNumbers) {
+  RunReport r = Sample();
+  r.failure->set_attempt(3);
+  r.failure->set_host("n1");
+  const std::string json = RenderReportJson(r);
+  // The same report renders the same bytes, keys in order at every level.
+  EXPECT_EQ(json, RenderReportJson(r));
+  std::vector<std::string> top;
+  for (size_t pos = json.find("\n  \""); pos != std::string::npos; pos = json.find("\n  \"", pos + 1)) {
+    const size_t start = pos + 4;
+    top.push_back(json.substr(start, json.find('"', start) - start));
+  }
+  ASSERT_GT(top.size(), 8u);
+  EXPECT_TRUE(std::is_sorted(top.begin(), top.end())) << json;
+  google::protobuf::Struct doc;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &doc).ok()) << json;
+  const auto& failure = doc.fields().at("failure").struct_value().fields();
+  ASSERT_TRUE(failure.at("attempt").has_number_value()) << json;
+  EXPECT_EQ(failure.at("attempt").number_value(), 3);
+  EXPECT_NE(json.find("\"wall_s\": 0"), std::string::npos);
+}
+
+TEST(RunReportTest, JsonStringsAreEscaped) {
+  RunReport r = Sample();
+  r.message = "a \"quoted\" back\\slash\tand\x01control";
+  google::protobuf::Struct doc;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(RenderReportJson(r), &doc).ok());
+  EXPECT_EQ(doc.fields().at("message").string_value(), r.message);
+}
+
+TEST(RunReportTest, TableSaysLocalRank) {
+  EXPECT_NE(FormatSummaryTable(Sample()).find("local rank"), std::string::npos);
 }
 
 }  // namespace
