@@ -120,6 +120,15 @@ absl::StatusOr<UniqueFd> BindListener(const std::string& bind_addr, int port) {
 
 }  // namespace
 
+c10d_store::ParserLimits StoreLimitsForThisMachine() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  const uint64_t bytes = pages > 0 && page_size > 0
+                             ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
+                             : 0;  // unknown: LimitsForMemory keeps its floor
+  return c10d_store::LimitsForMemory(bytes);
+}
+
 // Everything the loop thread owns. Only the loop thread touches it after Start returns.
 class C10dStoreServer::Loop : public c10d_store::ReplySink {
  public:

@@ -17,7 +17,7 @@ constexpr Op kV2Ops[] = {Op::kValidate,  Op::kSet,        Op::kCompareSet, Op::k
                          Op::kAdd,       Op::kCheck,      Op::kWait,       Op::kGetNumKeys,
                          Op::kDeleteKey, Op::kAppend,     Op::kMultiGet,   Op::kMultiSet,
                          Op::kCancelWait, Op::kPing,      Op::kQueuePush,  Op::kQueuePop,
-                         Op::kQueueLen,  Op::kListKeys};
+                         Op::kQueueLen,  Op::kListKeys,   Op::kBarrier};
 
 }  // namespace
 
@@ -42,8 +42,17 @@ const char* OpName(Op op) {
     case Op::kQueuePop: return "QUEUE_POP";
     case Op::kQueueLen: return "QUEUE_LEN";
     case Op::kListKeys: return "LIST_KEYS";
+    case Op::kBarrier: return "BARRIER";
   }
   return "?";
+}
+
+ParserLimits LimitsForMemory(uint64_t physical_memory_bytes) {
+  ParserLimits limits;
+  const uint64_t quarter = physical_memory_bytes / 4;
+  limits.max_value_bytes = std::max(limits.max_value_bytes, quarter);
+  limits.max_request_bytes = std::max(limits.max_request_bytes, quarter);
+  return limits;
 }
 
 int WireOpcode(Dialect dialect, Op op) {
@@ -208,6 +217,11 @@ absl::Status C10dStoreParser::OnOpcode(uint8_t byte, std::vector<Request>* out) 
       plan_ = kArr;
       break;
     }
+    case Op::kBarrier: {
+      DRUN_FIELDS(Field::kKey, Field::kWorldSize);
+      plan_ = kArr;
+      break;
+    }
     case Op::kCheck:
     case Op::kWait:
     case Op::kMultiGet: {
@@ -266,6 +280,7 @@ absl::Status C10dStoreParser::Advance(std::vector<Request>* out) {
         reading_len_ = true;
         return StartFixed(8);
       case Field::kI64:
+      case Field::kWorldSize:
       case Field::kCount:
       case Field::kPairCount:
         return StartFixed(8);
@@ -309,6 +324,9 @@ absl::Status C10dStoreParser::OnFixed(std::vector<Request>* out) {
     }
     case Field::kI64:
       req_.delta = static_cast<int64_t>(u64);
+      return Advance(out);
+    case Field::kWorldSize:
+      req_.world_size = static_cast<int64_t>(u64);
       return Advance(out);
     case Field::kU32:
       req_.nonce = u32;
