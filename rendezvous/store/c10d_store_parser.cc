@@ -19,6 +19,9 @@ constexpr Op kV2Ops[] = {Op::kValidate,  Op::kSet,        Op::kCompareSet, Op::k
                          Op::kCancelWait, Op::kPing,      Op::kQueuePush,  Op::kQueuePop,
                          Op::kQueueLen,  Op::kListKeys,   Op::kBarrier};
 
+// Spare capacity a finished key or value may keep (OnStringDone).
+constexpr size_t kMaxStringSlack = 64 * 1024;
+
 }  // namespace
 
 const char* OpName(Op op) {
@@ -348,6 +351,10 @@ absl::Status C10dStoreParser::OnFixed(std::vector<Request>* out) {
 }
 
 absl::Status C10dStoreParser::OnStringDone(std::vector<Request>* out) {
+  // append() doubles, so a big value ends with up to as much spare capacity as it holds (a
+  // 65 MiB value in a 128 MiB buffer), and it is kept that way in the store: give it back.
+  if (str_ != nullptr && str_->capacity() - str_->size() > kMaxStringSlack)
+    str_->shrink_to_fit();
   str_ = nullptr;
   return Advance(out);
 }
