@@ -100,7 +100,7 @@ class C10dStoreState {
   absl::Status OnBarrier(ConnId conn, Request& req, ReplySink& sink);
   struct Waiter {
     ConnId conn;
-    size_t missing;                 // keys still to appear
+    size_t missing;                 // keys still to be written (BARRIER: 1, its key)
     std::vector<std::string> keys;  // the keys it was parked on (for cleanup)
   };
 
