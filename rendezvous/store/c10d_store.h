@@ -12,8 +12,9 @@
 //    never timed out by the server.
 //  * A connection that sends something malformed, unknown or over the limits, or a request
 //    torch's servers would fail on (GET of a missing key from a 1.13 client), is closed;
-//    nobody else notices. Values are taken up to a quarter of the machine's memory per
-//    request (Options::limits), like torch's servers, which take what memory holds.
+//    nobody else notices. Values are taken up to a quarter of the machine's (or container's)
+//    memory per request (Options::limits), like torch's servers, which take what memory
+//    holds.
 //  * Stop() (or destruction) closes every connection and joins the thread.
 //  * Adopt(fd) takes a connection someone else accepted (the rendezvous server's shared port,
 //    docs/architecture.md "One port") into the loop, from any thread; bytes the client sent
@@ -42,7 +43,8 @@
 
 namespace drun {
 
-// The parser limits for this machine: c10d_store::LimitsForMemory() of its physical memory.
+// The parser limits for this machine: c10d_store::LimitsForMemory() of its physical memory,
+// or of its cgroup's memory limit when that is lower (in a container).
 c10d_store::ParserLimits StoreLimitsForThisMachine();
 
 class C10dStoreServer {
