@@ -4,7 +4,7 @@
 // docs/architecture.md). Pure: no I/O; the caller peeks the bytes (MSG_PEEK)
 // so that whoever gets the connection reads them again from the start.
 //
-// Rules (shared/specs/c10d-store-protocol.md section 2; RFC 9113 section 3.4):
+// Rules (docs/c10d_store_protocol.md section 2; RFC 9113 section 3.4):
 //  * gRPC speaks HTTP/2 with prior knowledge: the client's first 24 bytes are
 //    the preface "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n". Its first byte 'P' (0x50)
 //    is no opcode of any TCPStore dialect, so one byte separates the two

@@ -3,15 +3,15 @@
 #include <errno.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent/stacks/cpython_layout.h"
 #include "agent/stacks/elf_symbols.h"
-
-#if DRUN_HAVE_CPY311_OFFSETS
-#include "cpython311_offsets.h"
-#endif
 
 namespace drun::stacks {
 
@@ -74,9 +74,75 @@ int Py311AddressToLine(absl::string_view t, int first_line, int addr) {
   return -1;
 }
 
+int Py310AddressToLine(absl::string_view t, int first_line, int addr) {
+  if (addr < 0) return first_line;
+  // (byte delta, signed line delta) pairs; a line delta of -128 means "no line".
+  int line = first_line;
+  int end = 0;
+  for (size_t pos = 0; pos + 1 < t.size(); pos += 2) {
+    const int start = end;
+    end += static_cast<uint8_t>(t[pos]);
+    const int delta = static_cast<int8_t>(t[pos + 1]);
+    if (delta != -128) line += delta;
+    if (addr >= start && addr < end) return delta == -128 ? -1 : line;
+  }
+  return -1;
+}
+
+int LnotabAddressToLine(absl::string_view t, int first_line, int addr) {
+  // (byte increment, signed line increment) pairs, as PyCode_Addr2Line reads them.
+  int line = first_line;
+  int at = 0;
+  for (size_t pos = 0; pos + 1 < t.size(); pos += 2) {
+    at += static_cast<uint8_t>(t[pos]);
+    if (at > addr) break;
+    line += static_cast<int8_t>(t[pos + 1]);
+  }
+  return line;
+}
+
+namespace {
+
+// "python3.10" / "libpython3.10.so.1.0" -> "3.10"; "python3.13t" sets *free_threaded.
+std::string VersionInName(absl::string_view base, bool* free_threaded) {
+  size_t digits = base.find_first_of("0123456789");
+  if (digits == absl::string_view::npos) return "";
+  absl::string_view v = base.substr(digits);
+  size_t stop = v.find_first_not_of("0123456789.");
+  *free_threaded = stop != absl::string_view::npos && v[stop] == 't';
+  v = v.substr(0, stop);
+  while (!v.empty() && v.back() == '.') v.remove_suffix(1);
+  return std::string(v);
+}
+
+// &_thread_db_pthread_tid in the glibc `pid` has mapped (libc.so.6 since
+// glibc 2.34, libpthread before), 0 when there is none (musl, static).
+uint64_t FindPthreadTidDescriptor(pid_t pid, const std::vector<Mapping>& maps) {
+  static const std::vector<std::string> kWanted = {"_thread_db_pthread_tid"};
+  for (const Mapping& m : maps) {
+    if (m.offset != 0 || m.path.empty() || m.path[0] != '/') continue;
+    absl::string_view base = m.path;
+    base = base.substr(base.rfind('/') + 1);
+    if (!absl::StartsWith(base, "libc.so") && !absl::StartsWith(base, "libc-") &&
+        !absl::StartsWith(base, "libpthread")) {
+      continue;
+    }
+    absl::StatusOr<std::shared_ptr<const ElfSymbols>> elf =
+        LoadDynamicSymbols(absl::StrCat("/proc/", pid, "/root", m.path), kWanted);
+    if (!elf.ok()) elf = LoadDynamicSymbols(m.path, kWanted);
+    if (!elf.ok()) continue;
+    auto it = (*elf)->symbols.find("_thread_db_pthread_tid");
+    if (it != (*elf)->symbols.end()) return it->second + m.start - (*elf)->first_load_vaddr;
+  }
+  return 0;
+}
+
+}  // namespace
+
 absl::StatusOr<PythonTarget> FindPython(pid_t pid, const std::vector<Mapping>& maps) {
   static const std::vector<std::string> kWanted = {
-      "_PyRuntime", "Py_Version", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type", "_Py_RefTotal"};
+      "_PyRuntime",   "Py_Version",   "PyCode_Type",  "PyUnicode_Type",
+      "PyBytes_Type", "PyFrame_Type", "_Py_RefTotal", "_Py_GetRefTotal"};
   for (const Mapping& m : maps) {
     if (m.offset != 0 || m.path.empty() || m.path[0] != '/') continue;
     absl::string_view base = m.path;
@@ -103,36 +169,19 @@ absl::StatusOr<PythonTarget> FindPython(pid_t pid, const std::vector<Mapping>& m
     t.code_type = at("PyCode_Type");
     t.unicode_type = at("PyUnicode_Type");
     t.bytes_type = at("PyBytes_Type");
-    t.debug_build = at("_Py_RefTotal") != 0;
-    // "python3.10" / "libpython3.10.so.1.0" -> "3.10", only for messages.
-    size_t digits = base.find_first_of("0123456789");
-    if (digits != absl::string_view::npos) {
-      absl::string_view v = base.substr(digits);
-      size_t stop = v.find_first_not_of("0123456789.");
-      v = v.substr(0, stop);
-      while (!v.empty() && v.back() == '.') v.remove_suffix(1);
-      t.name_version = std::string(v);
-    }
+    t.frame_type = at("PyFrame_Type");
+    t.debug_build = at("_Py_RefTotal") != 0 || at("_Py_GetRefTotal") != 0;
+    t.name_version = VersionInName(base, &t.free_threaded);
+    t.pthread_tid_desc = FindPthreadTidDescriptor(pid, maps);
     return t;
   }
   return absl::NotFoundError("no CPython interpreter mapped");
 }
 
-#if !DRUN_HAVE_CPY311_OFFSETS
-
-absl::StatusOr<PythonStacks> ReadPythonStacks(pid_t, const PythonTarget&) {
-  return absl::FailedPreconditionError("built without CPython 3.11 offsets");
-}
-
-#else
-
 namespace {
-
-namespace off = py311;
 
 constexpr int kMaxInterpreters = 64;
 constexpr int kMaxThreads = 4096;
-constexpr int kMaxFrames = 2048;
 constexpr uint64_t kMaxString = 4096;
 constexpr uint64_t kMaxLinetable = 1 << 20;
 
@@ -185,24 +234,33 @@ void AppendUtf8(uint32_t c, std::string* out) {
   }
 }
 
+// One read of an interpreter: its memory, where things are, and its layout.
+struct Reader {
+  Remote mem;
+  const PythonTarget& t;
+  const CPythonLayout& L;
+  uint32_t pthread_tid_offset = 0;  // struct pthread's tid; 0: unknown
+};
+
 // A compact str object (all code, file and function names are compact) as UTF-8.
-bool ReadString(Remote& mem, const PythonTarget& t, uint64_t addr, std::string* out) {
+bool ReadString(Reader& r, uint64_t addr, std::string* out) {
+  const CPythonLayout& L = r.L;
   // The ASCII header first: a short ASCII string may end right at a page edge.
-  std::vector<char> hdr(off::kAsciiSize);
-  if (!mem.Read(addr, hdr.data(), hdr.size())) return false;
-  if (t.unicode_type != 0 && At<uint64_t>(hdr, off::kObType) != t.unicode_type) return false;
-  const uint32_t state = At<uint32_t>(hdr, off::kStateOffset);
-  const int64_t length = At<int64_t>(hdr, off::kUnicodeLength);
-  if ((state & off::kStateCompactMask) == 0 || length < 0) return false;
+  std::vector<char> hdr(L.ascii_size);
+  if (!r.mem.Read(addr, hdr.data(), hdr.size())) return false;
+  if (r.t.unicode_type != 0 && At<uint64_t>(hdr, L.ob_type) != r.t.unicode_type) return false;
+  const uint32_t state = At<uint32_t>(hdr, L.state_offset);
+  const int64_t length = At<int64_t>(hdr, L.unicode_length);
+  if ((state & L.state_compact_mask) == 0 || length < 0) return false;
   const uint64_t n = std::min<uint64_t>(static_cast<uint64_t>(length), kMaxString);
-  if (state & off::kStateAsciiMask) {
+  if (state & L.state_ascii_mask) {
     out->resize(n);
-    return mem.Read(addr + off::kAsciiSize, out->data(), n);
+    return r.mem.Read(addr + L.ascii_size, out->data(), n);
   }
-  const unsigned kind = (state & off::kStateKindMask) >> off::kStateKindShift;
+  const unsigned kind = (state & L.state_kind_mask) >> L.state_kind_shift;
   if (kind != 1 && kind != 2 && kind != 4) return false;
   std::vector<char> data(n * kind);
-  if (!mem.Read(addr + off::kCompactSize, data.data(), data.size())) return false;
+  if (!r.mem.Read(addr + L.compact_size, data.data(), data.size())) return false;
   out->clear();
   for (uint64_t i = 0; i < n; ++i) {
     uint32_t c = 0;
@@ -216,86 +274,172 @@ bool ReadString(Remote& mem, const PythonTarget& t, uint64_t addr, std::string* 
   return true;
 }
 
-bool ReadBytes(Remote& mem, const PythonTarget& t, uint64_t addr, std::string* out) {
-  std::vector<char> hdr(off::kBytesData);
-  if (!mem.Read(addr, hdr.data(), hdr.size())) return false;
-  if (t.bytes_type != 0 && At<uint64_t>(hdr, off::kObType) != t.bytes_type) return false;
-  const int64_t size = At<int64_t>(hdr, off::kVarSize);
+bool ReadBytes(Reader& r, uint64_t addr, std::string* out) {
+  std::vector<char> hdr(r.L.bytes_data);
+  if (!r.mem.Read(addr, hdr.data(), hdr.size())) return false;
+  if (r.t.bytes_type != 0 && At<uint64_t>(hdr, r.L.ob_type) != r.t.bytes_type) return false;
+  const int64_t size = At<int64_t>(hdr, r.L.var_size);
   if (size < 0 || static_cast<uint64_t>(size) > kMaxLinetable) return false;
   out->resize(static_cast<size_t>(size));
-  return mem.Read(addr + off::kBytesData, out->data(), out->size());
+  return r.mem.Read(addr + r.L.bytes_data, out->data(), out->size());
+}
+
+// The bytes of a code object up to the last field the reader uses.
+size_t CodeHeaderSize(const CPythonLayout& L) {
+  uint32_t end = std::max({L.code_filename, L.code_name, L.code_qualname, L.code_linetable,
+                           L.code_first_lineno, L.code_first_traceable}) +
+                 8;
+  return std::max(end, L.code_adaptive);
+}
+
+// A code object's header into `co`: false when it is not one (any more).
+bool ReadCodeHeader(Reader& r, uint64_t code, std::vector<char>* co) {
+  co->resize(CodeHeaderSize(r.L));
+  if (!r.mem.Read(code, co->data(), co->size())) return false;
+  return r.t.code_type == 0 || At<uint64_t>(*co, r.L.ob_type) == r.t.code_type;
+}
+
+// File, function (qualified name from 3.11) and line of a frame running the
+// code whose header is `co`, at byte offset `addr` of its code (-1: not started).
+bool ReadCodeNames(Reader& r, const std::vector<char>& co, int64_t addr, int line_override,
+                   Frame* frame) {
+  const CPythonLayout& L = r.L;
+  std::string linetable;
+  const bool named = (L.code_qualname != 0 &&
+                      ReadString(r, At<uint64_t>(co, L.code_qualname), &frame->function)) ||
+                     ReadString(r, At<uint64_t>(co, L.code_name), &frame->function);
+  if (!named || !ReadString(r, At<uint64_t>(co, L.code_filename), &frame->file) ||
+      !ReadBytes(r, At<uint64_t>(co, L.code_linetable), &linetable)) {
+    return false;
+  }
+  const int first = At<int>(co, L.code_first_lineno);
+  int line = -1;
+  if (line_override > 0) {
+    line = line_override;
+  } else if (addr < 0 || addr > (int64_t{1} << 30)) {
+    line = addr < 0 ? first : -1;
+  } else if (L.line_table == 0) {
+    line = LnotabAddressToLine(linetable, first, static_cast<int>(addr));
+  } else if (L.line_table == 1) {
+    line = Py310AddressToLine(linetable, first, static_cast<int>(addr));
+  } else {
+    line = Py311AddressToLine(linetable, first, static_cast<int>(addr));
+  }
+  frame->line = line < 0 ? 0 : line;
+  return true;
 }
 
 enum class FrameRead { kFrame, kSkip, kTorn };
 
-// One _PyInterpreterFrame: fills `frame` and `*previous`.
-FrameRead ReadFrame(Remote& mem, const PythonTarget& t, uint64_t addr, Frame* frame,
-                    uint64_t* previous) {
-  std::vector<char> f(off::kFrameOwner + 1);
-  if (!mem.Read(addr, f.data(), f.size())) return FrameRead::kTorn;
-  *previous = At<uint64_t>(f, off::kFramePrevious);
-  const uint64_t code = At<uint64_t>(f, off::kFrameCode);
-  const uint64_t prev_instr = At<uint64_t>(f, off::kFramePrevInstr);
-  const char owner = At<char>(f, off::kFrameOwner);
-  std::vector<char> co(off::kCodeAdaptive);
-  if (!mem.Read(code, co.data(), co.size())) return FrameRead::kTorn;
-  if (t.code_type != 0 && At<uint64_t>(co, off::kObType) != t.code_type) return FrameRead::kTorn;
-  const uint64_t first_instr = code + off::kCodeAdaptive;
-  const int first_traceable = At<int>(co, off::kCodeFirstTraceable);
-  // An incomplete frame (still in its prologue) is not shown by CPython either.
-  if (owner != static_cast<char>(off::kFrameOwnedByGenerator) &&
-      prev_instr < first_instr + static_cast<uint64_t>(first_traceable) * off::kCodeUnitSize) {
-    return FrameRead::kSkip;
-  }
-  std::string linetable;
-  const uint64_t qualname = At<uint64_t>(co, off::kCodeQualname);
-  if (!ReadString(mem, t, At<uint64_t>(co, off::kCodeFilename), &frame->file) ||
-      !(ReadString(mem, t, qualname, &frame->function) ||
-        ReadString(mem, t, At<uint64_t>(co, off::kCodeName), &frame->function)) ||
-      !ReadBytes(mem, t, At<uint64_t>(co, off::kCodeLinetable), &linetable)) {
-    return FrameRead::kTorn;
-  }
-  const int64_t addr_bytes = static_cast<int64_t>(prev_instr - first_instr);
-  const int first_line = At<int>(co, off::kCodeFirstLineno);
-  const int line = addr_bytes > (int64_t{1} << 30)
-                       ? -1
-                       : Py311AddressToLine(linetable, first_line, static_cast<int>(addr_bytes));
-  frame->line = line < 0 ? 0 : line;
+// 3.8-3.10: one PyFrameObject; fills `frame` and `*previous` (f_back).
+FrameRead ReadFrameObject(Reader& r, uint64_t addr, Frame* frame, uint64_t* previous) {
+  const CPythonLayout& L = r.L;
+  std::vector<char> f(std::max({L.frame_back, L.frame_code, L.frame_lasti, L.frame_lineno}) + 8);
+  if (!r.mem.Read(addr, f.data(), f.size())) return FrameRead::kTorn;
+  if (r.t.frame_type != 0 && At<uint64_t>(f, L.ob_type) != r.t.frame_type) return FrameRead::kTorn;
+  *previous = At<uint64_t>(f, L.frame_back);
+  std::vector<char> co;
+  if (!ReadCodeHeader(r, At<uint64_t>(f, L.frame_code), &co)) return FrameRead::kTorn;
+  const int lasti = At<int>(f, L.frame_lasti);
+  // 3.8 and 3.9 count f_lasti in bytes, 3.10 in code units; 3.10's f_lineno
+  // is the line whenever it is set (tracing), the earlier ones' only while tracing.
+  const int64_t addr_bytes = L.line_table == 0 ? lasti : int64_t{lasti} * L.code_unit_size;
+  const int lineno = L.line_table == 1 ? At<int>(f, L.frame_lineno) : 0;
+  if (!ReadCodeNames(r, co, lasti < 0 ? -1 : addr_bytes, lineno, frame)) return FrameRead::kTorn;
   return FrameRead::kFrame;
 }
 
-// The thread state at `ts_addr`, whose first bytes are `ts`.
-PythonThread ReadThread(Remote& mem, const PythonTarget& t, uint64_t ts_addr,
-                        const std::vector<char>& ts) {
-  PythonThread thread;
-  thread.native_thread_id = At<uint64_t>(ts, off::kTstateNativeThreadId);
-  uint64_t frame_addr = 0;
-  const uint64_t cframe = At<uint64_t>(ts, off::kTstateCframe);
-  if (cframe == 0) return thread;  // a thread state not running Python code
-  if (!mem.Get(cframe + off::kCframeCurrentFrame, &frame_addr)) {
-    thread.truncated = true;
-    return thread;
+// 3.11-3.13: one _PyInterpreterFrame; fills `frame` and `*previous`.
+FrameRead ReadInterpreterFrame(Reader& r, uint64_t addr, Frame* frame, uint64_t* previous) {
+  const CPythonLayout& L = r.L;
+  std::vector<char> f(std::max({L.frame_back, L.frame_code, L.frame_instr}) + 8);
+  f.resize(std::max<size_t>(f.size(), L.frame_owner + 1));
+  if (!r.mem.Read(addr, f.data(), f.size())) return FrameRead::kTorn;
+  *previous = At<uint64_t>(f, L.frame_back);
+  const uint8_t owner = At<uint8_t>(f, L.frame_owner);
+  // A frame of the C stack (3.12+: the entry frame of each evaluation loop) is no Python frame.
+  if (owner == L.owned_by_cstack) return FrameRead::kSkip;
+  const uint64_t code = At<uint64_t>(f, L.frame_code);
+  std::vector<char> co;
+  if (!ReadCodeHeader(r, code, &co)) return FrameRead::kTorn;
+  const uint64_t instr = At<uint64_t>(f, L.frame_instr);
+  const uint64_t first_instr = code + L.code_adaptive;
+  const uint64_t first_traceable = At<int>(co, L.code_first_traceable);
+  // An incomplete frame (still in its prologue) is not shown by CPython either.
+  if (owner != L.owned_by_generator && instr < first_instr + first_traceable * L.code_unit_size) {
+    return FrameRead::kSkip;
+  }
+  const int64_t addr_bytes = static_cast<int64_t>(instr - first_instr);
+  if (!ReadCodeNames(r, co, addr_bytes < 0 ? (int64_t{1} << 31) : addr_bytes, 0, frame)) {
+    return FrameRead::kTorn;
+  }
+  return FrameRead::kFrame;
+}
+
+// The bytes of a thread state up to the last field the reader uses.
+size_t ThreadStateSize(const CPythonLayout& L) {
+  return std::max({L.tstate_next, L.tstate_interp, L.tstate_thread_id, L.tstate_native_thread_id,
+                   L.tstate_frame}) +
+         8;
+}
+
+// The innermost frame of the thread state at `ts_addr` (first bytes `ts`); 0
+// when it runs no Python code. *torn when it was caught changing.
+uint64_t InnermostFrame(Reader& r, uint64_t ts_addr, const std::vector<char>& ts, bool* torn) {
+  const CPythonLayout& L = r.L;
+  const uint64_t ptr = At<uint64_t>(ts, L.tstate_frame);
+  if (L.frame_kind != 1) return ptr;  // the frame itself
+  const uint64_t cframe = ptr;
+  uint64_t frame = 0;
+  if (cframe == 0) return 0;  // a thread state not running Python code
+  if (!r.mem.Get(cframe + L.cframe_current_frame, &frame)) {
+    *torn = true;
+    return 0;
   }
   // Only the root cframe is empty at rest. Any other was read between
   // _PyEval_EvalFrameDefault setting tstate->cframe and filling its
   // current_frame (a few instructions): torn, so the caller reads again.
-  if (frame_addr == 0 && cframe != ts_addr + off::kTstateRootCframe) {
-    thread.truncated = true;
-    return thread;
+  if (frame == 0 && cframe != ts_addr + L.tstate_root_cframe) *torn = true;
+  return frame;
+}
+
+// The OS thread id of a thread state (first bytes `ts`): its own field
+// (3.11+; 0 before the thread runs), else the tid in glibc's struct pthread
+// its pthread_t points to, which the kernel zeroes when the thread exits.
+// *none when there is no such OS thread; 0 without *none: not known (no glibc).
+uint64_t OsThreadId(Reader& r, const std::vector<char>& ts, bool* none) {
+  if (r.L.tstate_native_thread_id != 0) {
+    const uint64_t id = At<uint64_t>(ts, r.L.tstate_native_thread_id);
+    *none = id == 0;
+    return id;
   }
+  if (r.pthread_tid_offset == 0) return 0;
+  int32_t tid = 0;
+  const uint64_t pthread = At<uint64_t>(ts, r.L.tstate_thread_id);
+  *none = !r.mem.Get(pthread + r.pthread_tid_offset, &tid) || tid <= 0;
+  return *none ? 0 : static_cast<uint64_t>(tid);
+}
+
+// The thread state at `ts_addr`, whose first bytes are `ts`.
+PythonThread ReadThread(Reader& r, uint64_t ts_addr, const std::vector<char>& ts) {
+  PythonThread thread;
+  thread.native_thread_id = OsThreadId(r, ts, &thread.no_os_thread);
+  if (thread.no_os_thread) return thread;
+  uint64_t frame_addr = InnermostFrame(r, ts_addr, ts, &thread.truncated);
   for (int i = 0; frame_addr != 0; ++i) {
-    if (i == kMaxFrames) {
+    if (i == kMaxPythonFrames) {
       thread.truncated = true;
       break;
     }
     Frame frame;
     uint64_t previous = 0;
-    FrameRead r = ReadFrame(mem, t, frame_addr, &frame, &previous);
-    if (r == FrameRead::kTorn) {
+    FrameRead got = r.L.frame_kind == 0 ? ReadFrameObject(r, frame_addr, &frame, &previous)
+                                        : ReadInterpreterFrame(r, frame_addr, &frame, &previous);
+    if (got == FrameRead::kTorn) {
       thread.truncated = true;
       break;
     }
-    if (r == FrameRead::kFrame) thread.frames.push_back(std::move(frame));
+    if (got == FrameRead::kFrame) thread.frames.push_back(std::move(frame));
     frame_addr = previous;
   }
   return thread;
@@ -306,60 +450,87 @@ absl::Status ReadError(const Remote& mem, const char* what) {
   return absl::DataLossError(what);
 }
 
-absl::StatusOr<std::string> CheckVersion(Remote& mem, const PythonTarget& t) {
-  const uint32_t built = static_cast<uint32_t>(off::kHeadersVersionHex);
-  if (t.version == 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("CPython ", t.name_version.empty() ? "< 3.11" : t.name_version,
-                     " not readable by drun (built for ", PythonVersionString(built), ")"));
-  }
+// The target's version and layout: Py_Version (3.11+), else its binary's name.
+struct Version {
+  std::string text;  // "3.12.1", "3.10"
+  const CPythonLayout* layout = nullptr;
+};
+
+absl::StatusOr<Version> ResolveVersion(Remote& mem, const PythonTarget& t) {
   uint32_t hex = 0;
-  if (!mem.Get(t.version, &hex)) return ReadError(mem, "reading Py_Version");
-  if (t.debug_build) {  // the generated offsets are a release build's
-    return absl::FailedPreconditionError(
-        absl::StrCat("CPython ", PythonVersionString(hex), " debug build not readable by drun"));
+  Version v;
+  if (t.version != 0) {
+    if (!mem.Get(t.version, &hex)) return ReadError(mem, "reading Py_Version");
+    v.text = PythonVersionString(hex);
+  } else {
+    std::vector<absl::string_view> parts = absl::StrSplit(t.name_version, '.');
+    uint32_t major = 0, minor = 0;
+    if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &major) ||
+        !absl::SimpleAtoi(parts[1], &minor) || major > 255 || minor > 255) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("CPython of unknown version (", t.binary,
+                       " exports no Py_Version and its name has no version) not readable by drun"));
+    }
+    hex = (major << 24) | (minor << 16);
+    v.text = absl::StrCat(major, ".", minor);
   }
-  if ((hex >> 16) != (built >> 16)) {
-    return absl::FailedPreconditionError(absl::StrCat("CPython ", PythonVersionString(hex),
-                                                      " not readable by drun (built for ",
-                                                      PythonVersionString(built), ")"));
+  if (t.debug_build || t.free_threaded) {  // another object layout than the generated ones
+    return absl::FailedPreconditionError(absl::StrCat("CPython ", v.text,
+                                                      t.debug_build ? " debug" : " free-threaded",
+                                                      " build not readable by drun"));
   }
-  return PythonVersionString(hex);
+  v.layout = FindCPythonLayout(hex);
+  if (v.layout == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CPython ", v.text, " not readable by drun (it reads CPython ", CPythonLayoutRange(), ")"));
+  }
+  return v;
+}
+
+// struct pthread's tid offset from glibc's descriptor {bits, count, offset}; 0 when unknown.
+uint32_t PthreadTidOffset(Remote& mem, const PythonTarget& t) {
+  uint32_t desc[3] = {0, 0, 0};
+  if (t.pthread_tid_desc == 0 || !mem.Get(t.pthread_tid_desc, &desc)) return 0;
+  if (desc[0] != 32 || desc[1] != 1 || desc[2] == 0 || desc[2] > 65536) return 0;
+  return desc[2];
 }
 
 }  // namespace
 
 absl::StatusOr<PythonStacks> ReadPythonStacks(pid_t pid, const PythonTarget& t) {
-  Remote mem(pid);
-  absl::StatusOr<std::string> version = CheckVersion(mem, t);
+  Remote version_mem(pid);
+  absl::StatusOr<Version> version = ResolveVersion(version_mem, t);
   if (!version.ok()) return version.status();
+  Reader r{Remote(pid), t, *version->layout};
+  const CPythonLayout& L = r.L;
+  if (L.tstate_native_thread_id == 0) r.pthread_tid_offset = PthreadTidOffset(r.mem, t);
   PythonStacks out;
-  out.version = *version;
+  out.version = version->text;
   uint64_t interp = 0;
-  if (!mem.Get(t.runtime + off::kRuntimeInterpretersHead, &interp)) {
-    return ReadError(mem, "reading _PyRuntime");
+  if (!r.mem.Get(t.runtime + L.runtime_interpreters_head, &interp)) {
+    return ReadError(r.mem, "reading _PyRuntime");
   }
-  static_assert(off::kTstateInterp < off::kTstateNativeThreadId, "one read covers both");
-  std::vector<char> ts(off::kTstateNativeThreadId + sizeof(uint64_t));
+  std::vector<char> ts(ThreadStateSize(L));
   int threads = 0;
   for (int i = 0; interp != 0 && i < kMaxInterpreters; ++i) {
     uint64_t tstate = 0;
-    if (!mem.Get(interp + off::kInterpThreadsHead, &tstate)) break;
+    if (!r.mem.Get(interp + L.interp_threads_head, &tstate)) break;
     for (; tstate != 0 && threads < kMaxThreads; ++threads) {
-      if (!mem.Read(tstate, ts.data(), ts.size()) || At<uint64_t>(ts, off::kTstateInterp) != interp) {
+      if (!r.mem.Read(tstate, ts.data(), ts.size()) ||
+          At<uint64_t>(ts, L.tstate_interp) != interp) {
         out.torn = true;
         break;
       }
-      out.threads.push_back(ReadThread(mem, t, tstate, ts));
-      tstate = At<uint64_t>(ts, off::kTstateNext);
+      out.threads.push_back(ReadThread(r, tstate, ts));
+      tstate = At<uint64_t>(ts, L.tstate_next);
     }
-    if (!mem.Get(interp + off::kInterpNext, &interp)) break;
+    if (!r.mem.Get(interp + L.interp_next, &interp)) break;
   }
   // Nothing at all read: say why (permission, process gone) instead of "no threads".
-  if (out.threads.empty() && mem.first_errno() != 0) return ReadError(mem, "reading thread states");
+  if (out.threads.empty() && r.mem.first_errno() != 0) {
+    return ReadError(r.mem, "reading thread states");
+  }
   return out;
 }
-
-#endif  // DRUN_HAVE_CPY311_OFFSETS
 
 }  // namespace drun::stacks

@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "agent/stacks/proc.h"
 #include "agent/stacks/python_reader.h"
+#include "agent/stacks/source_lines.h"
 #include "agent/stacks/tools.h"
 
 namespace drun::stacks {
@@ -150,10 +151,12 @@ std::string CapturePython(pid_t pid, const PythonTarget& target, const CaptureOp
     s->python_method = Method::kBuiltinPython;
     s->python_version = read->version;
     for (PythonThread& pt : read->threads) {
+      if (pt.no_os_thread) continue;
       // A thread state read while its thread was ending can hold a stale id:
       // keep only threads the process still has (or had when it was listed).
       const int tid = static_cast<int>(pt.native_thread_id);
-      if (!HasThread(*s, tid) &&
+      // Id 0: a 3.8-3.10 thread whose OS id could not be read (no glibc); kept.
+      if (tid != 0 && !HasThread(*s, tid) &&
           access(absl::StrCat("/proc/", pid, "/task/", tid).c_str(), F_OK) != 0) {
         continue;
       }
@@ -229,6 +232,14 @@ std::string CaptureNative(pid_t pid, const CaptureOptions& o, ProcessStacks* s) 
   return absl::StrCat("no native frames: ", absl::StrJoin(failures, ", "));
 }
 
+// Each Python frame's source line, each file read once.
+void AddSourceLines(ProcessStacks* s) {
+  SourceLines sources(s->pid);
+  for (ThreadStack& t : s->threads) {
+    for (Frame& f : t.python) f.source = sources.Line(f.file, f.line);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<ProcessStacks> Capture(pid_t pid, const CaptureOptions& options) {
@@ -263,6 +274,7 @@ absl::StatusOr<ProcessStacks> Capture(pid_t pid, const CaptureOptions& options) 
     want_native = (want_native || s.python_method == Method::kNone) && !denied;
     if (!why.empty()) missing.push_back(std::move(why));
   }
+  if (options.source_lines) AddSourceLines(&s);
   if (want_native) {
     std::string why = CaptureNative(pid, options, &s);
     if (!why.empty()) missing.push_back(std::move(why));
@@ -280,8 +292,12 @@ namespace {
 void FormatFrames(const ThreadStack& t, std::string* out) {
   for (const Frame& f : t.python) {
     absl::StrAppend(out, "  File \"", f.file, "\", line ", f.line, ", in ", f.function, "\n");
+    if (!f.source.empty()) absl::StrAppend(out, "    ", f.source, "\n");
   }
-  if (t.python_truncated) absl::StrAppend(out, "  ... (stack changed while being read; partial)\n");
+  if (t.python_truncated) {
+    absl::StrAppend(out, "  ... (stack changed while being read, or deeper than ", kMaxPythonFrames,
+                    " frames; partial)\n");
+  }
   for (const std::string& k : t.kernel) absl::StrAppend(out, "  kernel: ", k, "\n");
   for (size_t i = 0; i < t.native.size(); ++i) {
     const Frame& f = t.native[i];

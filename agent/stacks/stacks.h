@@ -5,9 +5,10 @@
 //
 // Methods, in the order tried (docs/stacks.md says what each one needs):
 //  - Python: drun's built-in reader (process_vm_readv of the interpreter's
-//    memory; CPython 3.11, whose struct offsets are generated at build time
-//    from the installed headers); else `py-spy dump --nonblocking` when
-//    py-spy is on PATH.
+//    memory; CPython 3.8 to 3.13, whose struct offsets were generated from
+//    each version's headers: python_reader.h); else `py-spy dump
+//    --nonblocking` when py-spy is on PATH. Each Python frame gets its source
+//    line when its file is readable (source_lines.h).
 //  - Native (a process with no Python interpreter, a Python process whose
 //    Python frames could not be read, or CaptureOptions::native):
 //    `eu-stack -m -p PID` (elfutils), else `gdb -batch`. Both attach with ptrace
@@ -48,6 +49,9 @@ struct Frame {
   std::string file;      // Python: co_filename; native: source file when known
   int line = 0;          // 0: unknown
   std::string module;    // native: shared object, when the tool says it
+  // Python: the text of `line` in `file` without its indentation, when the
+  // file is readable on this node (CaptureOptions::source_lines); else "".
+  std::string source;
 };
 
 struct ThreadStack {
@@ -84,13 +88,15 @@ struct CaptureOptions {
   bool python = true;   // Python frames when the process runs CPython
   bool native = false;  // native frames also for Python processes (ptrace-attaches briefly)
   absl::Duration tool_timeout = absl::Seconds(5);  // per external tool run
+  bool source_lines = true;  // Frame::source of Python frames, read from their files
 };
 
 absl::StatusOr<ProcessStacks> Capture(pid_t pid, const CaptureOptions& options);
 
 // Human-readable dump: a process header line (pid, state, wchan, cpu, method),
 // then per thread a header "Thread TID "name" (state S)" followed by Python
-// frames like faulthandler (`  File "x.py", line 12, in f`) and native frames
+// frames like a traceback (`  File "x.py", line 12, in f`, then the source
+// line indented by four spaces when it is known) and native frames
 // (`  #0 func (module)`), innermost first.
 std::string FormatText(const ProcessStacks& stacks);
 

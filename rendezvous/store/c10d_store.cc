@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -118,7 +119,28 @@ absl::StatusOr<UniqueFd> BindListener(const std::string& bind_addr, int port) {
                                                 last.message()));
 }
 
+// The memory this process can have: the machine's physical memory, or less when its cgroup
+// (a container's, seen at the cgroup namespace's root) sets a limit. 0 when unknown.
+uint64_t UsableMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  uint64_t bytes = pages > 0 && page_size > 0
+                       ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
+                       : 0;
+  for (const char* path :
+       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream file(path);
+    uint64_t limit = 0;  // cgroup v2 writes "max" when there is none: no number, ignored
+    if (file >> limit && limit > 0 && (bytes == 0 || limit < bytes)) bytes = limit;
+  }
+  return bytes;
+}
+
 }  // namespace
+
+c10d_store::ParserLimits StoreLimitsForThisMachine() {
+  return c10d_store::LimitsForMemory(UsableMemoryBytes());  // 0: LimitsForMemory's floor
+}
 
 // Everything the loop thread owns. Only the loop thread touches it after Start returns.
 class C10dStoreServer::Loop : public c10d_store::ReplySink {

@@ -11,14 +11,17 @@
 //  * Replies go out in request order per connection; WAIT is answered when its keys appear,
 //    never timed out by the server.
 //  * A connection that sends something malformed, unknown or over the limits, or a request
-//    torch's servers would fail on (GET of a missing key), is closed; nobody else notices.
+//    torch's servers would fail on (GET of a missing key from a 1.13 client), is closed;
+//    nobody else notices. Values are taken up to a quarter of the machine's (or container's)
+//    memory per request (Options::limits), like torch's servers, which take what memory
+//    holds.
 //  * Stop() (or destruction) closes every connection and joins the thread.
 //  * Adopt(fd) takes a connection someone else accepted (the rendezvous server's shared port,
 //    docs/architecture.md "One port") into the loop, from any thread; bytes the client sent
 //    before are read as if the store had accepted it (the caller only peeked at them).
 //
-// The wire protocol is specified in shared/specs/c10d-store-protocol.md; the design and the
-// limits are described in docs/c10d_store.md.
+// The wire protocol is specified in docs/c10d_store_protocol.md; the design and the limits
+// are described in docs/c10d_store.md.
 #ifndef DRUN_RENDEZVOUS_STORE_C10D_STORE_H_
 #define DRUN_RENDEZVOUS_STORE_C10D_STORE_H_
 
@@ -40,10 +43,14 @@
 
 namespace drun {
 
+// The parser limits for this machine: c10d_store::LimitsForMemory() of its physical memory,
+// or of its cgroup's memory limit when that is lower (in a container).
+c10d_store::ParserLimits StoreLimitsForThisMachine();
+
 class C10dStoreServer {
  public:
   struct Options {
-    c10d_store::ParserLimits limits;
+    c10d_store::ParserLimits limits = StoreLimitsForThisMachine();
     // A connection whose unsent replies exceed this is not read from until they drain
     // (a client that pipelines requests but never reads cannot grow the server unbounded).
     size_t max_pending_output = 16 * 1024 * 1024;

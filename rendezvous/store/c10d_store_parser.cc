@@ -17,7 +17,10 @@ constexpr Op kV2Ops[] = {Op::kValidate,  Op::kSet,        Op::kCompareSet, Op::k
                          Op::kAdd,       Op::kCheck,      Op::kWait,       Op::kGetNumKeys,
                          Op::kDeleteKey, Op::kAppend,     Op::kMultiGet,   Op::kMultiSet,
                          Op::kCancelWait, Op::kPing,      Op::kQueuePush,  Op::kQueuePop,
-                         Op::kQueueLen,  Op::kListKeys};
+                         Op::kQueueLen,  Op::kListKeys,   Op::kBarrier};
+
+// Spare capacity a finished key or value may keep (OnStringDone).
+constexpr size_t kMaxStringSlack = 64 * 1024;
 
 }  // namespace
 
@@ -42,8 +45,17 @@ const char* OpName(Op op) {
     case Op::kQueuePop: return "QUEUE_POP";
     case Op::kQueueLen: return "QUEUE_LEN";
     case Op::kListKeys: return "LIST_KEYS";
+    case Op::kBarrier: return "BARRIER";
   }
   return "?";
+}
+
+ParserLimits LimitsForMemory(uint64_t physical_memory_bytes) {
+  ParserLimits limits;
+  const uint64_t quarter = physical_memory_bytes / 4;
+  limits.max_value_bytes = std::max(limits.max_value_bytes, quarter);
+  limits.max_request_bytes = std::max(limits.max_request_bytes, quarter);
+  return limits;
 }
 
 int WireOpcode(Dialect dialect, Op op) {
@@ -208,6 +220,11 @@ absl::Status C10dStoreParser::OnOpcode(uint8_t byte, std::vector<Request>* out) 
       plan_ = kArr;
       break;
     }
+    case Op::kBarrier: {
+      DRUN_FIELDS(Field::kKey, Field::kWorldSize);
+      plan_ = kArr;
+      break;
+    }
     case Op::kCheck:
     case Op::kWait:
     case Op::kMultiGet: {
@@ -266,6 +283,7 @@ absl::Status C10dStoreParser::Advance(std::vector<Request>* out) {
         reading_len_ = true;
         return StartFixed(8);
       case Field::kI64:
+      case Field::kWorldSize:
       case Field::kCount:
       case Field::kPairCount:
         return StartFixed(8);
@@ -310,6 +328,9 @@ absl::Status C10dStoreParser::OnFixed(std::vector<Request>* out) {
     case Field::kI64:
       req_.delta = static_cast<int64_t>(u64);
       return Advance(out);
+    case Field::kWorldSize:
+      req_.world_size = static_cast<int64_t>(u64);
+      return Advance(out);
     case Field::kU32:
       req_.nonce = u32;
       return Advance(out);
@@ -330,6 +351,10 @@ absl::Status C10dStoreParser::OnFixed(std::vector<Request>* out) {
 }
 
 absl::Status C10dStoreParser::OnStringDone(std::vector<Request>* out) {
+  // append() doubles, so a big value ends with up to as much spare capacity as it holds (a
+  // 65 MiB value in a 128 MiB buffer), and it is kept that way in the store: give it back.
+  if (str_ != nullptr && str_->capacity() - str_->size() > kMaxStringSlack)
+    str_->shrink_to_fit();
   str_ = nullptr;
   return Advance(out);
 }

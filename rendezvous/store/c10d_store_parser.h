@@ -1,11 +1,11 @@
 // Incremental parser for the PyTorch c10d TCPStore wire protocol (client -> server).
 //
 // The protocol has no framing: each request is an opcode byte followed by fields whose
-// lengths are only known while reading them (spec: shared/specs/c10d-store-protocol.md).
+// lengths are only known while reading them (spec: docs/c10d_store_protocol.md).
 // C10dStoreParser is a pure byte-stream state machine for ONE connection: feed it the bytes
 // in whatever chunks recv() returned, and it yields each complete request exactly once, in
 // order, no matter where the chunk boundaries fall. It does no I/O and allocates only for
-// the keys and values it returns.
+// the keys and values it returns, as their bytes arrive (a length field alone costs nothing).
 //
 // Dialect: decided from the connection's first bytes. Exactly `00 CE F7 85 3C` (VALIDATE with
 // the magic 0x3C85F7CE) selects the 2.x numbering (spec column D); anything else selects the
@@ -57,7 +57,8 @@ enum class Op : uint8_t {
   kQueuePush,   // 2.x: keys[0], values[0]
   kQueuePop,    // 2.x: keys[0]
   kQueueLen,    // 2.x: keys[0]
-  kListKeys,    // 2.x opcode 17 (newest main only; number unverified, see docs)
+  kListKeys,    // 2.x opcode 17 (torch main since Nov 2025, first named LIST)
+  kBarrier,     // 2.x opcode 18 (main since Feb 2026): keys[0], world_size
 };
 
 // Human-readable name, for logs and test output.
@@ -68,26 +69,33 @@ struct Request {
   Op op = Op::kGetNumKeys;
   std::vector<std::string> keys;
   std::vector<std::string> values;
-  int64_t delta = 0;   // ADD
-  uint32_t nonce = 0;  // PING (echoed back), VALIDATE (the magic)
+  int64_t delta = 0;       // ADD
+  int64_t world_size = 0;  // BARRIER
+  uint32_t nonce = 0;      // PING (echoed back), VALIDATE (the magic)
 
   bool operator==(const Request& o) const {
     return op == o.op && keys == o.keys && values == o.values && delta == o.delta &&
-           nonce == o.nonce;
+           world_size == o.world_size && nonce == o.nonce;
   }
 };
 
-// Bounds past which a connection is considered hostile or broken. The legacy servers have
-// none; torch's libuv server (the default since 2.4) rejects keys > 8 KiB, payloads > 8 MiB
-// and > 128 Ki keys, so every client that works against it fits these.
+// Bounds past which a connection is considered hostile or broken. Keys and key counts follow
+// torch's libuv server (the default since 2.4: keys <= 8 KiB, <= 128 Ki keys per request), so
+// every client that works against it fits. Values follow the legacy and 1.13 servers, which
+// take any size their memory holds: a server sizes the value bounds to its machine with
+// LimitsForMemory(); the defaults here are that function's floor.
 struct ParserLimits {
   uint64_t max_key_bytes = 8 * 1024;
-  uint64_t max_value_bytes = 64ull * 1024 * 1024;
+  uint64_t max_value_bytes = 256ull * 1024 * 1024;
   uint64_t max_key_count = 128 * 1024;
   // Sum of all key and value bytes of one request (MULTI_SET could otherwise claim
-  // 128 Ki values of 64 MiB each).
-  uint64_t max_request_bytes = 128ull * 1024 * 1024;
+  // 128 Ki values of the largest size each).
+  uint64_t max_request_bytes = 256ull * 1024 * 1024;
 };
+
+// The limits for a machine with `physical_memory_bytes` of RAM: one request (and so any one
+// value) may hold a quarter of it, but never less than the ParserLimits defaults.
+ParserLimits LimitsForMemory(uint64_t physical_memory_bytes);
 
 // Wire opcode numbers (u8) of each dialect, for encoders in tests and tools.
 // Returns -1 when the dialect has no such operation.
@@ -117,7 +125,9 @@ class C10dStoreParser {
  private:
   enum class Phase : uint8_t { kDetect, kOpcode, kFixed, kStringBody, kError };
   // What the next field of the current request is.
-  enum class Field : uint8_t { kNone, kKey, kValue, kI64, kU32, kCount, kPairCount };
+  enum class Field : uint8_t {
+    kNone, kKey, kValue, kI64, kWorldSize, kU32, kCount, kPairCount
+  };
 
   absl::Status FeedDecided(const char* p, size_t n, std::vector<Request>* out);
   absl::Status OnOpcode(uint8_t byte, std::vector<Request>* out);

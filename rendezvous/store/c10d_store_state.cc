@@ -28,6 +28,17 @@ std::string I64Reply(int64_t v) {
   return s;
 }
 
+std::string U64Bytes(uint64_t v) {
+  std::string s;
+  PutU64(&s, v);
+  return s;
+}
+
+// a + b, wrapping around on overflow instead of torch's undefined behaviour.
+int64_t WrappingAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+
 std::string ByteReply(uint8_t b) { return std::string(1, static_cast<char>(b)); }
 
 // std::stoll's reading of a stored value (what torch's ADD does): optional leading
@@ -118,12 +129,18 @@ absl::Status C10dStoreState::OnCompareSet(ConnId conn, Request& req, ReplySink& 
   return absl::OkStatus();
 }
 
-absl::Status C10dStoreState::OnGet(ConnId conn, Request& req, ReplySink& sink) {
+absl::Status C10dStoreState::OnGet(ConnId conn, Dialect dialect, Request& req,
+                                   ReplySink& sink) {
   auto it = data_.find(req.keys[0]);
-  // torch 1.13 and the legacy 2.x server throw and drop the connection here.
-  if (it == data_.end())
-    return absl::NotFoundError(absl::StrCat("GET of a missing key (", req.keys[0].size(),
-                                            " bytes)"));
+  if (it == data_.end()) {
+    // torch 1.13 and the legacy 2.x server throw and drop the connection here; the libuv
+    // server, the 2.x default, answers an empty value.
+    if (dialect == Dialect::kV113)
+      return absl::NotFoundError(absl::StrCat("GET of a missing key (", req.keys[0].size(),
+                                              " bytes)"));
+    sink.Send(conn, U64Bytes(0));
+    return absl::OkStatus();
+  }
   std::string reply;
   reply.reserve(8 + it->second.size());
   PutBytes(&reply, it->second);
@@ -139,9 +156,7 @@ absl::Status C10dStoreState::OnAdd(ConnId conn, Request& req, ReplySink& sink) {
     if (!ParseLikeStoll(it->second, &value))
       return absl::InvalidArgumentError("ADD on a value that is not a decimal integer");
   }
-  // Wraps on overflow instead of torch's undefined behaviour.
-  value = static_cast<int64_t>(static_cast<uint64_t>(value) +
-                               static_cast<uint64_t>(req.delta));
+  value = WrappingAdd(value, req.delta);
   Store(key, absl::StrCat(value), kWatchKeyUpdated, sink);
   sink.Send(conn, I64Reply(value));
   return absl::OkStatus();
@@ -169,10 +184,35 @@ absl::Status C10dStoreState::OnWait(ConnId conn, Request& req, ReplySink& sink) 
     sink.Send(conn, ByteReply(kStopWaiting));
     return absl::OkStatus();
   }
+  Park(conn, std::move(missing));
+  return absl::OkStatus();
+}
+
+void C10dStoreState::Park(ConnId conn, std::vector<std::string> keys) {
   const uint64_t id = next_waiter_id_++;
-  for (const std::string& k : missing) waiting_[k].push_back(id);
+  for (const std::string& k : keys) waiting_[k].push_back(id);
   conn_waiters_[conn].push_back(id);
-  waiters_.emplace(id, Waiter{conn, missing.size(), std::move(missing)});
+  waiters_.emplace(id, Waiter{conn, keys.size(), std::move(keys)});
+}
+
+absl::Status C10dStoreState::OnBarrier(ConnId conn, Request& req, ReplySink& sink) {
+  const std::string& key = req.keys[0];
+  int64_t arrived = 0;
+  auto it = data_.find(key);
+  if (it != data_.end() && !ParseLikeStoll(it->second, &arrived))
+    return absl::InvalidArgumentError("BARRIER on a value that is not a decimal integer");
+  const int64_t count = WrappingAdd(arrived, 1);
+  if (count >= req.world_size) {
+    // The last one in: the count is stored like SET does it, which releases every
+    // connection parked on the key (the earlier arrivals), then this one is answered.
+    Store(key, absl::StrCat(count), kWatchKeyUpdated, sink);
+    sink.Send(conn, ByteReply(kStopWaiting));
+    return absl::OkStatus();
+  }
+  // As torch's servers: an earlier arrival stores the count without waking anybody and
+  // waits on the key until a write to it (the last arrival's) releases it.
+  Write(key, absl::StrCat(count), kWatchKeyUpdated, sink);
+  Park(conn, {key});
   return absl::OkStatus();
 }
 
@@ -216,17 +256,25 @@ absl::Status C10dStoreState::OnAppend(ConnId conn, Request& req, ReplySink& sink
   return absl::OkStatus();
 }
 
-absl::Status C10dStoreState::OnMultiGet(ConnId conn, Request& req, ReplySink& sink) {
+absl::Status C10dStoreState::OnMultiGet(ConnId conn, Dialect dialect, Request& req,
+                                        ReplySink& sink) {
   size_t total = 0;
   for (const std::string& k : req.keys) {
     auto it = data_.find(k);
-    // The legacy server drops the connection on a missing key, like GET.
-    if (it == data_.end()) return absl::NotFoundError("MULTI_GET of a missing key");
-    total += 8 + it->second.size();
+    // Like GET: the legacy server drops the connection, libuv answers an empty value.
+    if (it == data_.end()) {
+      if (dialect == Dialect::kV113) return absl::NotFoundError("MULTI_GET of a missing key");
+      total += 8;
+    } else {
+      total += 8 + it->second.size();
+    }
   }
   std::string reply;
   reply.reserve(total);
-  for (const std::string& k : req.keys) PutBytes(&reply, data_.find(k)->second);
+  for (const std::string& k : req.keys) {
+    auto it = data_.find(k);
+    PutBytes(&reply, it == data_.end() ? absl::string_view() : absl::string_view(it->second));
+  }
   sink.Send(conn, reply);
   return absl::OkStatus();
 }
@@ -285,7 +333,7 @@ absl::Status C10dStoreState::Apply(ConnId conn, Dialect dialect, Request&& req,
       return OnCompareSet(conn, req, sink);
 
     case Op::kGet:
-      return OnGet(conn, req, sink);
+      return OnGet(conn, dialect, req, sink);
 
     case Op::kAdd:
       return OnAdd(conn, req, sink);
@@ -310,7 +358,7 @@ absl::Status C10dStoreState::Apply(ConnId conn, Dialect dialect, Request&& req,
       return OnAppend(conn, req, sink);
 
     case Op::kMultiGet:
-      return OnMultiGet(conn, req, sink);
+      return OnMultiGet(conn, dialect, req, sink);
 
     case Op::kMultiSet:
       for (size_t i = 0; i < req.keys.size(); ++i)
@@ -337,11 +385,20 @@ absl::Status C10dStoreState::Apply(ConnId conn, Dialect dialect, Request&& req,
 
     case Op::kListKeys:
       return OnListKeys(conn, req, sink);
+
+    case Op::kBarrier:
+      return OnBarrier(conn, req, sink);
   }
   return absl::InternalError("unhandled store request");
 }
 
 void C10dStoreState::Store(const std::string& key, std::string value, uint8_t event,
+                           ReplySink& sink) {
+  Write(key, std::move(value), event, sink);
+  WakeAll(key, sink);
+}
+
+void C10dStoreState::Write(const std::string& key, std::string value, uint8_t event,
                            ReplySink& sink) {
   auto [it, created] = data_.try_emplace(key);
   if (watchers_.empty()) {
@@ -351,7 +408,6 @@ void C10dStoreState::Store(const std::string& key, std::string value, uint8_t ev
     it->second = std::move(value);
     Notify(key, created ? kWatchKeyCreated : event, old, it->second, sink);
   }
-  WakeAll(key, sink);
 }
 
 void C10dStoreState::Notify(const std::string& key, uint8_t type, absl::string_view old_value,

@@ -2,17 +2,19 @@
 //
 // C10dStoreState applies decoded requests (rendezvous/store/c10d_store_parser.h) to one shared
 // key/value map and produces the bytes each connection must receive, through a ReplySink.
-// It reproduces the servers of torch 1.13 and 2.x (spec §4-§5,
-// shared/specs/c10d-store-protocol.md): ADD stores ASCII decimal, COMPARE_SET "lies" when the
-// key is absent, WAIT is answered late through per-wait counters, WATCH_KEY (1.13) gets
-// events, and 2.x queues live beside the map. It is single-threaded and deterministic;
-// C10dStoreServer drives it from its event loop, tests drive it directly.
+// It reproduces the servers of torch 1.13 and 2.x (spec §4-§5, docs/c10d_store_protocol.md):
+// ADD stores ASCII decimal, COMPARE_SET "lies" when the key is absent, WAIT is answered late
+// through per-wait counters, WATCH_KEY (1.13) gets events, 2.x queues live beside the map,
+// BARRIER counts arrivals in its key and answers them all when the last one comes, and a GET
+// of a missing key closes a 1.13 connection but gets an empty value on a 2.x one (as torch's
+// libuv server, the 2.x default). It is single-threaded and deterministic; C10dStoreServer
+// drives it from its event loop, tests drive it directly.
 //
 // Ordering contract: for one connection, the replies to its requests are sent in request
-// order, each during the Apply() of its request, except WAIT, whose STOP_WAITING byte may be
-// sent later during the Apply() of another connection's request that creates the last missing
-// key. Watch events are sent to the watching connection during the Apply() that changed the
-// key.
+// order, each during the Apply() of its request, except WAIT and BARRIER, whose STOP_WAITING
+// byte may be sent later during the Apply() of another connection's request that writes the
+// last missing key (for BARRIER: the last arrival, or any other write of its key). Watch
+// events are sent to the watching connection during the Apply() that changed the key.
 #ifndef DRUN_RENDEZVOUS_STORE_C10D_STORE_STATE_H_
 #define DRUN_RENDEZVOUS_STORE_C10D_STORE_STATE_H_
 
@@ -83,21 +85,22 @@ class C10dStoreState {
  private:
   // One handler per request with more than a line to it (Apply dispatches).
   absl::Status OnCompareSet(ConnId conn, Request& req, ReplySink& sink);
-  absl::Status OnGet(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnGet(ConnId conn, Dialect dialect, Request& req, ReplySink& sink);
   absl::Status OnAdd(ConnId conn, Request& req, ReplySink& sink);
   absl::Status OnCheck(ConnId conn, Request& req, ReplySink& sink);
   absl::Status OnWait(ConnId conn, Request& req, ReplySink& sink);
   absl::Status OnWatchKey(ConnId conn, Request& req, ReplySink& sink);
   absl::Status OnDeleteKey(ConnId conn, Request& req, ReplySink& sink);
   absl::Status OnAppend(ConnId conn, Request& req, ReplySink& sink);
-  absl::Status OnMultiGet(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnMultiGet(ConnId conn, Dialect dialect, Request& req, ReplySink& sink);
   absl::Status OnPing(ConnId conn, Request& req, ReplySink& sink);
   absl::Status OnQueuePush(ConnId conn, Request& req, ReplySink& sink);
   absl::Status OnQueuePop(ConnId conn, Request& req, ReplySink& sink);
   absl::Status OnListKeys(ConnId conn, Request& req, ReplySink& sink);
+  absl::Status OnBarrier(ConnId conn, Request& req, ReplySink& sink);
   struct Waiter {
     ConnId conn;
-    size_t missing;                 // keys still to appear
+    size_t missing;                 // keys still to be written (BARRIER: 1, its key)
     std::vector<std::string> keys;  // the keys it was parked on (for cleanup)
   };
 
@@ -105,6 +108,10 @@ class C10dStoreState {
   // parked on the key, and sends watch events. `event` is the watch type to use when the key
   // existed before (UPDATED or APPENDED).
   void Store(const std::string& key, std::string value, uint8_t event, ReplySink& sink);
+  // Store without the wake-ups (a BARRIER arrival that is not the last).
+  void Write(const std::string& key, std::string value, uint8_t event, ReplySink& sink);
+  // Parks a WAIT of `conn` until each of `keys` (distinct) has been written once.
+  void Park(ConnId conn, std::vector<std::string> keys);
   void WakeAll(const std::string& key, ReplySink& sink);
   void WakeOne(const std::string& key, ReplySink& sink);
   // Decrements one waiter's count for a key that appeared; replies when it reaches zero.

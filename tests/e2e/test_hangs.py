@@ -4,6 +4,7 @@ progress, says where every rank is and ends the job with exit 124 (or restarts i
 
 Real PyTorch 1.13 gloo workers. Tests that count running jobs give drun a private
 XDG_RUNTIME_DIR, so jobs of tests running beside them are not seen."""
+import glob
 import json
 import os
 import re
@@ -200,6 +201,89 @@ class DrunStacksTest(DrunTestCase):
             self.assertEqual(j.wait(), 128 + signal.SIGTERM, j.describe())
         # A job that ended leaves no socket behind.
         self.assertEqual(os.listdir(os.path.join(self.xdg, "drun")), [])
+
+
+# A rank asleep in nap(): it says so from the very statement it sleeps on, so a dump taken
+# after the line arrived finds it there. No torch: pyenv's interpreters have none.
+NAP_SCRIPT = """import os, sys, time
+def nap():
+    print("asleep", sys.version_info[:2], flush=True) or time.sleep(10**6)  # NAP LINE
+nap()
+"""
+
+
+def pyenv_python(minor):
+    """pyenv's CPython `minor` ("3.13") on this machine, or None."""
+    found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{minor}.*/bin/python{minor}")))
+    return found[-1] if found else None
+
+
+class OtherPythonVersionsTest(DrunTestCase):
+    """`drun stacks` and --hang-timeout with workers of CPython other than Debian's 3.11
+    (PYTHON_EXEC): pyenv's 3.8 (PyFrameObject chains) and 3.13 (_PyInterpreterFrame from
+    the thread state), the frame layouts farthest from 3.11's."""
+
+    def setUp(self):
+        super().setUp()
+        self.xdg = os.path.join(self.tmp, "xdg")
+        os.mkdir(self.xdg, 0o700)
+        self.script = os.path.join(self.tmp, "nap.py")
+        with open(self.script, "w") as f:
+            f.write(NAP_SCRIPT)
+        self.nap_line = line_of(self.script, "NAP LINE")
+
+    def python_or_skip(self, minor):
+        python = pyenv_python(minor)
+        if python is None:
+            self.skipTest(f"no CPython {minor} on this machine (pyenv's ~/.pyenv/versions/{minor}.*)")
+        return python
+
+    def assertNapFrames(self, section, minor):
+        self.assertIn(f"python: builtin (CPython {minor}", section)
+        self.assertIn(f'File "{self.script}", line {self.nap_line}, in nap\n'
+                      '        print("asleep", sys.version_info[:2], flush=True) or time.sleep(10**6)'
+                      "  # NAP LINE\n", section)
+        self.assertIn(f'File "{self.script}", line 4, in <module>\n        nap()', section)
+
+    def test_drun_stacks_shows_python_frames_of_3_8_and_3_13(self):
+        for minor in ("3.8", "3.13"):
+            with self.subTest(minor=minor):
+                python = self.python_or_skip(minor)
+                env = base_env(XDG_RUNTIME_DIR=self.xdg, PYTHON_EXEC=python)
+                run = self.start("--nproc-per-node", 2, "--run-id", f"nap{minor}", self.script,
+                                 env=env)
+                version = tuple(int(x) for x in minor.split("."))
+                run.wait_for_line(rf"asleep {re.escape(str(version))}$", count=2)
+                out = subprocess.run([drun_path(), "stacks"], env=env, capture_output=True,
+                                     text=True, timeout=120)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                sections = stack_sections(out.stdout)
+                self.assertEqual(sorted(sections), [0, 1], out.stdout)
+                for rank in (0, 1):
+                    self.assertNapFrames(sections[rank][2], minor)
+                run.send_signal(signal.SIGTERM)
+                self.assertEqual(run.wait(), 128 + signal.SIGTERM, run.describe())
+
+    def test_hang_timeout_names_where_3_13_ranks_sleep(self):
+        python = self.python_or_skip("3.13")
+        logs = os.path.join(self.tmp, "logs")
+        run = self.drun("--nproc-per-node", 2, "--hang-timeout", 3, "--log-dir", logs,
+                        "--run-id", "nap", self.script,
+                        env=base_env(XDG_RUNTIME_DIR=self.xdg, PYTHON_EXEC=python), timeout=120)
+        self.assertExit(run, 124)
+        table = [l for l in run.stderr_lines if re.match(r"drun: \d+\s+\S+\s+\d+\s+[A-Z] ", l)]
+        self.assertEqual(len(table), 2, run.describe())
+        for row in table:
+            self.assertIn(f"nap.py:{self.nap_line} in nap", row)
+        dumps = [os.path.join(d, "hang_stacks.txt") for d, _, files in os.walk(logs)
+                 if "hang_stacks.txt" in files]
+        self.assertEqual(len(dumps), 1, run.describe())
+        with open(dumps[0]) as f:
+            sections = stack_sections(f.read())
+        self.assertEqual(sorted(sections), [0, 1])
+        for rank in (0, 1):
+            self.assertNapFrames(sections[rank][2], "3.13")
+        self.assertEqual(wait_pids_dead([pid for _, pid, _ in sections.values()]), [])
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-// C10dStoreServer over real sockets, with the raw bytes of shared/specs/c10d-store-protocol.md.
+// C10dStoreServer over real sockets, with the raw bytes of docs/c10d_store_protocol.md.
 // Every read has a deadline (SO_RCVTIMEO), so a missing reply fails the test instead of
 // hanging it; "no reply yet" is shown by a later reply arriving first, never by sleeping.
 #include "rendezvous/store/c10d_store.h"
@@ -268,6 +268,61 @@ TEST_F(SocketTest, LargeValueRoundTrip) {
   EXPECT_TRUE(got == Str(value));
 }
 
+TEST_F(SocketTest, MissingKeyGetsAnEmptyValueOn2xConnections) {
+  // As torch's libuv server, the 2.x default; the connection stays usable.
+  auto c = Connect2x();
+  ASSERT_TRUE(c->Send(V2(Op::kSet, {"/here"}, {"v"})));
+  EXPECT_EQ(Hex(c->Call(V2(Op::kGet, {"/missing"}), 8)), "0000000000000000");
+  EXPECT_EQ(c->Call(V2(Op::kMultiGet, {"/missing", "/here"}), 8 + 9), U64(0) + Str("v"));
+  EXPECT_EQ(c->Call(V2(Op::kPing, {}, {}, 0, 3), 4), U32(3));
+  EXPECT_EQ(server_->protocol_errors(), 0u);
+}
+
+TEST_F(SocketTest, ListKeysBytes) {
+  auto c = Connect2x();
+  // LIST_KEYS is the opcode alone (0x11); the reply is an int64 count and each key as a
+  // string. One key, so the order of keys does not matter here.
+  ASSERT_TRUE(c->Send(V2(Op::kSet, {"/k"}, {"value"})));
+  EXPECT_EQ(Hex(c->Call(std::string("\x11", 1), 8 + 10)),
+            "0100000000000000" "0200000000000000" "2f6b");
+}
+
+TEST_F(SocketTest, BarrierAcrossConnections) {
+  auto a = Connect2x(1);
+  auto b = Connect2x(2);
+  auto c = Connect2x(3);
+  // barrier("/done", 3) as TCPStore.cpp sends it: 0x12, the key, int64 world size.
+  const std::string arrive("\x12\x05\x00\x00\x00\x00\x00\x00\x00/done\x03\x00\x00\x00\x00\x00\x00\x00",
+                           22);
+  ASSERT_TRUE(a->Send(arrive));
+  ASSERT_TRUE(b->Send(arrive));
+  // The PING echoes arriving first show both arrivals are parked.
+  EXPECT_EQ(a->Call(V2(Op::kPing, {}, {}, 0, 11), 4), U32(11));
+  EXPECT_EQ(b->Call(V2(Op::kPing, {}, {}, 0, 12), 4), U32(12));
+  EXPECT_EQ(c->Call(V2(Op::kGet, {"/done"}), 9), Str("2"));
+  EXPECT_EQ(Hex(c->Call(arrive, 1)), "00");  // the last one passes at once...
+  EXPECT_EQ(Hex(a->Recv(1)), "00");          // ...and releases the others
+  EXPECT_EQ(Hex(b->Recv(1)), "00");
+  EXPECT_EQ(c->Call(V2(Op::kGet, {"/done"}), 9), Str("3"));
+  // A timed-out barrier: the client sends CANCEL_WAIT and expects 01.
+  ASSERT_TRUE(a->Send(Encode(Dialect::kV2, c10d_store::wire::Barrier("/lonely", 2))));
+  EXPECT_EQ(Hex(a->Call(std::string("\x0c", 1), 1)), "01");
+  EXPECT_EQ(server_->protocol_errors(), 0u);
+}
+
+TEST_F(SocketTest, ValueOver64MiBRoundTrips) {
+  // torch's servers take it (a 65 MiB set from torch 1.13 works against them), so must we.
+  Client c(server_->port());
+  ASSERT_TRUE(c.connected());
+  std::string value((65u << 20) + 3, '\0');
+  for (size_t i = 0; i < value.size(); ++i) value[i] = static_cast<char>(i * 131 + (i >> 20));
+  ASSERT_TRUE(c.Send(V113(Op::kSet, {"/huge"}, {value})));
+  std::string got = c.Call(V113(Op::kGet, {"/huge"}), 8 + value.size());
+  ASSERT_EQ(got.size(), 8 + value.size());
+  EXPECT_TRUE(got == Str(value));
+  EXPECT_EQ(server_->protocol_errors(), 0u);
+}
+
 TEST_F(SocketTest, BadClientsAreClosedWhileOthersCarryOn) {
   auto good = Connect2x(100);
   ASSERT_TRUE(good->Send(V2(Op::kWait, {"/later"})));  // parked across the bad clients
@@ -285,7 +340,10 @@ TEST_F(SocketTest, BadClientsAreClosedWhileOthersCarryOn) {
       {"key over the limit", Byte(2) + U64(1 << 20)},
       {"GET of a missing key", V113(Op::kGet, {"/missing"})},
       {"ADD on a non-number", V113(Op::kSet, {"/txt"}, {"abc"}) + V113(Op::kAdd, {"/txt"}, {}, 1)},
-      {"MULTI_GET of a missing key", Handshake(1) + V2(Op::kMultiGet, {"/missing"})},
+      {"MULTI_GET of a missing key (1.13 numbering has none: opcode 10 is unknown)",
+       Byte(10) + U64(1) + Str("/missing")},
+      {"BARRIER on a non-number", Handshake(1) + V2(Op::kSet, {"/txt2"}, {"abc"}) +
+                                      Encode(Dialect::kV2, c10d_store::wire::Barrier("/txt2", 2))},
   };
   for (const Bad& b : bad) {
     Client c(server_->port());

@@ -68,6 +68,9 @@ std::vector<Request> AllV2() {
       Req(Op::kQueuePop, {"/q"}),
       Req(Op::kQueueLen, {"/q"}),
       Req(Op::kListKeys),
+      wire::Barrier("/bar", 4),
+      wire::Barrier("/bar", 0),
+      wire::Barrier("/bar", -1),
   };
 }
 
@@ -189,6 +192,33 @@ TEST(ParserTest, SpecCaptureTorch2MultiSet) {
   EXPECT_EQ(got[2], Req(Op::kMultiSet, {"/m1", "/m2"}, {"a", "b"}));
 }
 
+// The newest ops, byte for byte as torch's TCPStore.cpp writes them (docs/c10d_store_protocol.md
+// §4): listKeys() is the opcode alone; barrier(key, world_size) is the opcode, the prefixed
+// key and an int64 world size.
+TEST(ParserTest, NewestClientListKeysAndBarrierBytes) {
+  const std::string bytes =
+      Handshake(0x5a71) + std::string("\x11", 1) +
+      std::string("\x12\x05\x00\x00\x00\x00\x00\x00\x00/done\x08\x00\x00\x00\x00\x00\x00\x00",
+                  22);
+  for (size_t chunk : {bytes.size(), size_t{1}}) {
+    Dialect d;
+    auto got = ParseChunked(bytes, chunk, &d);
+    EXPECT_EQ(d, Dialect::kV2);
+    ASSERT_EQ(got.size(), 4u);
+    EXPECT_EQ(got[2], Req(Op::kListKeys));
+    EXPECT_EQ(got[3], wire::Barrier("/done", 8));
+  }
+}
+
+TEST(ParserTest, BarrierAndListKeysAreNot113Opcodes) {
+  // In the 1.13 numbering 17 and 18 do not exist (its last opcode is DELETE_KEY, 8).
+  for (int op : {17, 18}) {
+    C10dStoreParser p;
+    std::vector<Request> out;
+    EXPECT_FALSE(p.Feed(Byte(static_cast<uint8_t>(op)), &out).ok()) << op;
+  }
+}
+
 TEST(ParserTest, Torch113OpcodeInItsOwnSegmentThenSetAndWaitInOne) {
   // 1.13 sends the opcode byte alone, then the rest; SET is pipelined with the next WAIT.
   C10dStoreParser parser;
@@ -246,7 +276,7 @@ TEST(ParserTest, UnknownOpcodesFail) {
     std::vector<Request> out;
     EXPECT_FALSE(p.Feed(Byte(static_cast<uint8_t>(op)), &out).ok()) << "1.13 op " << op;
   }
-  for (int op : {18, 19, 0x80, 0xff}) {
+  for (int op : {19, 20, 0x80, 0xff}) {
     C10dStoreParser p;
     std::vector<Request> out;
     EXPECT_FALSE(p.Feed(Handshake(1) + Byte(static_cast<uint8_t>(op)), &out).ok())
@@ -276,8 +306,9 @@ TEST(ParserTest, RequestsBeforeGarbageAreDelivered) {
 TEST(ParserTest, DefaultLimits) {
   ParserLimits limits;
   EXPECT_EQ(limits.max_key_bytes, 8u * 1024);
-  EXPECT_EQ(limits.max_value_bytes, 64u * 1024 * 1024);
+  EXPECT_EQ(limits.max_value_bytes, 256u * 1024 * 1024);
   EXPECT_EQ(limits.max_key_count, 128u * 1024);
+  EXPECT_EQ(limits.max_request_bytes, 256u * 1024 * 1024);
 
   // A key of exactly the limit is fine; one byte more is not.
   std::string key(8 * 1024, 'k');
@@ -289,15 +320,31 @@ TEST(ParserTest, DefaultLimits) {
   // Only the length is needed to refuse: nothing of the key body has to arrive.
   EXPECT_FALSE(bad.Feed(Byte(2) + U64(8 * 1024 + 1), &out).ok());
 
+  // torch's servers take values past 64 MiB (a 65 MiB SET from torch 1.13 must work).
+  C10dStoreParser value_65m;
+  EXPECT_TRUE(value_65m.Feed(Byte(0) + Str("/k") + U64(65u << 20), &out).ok());
   C10dStoreParser big_value;
-  EXPECT_FALSE(big_value.Feed(Byte(0) + Str("/k") + U64((64u << 20) + 1), &out).ok());
-  C10dStoreParser at_value_limit;
-  EXPECT_TRUE(at_value_limit.Feed(Byte(0) + Str("/k") + U64(64u << 20), &out).ok());
+  EXPECT_FALSE(big_value.Feed(Byte(0) + Str("/k") + U64((256u << 20) + 1), &out).ok());
 
   C10dStoreParser many;
   EXPECT_FALSE(many.Feed(Byte(5) + U64(128 * 1024 + 1), &out).ok());
   C10dStoreParser at_count_limit;
   EXPECT_TRUE(at_count_limit.Feed(Byte(5) + U64(128 * 1024), &out).ok());
+}
+
+TEST(ParserTest, LimitsForMemoryGiveOneRequestAQuarterOfTheMachine) {
+  const uint64_t gib = 1ull << 30;
+  ParserLimits big = LimitsForMemory(64 * gib);
+  EXPECT_EQ(big.max_value_bytes, 16 * gib);
+  EXPECT_EQ(big.max_request_bytes, 16 * gib);
+  EXPECT_EQ(big.max_key_bytes, 8u * 1024);  // keys and counts do not scale
+  EXPECT_EQ(big.max_key_count, 128u * 1024);
+  // Never below the defaults, even on a small machine (or when memory is unknown: 0).
+  for (uint64_t mem : {uint64_t{0}, gib / 2, gib}) {
+    ParserLimits small = LimitsForMemory(mem);
+    EXPECT_EQ(small.max_value_bytes, ParserLimits().max_value_bytes) << mem;
+    EXPECT_EQ(small.max_request_bytes, ParserLimits().max_request_bytes) << mem;
+  }
 }
 
 TEST(ParserTest, CustomLimits) {
@@ -338,6 +385,8 @@ TEST(ParserTest, LargeValueInManyChunks) {
   auto got = ParseChunked(bytes, 1000);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].values[0], value);
+  // The value is stored as it comes out: without the growth slack of its buffer.
+  EXPECT_LE(got[0].values[0].capacity(), value.size() + 64 * 1024);
 }
 
 TEST(ParserTest, IdleOnlyBetweenRequests) {
@@ -364,8 +413,14 @@ TEST(ParserTest, WireOpcodeNumbering) {
   EXPECT_EQ(WireOpcode(Dialect::kV2, Op::kDeleteKey), 8);
   EXPECT_EQ(WireOpcode(Dialect::kV2, Op::kCancelWait), 12);
   EXPECT_EQ(WireOpcode(Dialect::kV2, Op::kPing), 13);
+  EXPECT_EQ(WireOpcode(Dialect::kV2, Op::kQueuePush), 14);
+  EXPECT_EQ(WireOpcode(Dialect::kV2, Op::kQueuePop), 15);
   EXPECT_EQ(WireOpcode(Dialect::kV2, Op::kQueueLen), 16);
+  EXPECT_EQ(WireOpcode(Dialect::kV2, Op::kListKeys), 17);
+  EXPECT_EQ(WireOpcode(Dialect::kV2, Op::kBarrier), 18);
   EXPECT_EQ(WireOpcode(Dialect::kV2, Op::kWatchKey), -1);
+  EXPECT_EQ(WireOpcode(Dialect::kV113, Op::kListKeys), -1);
+  EXPECT_EQ(WireOpcode(Dialect::kV113, Op::kBarrier), -1);
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ class StateTest : public ::testing::Test {
   RecordingSink sink_;
 };
 
-TEST_F(StateTest, SetGetAndGetOfMissingKeyFails) {
+TEST_F(StateTest, SetGetAndGetOfMissingKey) {
   Do(1, Req(Op::kSet, {"/k1"}, {"v1"}));
   EXPECT_EQ(Take(1), "");  // SET has no reply
   Do(1, Req(Op::kGet, {"/k1"}));
@@ -61,6 +61,10 @@ TEST_F(StateTest, SetGetAndGetOfMissingKeyFails) {
   EXPECT_EQ(Try(1, Req(Op::kGet, {"/nope"}), Dialect::kV113).code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(Take(1), "");
+  // torch's libuv server (the 2.x default) answers an empty value instead.
+  Do(2, Req(Op::kGet, {"/nope"}));
+  EXPECT_EQ(Take(2), U64(0));
+  EXPECT_EQ(state_.num_keys(), 1u);  // and creates nothing
 }
 
 TEST_F(StateTest, BinaryValuesRoundTrip) {
@@ -315,8 +319,12 @@ TEST_F(StateTest, MultiSetAndMultiGet) {
   EXPECT_EQ(Take(1), Str("xy") + Str("v2"));
   Do(1, Req(Op::kMultiGet, {}));
   EXPECT_EQ(Take(1), "");
-  EXPECT_FALSE(Try(1, Req(Op::kMultiGet, {"/m1", "/missing"})).ok());
-  EXPECT_EQ(Take(1), "");  // nothing half-sent
+  // A missing key: an empty value in its place on a 2.x connection (libuv server)...
+  Do(1, Req(Op::kMultiGet, {"/m1", "/missing"}));
+  EXPECT_EQ(Take(1), Str("v2") + U64(0));
+  // ...and the connection closed on a 1.13 one, with nothing half-sent.
+  EXPECT_FALSE(Try(3, Req(Op::kMultiGet, {"/m1", "/missing"}), Dialect::kV113).ok());
+  EXPECT_EQ(Take(3), "");
 }
 
 TEST_F(StateTest, PingEchoesNonce) {
@@ -360,9 +368,104 @@ TEST_F(StateTest, QueuePushWakesExactlyOneBlockedPop) {
 }
 
 TEST_F(StateTest, ListKeys) {
+  Do(1, Req(Op::kListKeys));
+  EXPECT_EQ(Take(1), I64(0));
   Do(1, Req(Op::kSet, {"/only"}, {"1"}));
+  Do(1, Req(Op::kQueuePush, {"/q"}, {"x"}));  // queues are not keys
   Do(1, Req(Op::kListKeys));
   EXPECT_EQ(Take(1), I64(1) + Str("/only"));
+  // Every key, "init/" and internal ones included, each once, in no particular order.
+  Do(1, Req(Op::kAdd, {"init/"}, {}, 1));
+  Take(1);
+  Do(1, Req(Op::kListKeys));
+  const std::string got = Take(1);
+  EXPECT_EQ(got.substr(0, 8), I64(2));
+  EXPECT_EQ(got.size(), 8 + Str("/only").size() + Str("init/").size());
+  EXPECT_NE(got.find(Str("/only")), std::string::npos);
+  EXPECT_NE(got.find(Str("init/")), std::string::npos);
+}
+
+TEST_F(StateTest, BarrierReleasesEveryArrivalWhenTheLastComes) {
+  Do(1, wire::Barrier("/b", 3));
+  Do(2, wire::Barrier("/b", 3));
+  EXPECT_EQ(Take(1), "");
+  EXPECT_EQ(Take(2), "");
+  EXPECT_EQ(state_.num_parked_waits(), 2u);
+  EXPECT_EQ(state_.Get("/b"), "2");  // the arrivals so far, as ASCII decimal
+  Do(3, wire::Barrier("/b", 3));
+  EXPECT_EQ(Take(1), Byte(kStopWaiting));
+  EXPECT_EQ(Take(2), Byte(kStopWaiting));
+  EXPECT_EQ(Take(3), Byte(kStopWaiting));
+  EXPECT_EQ(state_.num_parked_waits(), 0u);
+  EXPECT_EQ(state_.Get("/b"), "3");
+  // Arrivals past the world size (a reused key) pass at once.
+  Do(4, wire::Barrier("/b", 3));
+  EXPECT_EQ(Take(4), Byte(kStopWaiting));
+  EXPECT_EQ(state_.Get("/b"), "4");
+}
+
+TEST_F(StateTest, BarrierOfOneOrLessPassesAtOnce) {
+  for (int64_t world : {1, 0, -5}) {
+    const std::string key = "/b" + std::to_string(world);
+    Do(1, wire::Barrier(key, world));
+    EXPECT_EQ(Take(1), Byte(kStopWaiting)) << world;
+    EXPECT_EQ(state_.Get(key), "1");
+  }
+}
+
+TEST_F(StateTest, BarrierCountsOnTopOfAdd) {
+  // The key is an ordinary counter: ADD and BARRIER add to the same number, as in torch.
+  Do(1, Req(Op::kAdd, {"/b"}, {}, 2));
+  Take(1);
+  Do(2, wire::Barrier("/b", 3));
+  EXPECT_EQ(Take(2), Byte(kStopWaiting));
+  EXPECT_EQ(state_.Get("/b"), "3");
+  Do(1, Req(Op::kSet, {"/nan"}, {"x"}));
+  EXPECT_EQ(Try(1, wire::Barrier("/nan", 2)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(state_.Get("/nan"), "x");  // nothing changed, nothing sent
+  EXPECT_EQ(Take(1), "");
+}
+
+TEST_F(StateTest, EarlierBarrierArrivalDoesNotReleaseAPlainWait) {
+  // As torch's servers: only the last arrival (a write that wakes) releases WAITs on the key.
+  Do(5, Req(Op::kWait, {"/b"}));
+  Do(1, wire::Barrier("/b", 2));
+  EXPECT_EQ(Take(5), "");
+  Do(2, wire::Barrier("/b", 2));
+  EXPECT_EQ(Take(5), Byte(kStopWaiting));
+  EXPECT_EQ(Take(1), Byte(kStopWaiting));
+  EXPECT_EQ(Take(2), Byte(kStopWaiting));
+}
+
+TEST_F(StateTest, AnyWriteOfTheKeyReleasesParkedArrivals) {
+  // torch's servers wake everyone parked on the key at any write of it.
+  Do(1, wire::Barrier("/b", 5));
+  Do(2, Req(Op::kSet, {"/b"}, {"1"}));
+  EXPECT_EQ(Take(1), Byte(kStopWaiting));
+  EXPECT_EQ(state_.num_parked_waits(), 0u);
+}
+
+TEST_F(StateTest, BarrierTimeoutIsACancelWait) {
+  // The client's barrier timeout sends CANCEL_WAIT; its arrival stays counted.
+  Do(1, wire::Barrier("/b", 2));
+  Do(1, Req(Op::kCancelWait));
+  EXPECT_EQ(Take(1), Byte(kWaitCanceled));
+  EXPECT_EQ(state_.num_parked_waits(), 0u);
+  Do(2, wire::Barrier("/b", 2));
+  EXPECT_EQ(Take(2), Byte(kStopWaiting));
+  EXPECT_EQ(Take(1), "");
+  // A closed connection's arrival is forgotten the same way.
+  Do(3, wire::Barrier("/c", 2));
+  state_.Disconnect(3);
+  EXPECT_EQ(state_.num_parked_waits(), 0u);
+}
+
+TEST_F(StateTest, BarrierCountWrapsInsteadOfOverflowing) {
+  Do(1, Req(Op::kSet, {"/b"}, {"9223372036854775807"}));
+  Do(1, wire::Barrier("/b", 2));
+  EXPECT_EQ(state_.Get("/b"), "-9223372036854775808");
+  EXPECT_EQ(Take(1), "");  // far below 2 now: parked
+  EXPECT_EQ(state_.num_parked_waits(), 1u);
 }
 
 TEST_F(StateTest, GloInitSequenceOfTwoRanks) {

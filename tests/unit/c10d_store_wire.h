@@ -1,5 +1,5 @@
 // Test helpers: encode c10d store requests and replies the way torch's clients and servers
-// put them on the wire (little-endian u64 lengths, see shared/specs/c10d-store-protocol.md).
+// put them on the wire (little-endian u64 lengths, see docs/c10d_store_protocol.md).
 #ifndef DRUN_TESTS_UNIT_C10D_STORE_WIRE_H_
 #define DRUN_TESTS_UNIT_C10D_STORE_WIRE_H_
 
@@ -58,6 +58,8 @@ inline std::string Encode(Dialect dialect, const Request& r) {
       return s + Str(r.keys[0]);
     case Op::kAdd:
       return s + Str(r.keys[0]) + I64(r.delta);
+    case Op::kBarrier:
+      return s + Str(r.keys[0]) + I64(r.world_size);
     case Op::kCheck:
     case Op::kWait:
     case Op::kMultiGet:
@@ -88,6 +90,13 @@ inline Request Req(Op op, std::vector<std::string> keys = {},
   r.values = std::move(values);
   r.delta = delta;
   r.nonce = nonce;
+  return r;
+}
+
+// A BARRIER request: `key`, `world_size` arrivals expected.
+inline Request Barrier(std::string key, int64_t world_size) {
+  Request r = Req(Op::kBarrier, {std::move(key)});
+  r.world_size = world_size;
   return r;
 }
 

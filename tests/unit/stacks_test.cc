@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,16 +78,16 @@ class StacksTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  // Starts /usr/bin/python3 on `script` (written to a file) and reads from
+  // Starts `python` on `script` (written to a file) and reads from
   // its stdout until `lines` newline-terminated lines have arrived.
   Child StartPython(const std::string& script, int lines, std::string* script_path,
-                    std::vector<std::string>* said = nullptr) {
+                    std::vector<std::string>* said = nullptr, const std::string& python = kPython) {
     *script_path = dir_ + "/script_" + std::to_string(scripts_++) + ".py";
     std::ofstream(*script_path) << script;
     UniqueFd r, w;
     EXPECT_TRUE(MakePipe(&r, &w));
     SpawnRequest req;
-    req.argv = {kPython, *script_path};
+    req.argv = {python, *script_path};
     req.env = {"PATH=/usr/bin:/bin"};
     req.stdout_fd = w.get();
     absl::StatusOr<pid_t> pid = SpawnProcessGroup(req);
@@ -173,11 +174,11 @@ std::string FindCPython(const std::vector<const char*>& names) {
   return "";
 }
 
-// An interpreter the built-in reader was not built for: one line says so and
-// what would help, and native frames (eu-stack, gdb) stand in.
+// An interpreter older than the built-in reader knows (pyenv's 3.7): one
+// line says so and what would help, and native frames (eu-stack, gdb) stand in.
 TEST_F(StacksTest, OtherCPythonVersionSaysSoAndGivesNativeFrames) {
-  const std::string python = FindCPython({"python3.12", "python3.13", "python3.10"});
-  if (python.empty()) GTEST_SKIP() << "no CPython other than 3.11 on this machine";
+  const std::string python = FindCPython({"python3.7"});
+  if (python.empty()) GTEST_SKIP() << "no CPython 3.7 (pyenv) on this machine";
   if (!FindTool("py-spy").empty()) GTEST_SKIP() << "py-spy would read it";
   std::string path = dir_ + "/other.py";
   std::ofstream(path) << "import os, time\nos.write(1, b'ready\\n') and time.sleep(10**6)\n";
@@ -193,13 +194,43 @@ TEST_F(StacksTest, OtherCPythonVersionSaysSoAndGivesNativeFrames) {
   absl::StatusOr<ProcessStacks> s = Capture(*pid, CaptureOptions{});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->python_method, Method::kNone);
-  EXPECT_NE(s->unavailable.find("not readable by drun"), std::string::npos) << s->unavailable;
+  EXPECT_NE(s->unavailable.find("CPython 3.7 not readable by drun (it reads CPython 3.8-3.13)"),
+            std::string::npos)
+      << s->unavailable;
   EXPECT_NE(s->unavailable.find("install py-spy"), std::string::npos) << s->unavailable;
   EXPECT_EQ(s->unavailable.find('\n'), std::string::npos);
   EXPECT_NE(s->native_method, Method::kNone) << s->unavailable;
   const ThreadStack* main = FindThread(*s, *pid);
   ASSERT_NE(main, nullptr);
   EXPECT_FALSE(main->native.empty()) << FormatText(*s);
+}
+
+// A version number the reader has no layout for (3.14, doctored: Py_Version
+// points at a number in this test's own memory, read by the real reader
+// through process_vm_readv like any target's) gets one line naming it.
+TEST(PythonReaderTest, UnknownVersionGetsOneLineReason) {
+  static const uint32_t kDoctored = 0x030E00F0;  // 3.14.0 final
+  PythonTarget t;
+  t.binary = "/doctored/libpython3.14.so";
+  t.runtime = reinterpret_cast<uint64_t>(&kDoctored);  // never reached
+  t.version = reinterpret_cast<uint64_t>(&kDoctored);
+  absl::StatusOr<PythonStacks> read = ReadPythonStacks(getpid(), t);
+  EXPECT_TRUE(absl::IsFailedPrecondition(read.status())) << read.status();
+  EXPECT_EQ(read.status().message(),
+            "CPython 3.14.0 not readable by drun (it reads CPython 3.8-3.13)");
+  // No Py_Version (before 3.11): the binary's name says the version.
+  t.version = 0;
+  t.name_version = "3.7";
+  EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
+            "CPython 3.7 not readable by drun (it reads CPython 3.8-3.13)");
+  t.name_version = "";
+  EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
+            "CPython of unknown version (/doctored/libpython3.14.so exports no Py_Version and its "
+            "name has no version) not readable by drun");
+  t.name_version = "3.13";
+  t.free_threaded = true;
+  EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
+            "CPython 3.13 free-threaded build not readable by drun");
 }
 
 // A CPython 3.11 built as a PIE with libpython3.11.so (pyenv's build): the
@@ -321,7 +352,7 @@ TEST_F(StacksTest, DeadlockedThreadsBothShownOnTheirTids) {
       "for t in ts: t.start()\n"                                                     // 15
       // The main thread says so too, from the line it then blocks on (joining):
       // before it, it could still be returning from start() on line 15.
-      "os.write(1, say('main')) and [t.join() for t in ts]\n";                        // 16
+      "os.write(1, say('main')) and [t.join() for t in ts]\n";  // 16
   std::string path;
   std::vector<std::string> said;
   Child py = StartPython(script, 3, &path, &said);
@@ -734,6 +765,338 @@ TEST_F(StacksTest, LocationTableMatchesCPython) {
   }
   EXPECT_EQ(lines.count(310), 1u) << "the long jump past the blank lines was decoded";
 }
+
+// Every CPython minor version the built-in reader knows, against a real
+// interpreter of it: pyenv's (~/.pyenv/versions/3.X.*), Debian's for 3.11.
+// A version not installed here is skipped, saying so.
+class PythonVersionTest : public StacksTest, public ::testing::WithParamInterface<const char*> {
+ protected:
+  void SetUp() override {
+    StacksTest::SetUp();
+    const std::string minor = GetParam();
+    if (minor == "3.11") {
+      if (access("/usr/bin/python3.11", X_OK) == 0) python_ = "/usr/bin/python3.11";
+    } else {
+      python_ = FindCPython({("python" + minor).c_str()});
+    }
+    if (python_.empty()) {
+      GTEST_SKIP() << "no CPython " << minor << " on this machine (pyenv's ~/.pyenv/versions/"
+                   << minor << ".*, or /usr/bin/python3.11 for 3.11)";
+    }
+  }
+  bool IsThisVersion(const std::string& version) const {
+    return version == GetParam() || absl::StartsWith(version, std::string(GetParam()) + ".");
+  }
+  std::string python_;
+};
+
+// The main thread sleeps under a coroutine, a generator and 201 recursive
+// calls; another thread sleeps in its own function. Both say so (the main
+// thread "main", the other its OS thread id) from the statement they sleep on.
+TEST_P(PythonVersionTest, ThreadsRecursionGeneratorAndCoroutineWithSourceLines) {
+  const std::string script =
+      "import os, threading, time\n"                                                   // 1
+      "def sleeper():\n"                                                               // 2
+      "    os.write(1, b'main\\n') and time.sleep(10**6)\n"                            // 3
+      "async def coro():\n"                                                            // 4
+      "    sleeper()\n"                                                                // 5
+      "def gen():\n"                                                                   // 6
+      "    yield coro().send(None)\n"                                                  // 7
+      "def recurse(n):\n"                                                              // 8
+      "    return next(gen()) if n == 0 else recurse(n - 1)\n"                         // 9
+      "def worker():\n"                                                                // 10
+      "    os.write(1, b'%d\\n' % threading.get_native_id()) and time.sleep(10**6)\n"  // 11
+      "threading.Thread(target=worker, daemon=True).start()\n"                         // 12
+      "recurse(200)\n";                                                                // 13
+  std::string path;
+  std::vector<std::string> said;
+  Child py = StartPython(script, 2, &path, &said, python_);
+  int worker_tid = 0;
+  for (const std::string& line : said) {
+    if (line != "main") {
+      ASSERT_TRUE(absl::SimpleAtoi(line, &worker_tid)) << line;
+    }
+  }
+  absl::StatusOr<ProcessStacks> s = Capture(py.pid(), CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->python_method, Method::kBuiltinPython) << s->unavailable;
+  EXPECT_TRUE(s->unavailable.empty()) << s->unavailable;
+  EXPECT_TRUE(IsThisVersion(s->python_version)) << s->python_version;
+  const ThreadStack* main = FindThread(*s, py.pid());
+  ASSERT_NE(main, nullptr) << FormatText(*s);
+  ASSERT_EQ(main->python.size(), 205u) << FormatText(*s);
+  EXPECT_FALSE(main->python_truncated);
+  struct Want {
+    size_t index;
+    const char* function;
+    int line;
+  };
+  for (const Want& w :
+       {Want{0, "sleeper", 3}, Want{1, "coro", 5}, Want{2, "gen", 7}, Want{3, "recurse", 9},
+        Want{203, "recurse", 9}, Want{204, "<module>", 13}}) {
+    EXPECT_EQ(main->python[w.index].function, w.function) << w.index << "\n" << FormatText(*s);
+    EXPECT_EQ(main->python[w.index].line, w.line) << w.index;
+    EXPECT_EQ(main->python[w.index].file, path);
+  }
+  EXPECT_EQ(main->python[0].source, "os.write(1, b'main\\n') and time.sleep(10**6)");
+  EXPECT_EQ(main->python[204].source, "recurse(200)");
+  const ThreadStack* worker = FindThread(*s, worker_tid);
+  ASSERT_NE(worker, nullptr) << worker_tid << "\n" << FormatText(*s);
+  ASSERT_GE(worker->python.size(), 2u) << FormatText(*s);
+  EXPECT_EQ(worker->python[0].function, "worker");
+  EXPECT_EQ(worker->python[0].line, 11);
+  // threading.py's frames: qualified names from 3.11 on (Thread._bootstrap).
+  EXPECT_TRUE(absl::EndsWith(worker->python.back().function, "_bootstrap")) << FormatText(*s);
+  EXPECT_FALSE(worker->python.back().source.empty()) << "threading.py is readable";
+  const std::string text = FormatText(*s);
+  EXPECT_NE(text.find(absl::StrCat("  File \"", path, "\", line 3, in sleeper\n",
+                                   "    os.write(1, b'main\\n') and time.sleep(10**6)\n")),
+            std::string::npos)
+      << text;
+}
+
+// Source lines come from the file as the process sees it: a relative name
+// (3.8 keeps the script's name as given) against the process's working
+// directory; a name that is a FIFO gives no line and does not block the capture.
+TEST_P(PythonVersionTest, SourceLinesOfRelativeNamesAndNoneForAFifo) {
+  const std::string fifo = dir_ + "/fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(dir_ + "/rel.py")
+      << "import os, sys, time\n"
+         "code = 'import os, time\\nos.write(1, b\"ready\\\\n\") and time.sleep(10**6)\\n'\n"
+         "def run():\n"
+         "    exec(compile(code, sys.argv[1], 'exec'))\n"
+         "run()\n";
+  UniqueFd r, w;
+  ASSERT_TRUE(MakePipe(&r, &w));
+  SpawnRequest req{{python_, "rel.py", fifo}, {"PATH=/usr/bin:/bin"}, dir_, -1, w.get(), -1};
+  absl::StatusOr<pid_t> pid = SpawnProcessGroup(req);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  Child child(*pid);
+  w.reset();
+  char c;
+  ASSERT_EQ(read(r.get(), &c, 1), 1);
+  absl::StatusOr<ProcessStacks> s = Capture(*pid, CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const ThreadStack* main = FindThread(*s, *pid);
+  ASSERT_NE(main, nullptr);
+  ASSERT_EQ(main->python.size(), 3u) << FormatText(*s);
+  EXPECT_EQ(main->python[0].file, fifo);
+  EXPECT_EQ(main->python[0].line, 2);
+  EXPECT_EQ(main->python[0].source, "");
+  EXPECT_EQ(main->python[1].function, "run");
+  EXPECT_EQ(main->python[1].source, "exec(compile(code, sys.argv[1], 'exec'))");
+  EXPECT_EQ(main->python[2].source, "run()");
+  // Without source lines, none is read.
+  CaptureOptions bare;
+  bare.source_lines = false;
+  s = Capture(*pid, bare);
+  ASSERT_TRUE(s.ok()) << s.status();
+  main = FindThread(*s, *pid);
+  ASSERT_NE(main, nullptr);
+  ASSERT_EQ(main->python.size(), 3u) << FormatText(*s);
+  EXPECT_EQ(main->python[2].source, "");
+}
+
+// A recursion deeper than the reader goes (2500 calls, the recursion limit
+// raised): the innermost 2048 frames, and a line saying the stack was cut.
+TEST_P(PythonVersionTest, RecursionDeeperThanTheReaderGoesIsCutAndSaysSo) {
+  const std::string script =
+      "import os, sys, time\n"                                    // 1
+      "sys.setrecursionlimit(10000)\n"                            // 2
+      "def down(n):\n"                                            // 3
+      "    if n == 0:\n"                                          // 4
+      "        os.write(1, b'ready\\n') and time.sleep(10**6)\n"  // 5
+      "    down(n - 1)\n"                                         // 6
+      "down(2500)\n";                                             // 7
+  std::string path;
+  Child py = StartPython(script, 1, &path, nullptr, python_);
+  absl::StatusOr<ProcessStacks> s = Capture(py.pid(), CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const ThreadStack* main = FindThread(*s, py.pid());
+  ASSERT_NE(main, nullptr);
+  ASSERT_EQ(main->python.size(), static_cast<size_t>(kMaxPythonFrames));
+  EXPECT_TRUE(main->python_truncated);
+  EXPECT_EQ(main->python[0].line, 5);
+  EXPECT_EQ(main->python[1].line, 6);
+  EXPECT_EQ(main->python.back().function, "down");
+  EXPECT_NE(FormatText(*s).find("deeper than 2048 frames; partial)\n"), std::string::npos);
+}
+
+// Threads start and end all the time while the process is read 100 times:
+// every capture succeeds, and Python frames land only on threads the process
+// has (3.8-3.10 find a thread's OS id in its struct pthread, which an ending
+// thread zeroes).
+TEST_P(PythonVersionTest, ThreadsComingAndGoingNeverGiveStrayThreads) {
+  const std::string script =
+      "import os, threading\n"
+      "def work(n):\n"
+      "    return sum(range(n))\n"
+      "def churn():\n"
+      "    while True:\n"
+      "        ts = [threading.Thread(target=work, args=(1000,)) for _ in range(4)]\n"
+      "        for t in ts: t.start()\n"
+      "        for t in ts: t.join()\n"
+      "threading.Thread(target=churn, daemon=True).start()\n"
+      "os.write(1, b'ready\\n')\n"
+      "churn()\n";
+  std::string path;
+  Child py = StartPython(script, 1, &path, nullptr, python_);
+  const std::string stdlib = absl::StrCat("/lib/python", GetParam(), "/");
+  for (int i = 0; i < 100; ++i) {
+    absl::StatusOr<ProcessStacks> s = Capture(py.pid(), CaptureOptions{});
+    ASSERT_TRUE(s.ok()) << s.status();
+    for (const ThreadStack& t : s->threads) {
+      EXPECT_GT(t.tid, 0) << FormatText(*s);
+      for (const Frame& f : t.python) {
+        // The script, or the interpreter's own library (threading.py, _weakrefset.py).
+        EXPECT_TRUE(f.file == path || absl::StrContains(f.file, stdlib)) << FormatText(*s);
+      }
+    }
+    const ThreadStack* main = FindThread(*s, py.pid());
+    ASSERT_NE(main, nullptr);
+    ASSERT_FALSE(main->python.empty()) << FormatText(*s);
+    if (!main->python_truncated) {
+      EXPECT_EQ(main->python.back().function, "<module>");
+    }
+  }
+}
+
+// Names in each compact str kind (ASCII, Latin-1, UCS-2, UCS-4) and a file
+// name that is not ASCII, under every version's str layout.
+TEST_P(PythonVersionTest, NonAsciiNamesAreUtf8) {
+  const std::string path = dir_ + "/st\u00e4ck.py";
+  std::ofstream(path) << "import os, time\n"
+                         "def \U00020000():\n"
+                         "    os.write(1, b'ready\\n') and time.sleep(10**6)\n"
+                         "def \u7720\u308b():\n"
+                         "    \U00020000()\n"
+                         "def schl\u00e4ft():\n"
+                         "    \u7720\u308b()\n"
+                         "schl\u00e4ft()\n";
+  UniqueFd r, w;
+  ASSERT_TRUE(MakePipe(&r, &w));
+  SpawnRequest req{{python_, path}, {"PATH=/usr/bin:/bin"}, "", -1, w.get(), -1};
+  absl::StatusOr<pid_t> pid = SpawnProcessGroup(req);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  Child child(*pid);
+  w.reset();
+  char c;
+  ASSERT_EQ(read(r.get(), &c, 1), 1);
+  absl::StatusOr<ProcessStacks> s = Capture(*pid, CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const ThreadStack* main = FindThread(*s, *pid);
+  ASSERT_NE(main, nullptr);
+  ASSERT_EQ(main->python.size(), 4u) << FormatText(*s);
+  EXPECT_EQ(main->python[0].function, "\U00020000");
+  EXPECT_EQ(main->python[0].file, path);
+  EXPECT_EQ(main->python[0].line, 3);
+  EXPECT_EQ(main->python[1].function, "\u7720\u308b");
+  EXPECT_EQ(main->python[1].source, "\U00020000()");
+  EXPECT_EQ(main->python[2].function, "schl\u00e4ft");
+  EXPECT_EQ(main->python[3].function, "<module>");
+}
+
+// A busy loop read 100 times: its frames change under the reader every
+// microsecond. Every capture succeeds with frames of the script only.
+TEST_P(PythonVersionTest, FramesChangingUnderTheReaderGiveBestEffortStacks) {
+  const std::string script =
+      "import os\n"                   // 1
+      "def helper(i):\n"              // 2
+      "    return i * 2\n"            // 3
+      "def spin(n):\n"                // 4
+      "    total = 0\n"               // 5
+      "    for i in range(n):\n"      // 6
+      "        total += helper(i)\n"  // 7
+      "    return total\n"            // 8
+      "os.write(1, b'ready\\n')\n"    // 9
+      "while True:\n"                 // 10
+      "    spin(1000)\n";             // 11
+  std::string path;
+  Child py = StartPython(script, 1, &path, nullptr, python_);
+  const std::set<std::string> functions = {"<module>", "spin", "helper"};
+  int truncated = 0;
+  for (int i = 0; i < 100; ++i) {
+    absl::StatusOr<ProcessStacks> s = Capture(py.pid(), CaptureOptions{});
+    ASSERT_TRUE(s.ok()) << s.status();
+    const ThreadStack* main = FindThread(*s, py.pid());
+    ASSERT_NE(main, nullptr);
+    if (main->python_truncated) ++truncated;
+    ASSERT_LE(main->python.size(), 3u) << FormatText(*s);
+    for (const Frame& f : main->python) {
+      EXPECT_EQ(f.file, path) << FormatText(*s);
+      EXPECT_EQ(functions.count(f.function), 1u) << FormatText(*s);
+      EXPECT_GE(f.line, 1);
+      EXPECT_LE(f.line, 11);
+    }
+    if (!main->python_truncated) {
+      ASSERT_FALSE(main->python.empty()) << FormatText(*s);
+      EXPECT_EQ(main->python.back().function, "<module>");
+    }
+  }
+  EXPECT_LT(truncated, 10);
+}
+
+// The version's line table decoder against the interpreter's own answer for
+// every code unit (co_lines() from 3.10, dis.findlinestarts() before) of code
+// with forward and backward jumps, a long jump and lines without code.
+TEST_P(PythonVersionTest, LineTableMatchesTheInterpreter) {
+  const std::string script =
+      "import dis, os, sys\n"
+      "def f(x):\n"
+      "    y = [i for i in range(x)\n"
+      "         if i % 3]\n"
+      "    for k in y:\n"
+      "        if k > 5:\n"
+      "            break\n"
+      "    else:\n"
+      "        pass\n" +
+      std::string(300, '\n') +
+      "    return (x +\n"
+      "            y[0])\n"
+      "c = f.__code__\n"
+      "table = c.co_linetable if sys.version_info >= (3, 10) else c.co_lnotab\n"
+      "out = [table.hex(), str(c.co_firstlineno)]\n"
+      "if sys.version_info >= (3, 10):\n"
+      "    for start, end, line in c.co_lines():\n"
+      "        out += ['%d:%d' % (a, -1 if line is None else line) for a in range(start, end, 2)]\n"
+      "else:\n"
+      "    starts = list(dis.findlinestarts(c))\n"
+      "    for a in range(0, len(c.co_code), 2):\n"
+      "        out.append('%d:%d' % (a, [l for o, l in starts if o <= a][-1]))\n"
+      "os.write(1, (' '.join(out) + '\\n').encode())\n";
+  std::string path;
+  std::vector<std::string> said;
+  Child py = StartPython(script, 1, &path, &said, python_);
+  ASSERT_EQ(said.size(), 1u);
+  std::vector<std::string> f = absl::StrSplit(said[0], ' ');
+  ASSERT_GT(f.size(), 10u);
+  std::string table;
+  for (size_t i = 0; i + 1 < f[0].size(); i += 2) {
+    table.push_back(static_cast<char>(std::stoi(f[0].substr(i, 2), nullptr, 16)));
+  }
+  const std::string minor = GetParam();
+  auto decode = minor == "3.8" || minor == "3.9" ? LnotabAddressToLine
+                : minor == "3.10"                ? Py310AddressToLine
+                                                 : Py311AddressToLine;
+  const int first = std::stoi(f[1]);
+  std::set<int> lines;
+  for (size_t i = 2; i < f.size(); ++i) {
+    std::vector<std::string> al = absl::StrSplit(f[i], ':');
+    const int addr = std::stoi(al[0]), line = std::stoi(al[1]);
+    EXPECT_EQ(decode(table, first, addr), line) << "address " << addr;
+    lines.insert(line);
+  }
+  EXPECT_EQ(lines.count(310), 1u) << "the long jump past the blank lines was decoded";
+}
+
+INSTANTIATE_TEST_SUITE_P(CPython, PythonVersionTest,
+                         ::testing::Values("3.8", "3.9", "3.10", "3.11", "3.12", "3.13"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = absl::StrCat("v", info.param);
+                           std::replace(name.begin(), name.end(), '.', '_');
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace drun::stacks

@@ -1,0 +1,70 @@
+// Where the built-in stack reader finds things inside a CPython interpreter,
+// one CPythonLayout per minor version, 3.8 to 3.13: struct offsets and
+// constants generated from each version's own headers by
+// agent/stacks/gen_cpython_layouts.py (cpython_layouts_gen.inc, committed;
+// the build needs no CPython headers). Offsets are in bytes; an offset of 0
+// for a field that no struct of that version starts with means "absent".
+#ifndef DRUN_AGENT_STACKS_CPYTHON_LAYOUT_H_
+#define DRUN_AGENT_STACKS_CPYTHON_LAYOUT_H_
+
+#include <cstdint>
+#include <string>
+
+namespace drun::stacks {
+
+struct CPythonLayout {
+  uint32_t version_hex = 0;  // PY_VERSION_HEX of the (lowest) headers it came from
+
+  // Objects.
+  uint32_t ob_type = 0;       // PyObject.ob_type
+  uint32_t var_size = 0;      // PyVarObject.ob_size
+  uint32_t bytes_data = 0;    // PyBytesObject.ob_sval
+  uint32_t unicode_length = 0, ascii_size = 0, compact_size = 0;  // PyASCIIObject.length, sizes
+  uint32_t state_offset = 0;  // PyASCIIObject.state and its bitfields' masks
+  uint32_t state_compact_mask = 0, state_ascii_mask = 0, state_kind_mask = 0, state_kind_shift = 0;
+
+  // Interpreters and thread states.
+  uint32_t runtime_interpreters_head = 0;  // _PyRuntime.interpreters.head
+  uint32_t interp_next = 0;                // PyInterpreterState.next
+  uint32_t interp_threads_head = 0;        // .tstate_head (3.8-3.10), .threads.head (3.11+)
+  uint32_t tstate_next = 0, tstate_interp = 0;
+  uint32_t tstate_thread_id = 0;         // pthread_t of the thread
+  uint32_t tstate_native_thread_id = 0;  // the OS thread id (3.11+); 0: absent
+
+  // Code objects.
+  uint32_t code_filename = 0, code_name = 0, code_first_lineno = 0;
+  uint32_t code_qualname = 0;         // 3.11+; 0: absent
+  uint32_t code_linetable = 0;        // co_lnotab (3.8, 3.9), co_linetable (3.10+)
+  uint32_t code_first_traceable = 0;  // _co_firsttraceable (3.11+)
+  uint32_t code_adaptive = 0;         // co_code_adaptive: the first code unit (3.11+)
+  uint32_t code_unit_size = 0;        // sizeof(_Py_CODEUNIT)
+  // 0: co_lnotab (3.8, 3.9); 1: 3.10's co_linetable; 2: the location table (3.11+).
+  uint32_t line_table = 0;
+
+  // Frames. frame_kind 0 (3.8-3.10): tstate_frame is PyThreadState.frame, a
+  // PyFrameObject chained by f_back (frame_back), with f_lasti/f_lineno.
+  // 1 (3.11, 3.12): tstate_frame is PyThreadState.cframe, whose
+  // cframe_current_frame is the innermost _PyInterpreterFrame; tstate_root_cframe
+  // is the thread state's own (empty at rest). 2 (3.13): tstate_frame is
+  // PyThreadState.current_frame. For 1 and 2, frames chain by `previous`
+  // (frame_back); frame_code is f_code (f_executable in 3.13: a code object
+  // or None), frame_instr prev_instr (instr_ptr in 3.13), frame_owner `owner`.
+  uint32_t frame_kind = 0;
+  uint32_t tstate_frame = 0, tstate_root_cframe = 0, cframe_current_frame = 0;
+  uint32_t frame_back = 0, frame_code = 0;
+  uint32_t frame_lasti = 0, frame_lineno = 0;  // PyFrameObject (frame_kind 0)
+  uint32_t frame_instr = 0, frame_owner = 0;   // _PyInterpreterFrame (frame_kind 1, 2)
+  uint32_t owned_by_generator = 0;             // FRAME_OWNED_BY_GENERATOR
+  uint32_t owned_by_cstack = 0xff;             // FRAME_OWNED_BY_CSTACK (3.12+); 0xff: none
+};
+
+// The layout of CPython major.minor of `version_hex` (a PY_VERSION_HEX, or
+// just (major << 24) | (minor << 16)); nullptr when drun has none.
+const CPythonLayout* FindCPythonLayout(uint32_t version_hex);
+
+// "3.8-3.13": the versions drun reads, for messages.
+std::string CPythonLayoutRange();
+
+}  // namespace drun::stacks
+
+#endif  // DRUN_AGENT_STACKS_CPYTHON_LAYOUT_H_
