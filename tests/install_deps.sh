@@ -29,8 +29,6 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# Both wait for another apt (a fresh machine's unattended-upgrades) to finish.
+bash "$(dirname "$0")/apt_get.sh" update
+bash "$(dirname "$0")/apt_get.sh" install -y --no-install-recommends "${missing[@]}"

@@ -2,8 +2,11 @@
 rounds in a row ends the job with a line that names the way to keep restarting; failures
 that differ and deaths by signal restart while --max-restarts lasts."""
 import os
+import signal
+import subprocess
+import time
 
-from drun_testlib import DrunTestCase, main, program
+from drun_testlib import DrunTestCase, base_env, drun_path, free_port, main, program
 
 
 class RestartPolicyTest(DrunTestCase):
@@ -51,6 +54,46 @@ class RestartPolicyTest(DrunTestCase):
         self.assertExit(run, 2)
         self.assertEqual(len(run.stderr_lines), 1, run.describe())
         self.assertIn("--restart-policy must be unless-repeated or always", run.stderr_lines[0])
+
+
+class FinishedNodeLostTest(DrunTestCase):
+    """A node whose workers all succeeded is killed while another node still runs: no one is
+    restarted and the job ends 0 (issue 23: it used to re-run the whole round)."""
+
+    def test_killing_a_node_after_its_workers_succeeded_restarts_no_one(self):
+        xdg = os.path.join(self.tmp, "xdg")
+        os.mkdir(xdg, 0o700)
+        env = base_env(XDG_RUNTIME_DIR=xdg)
+        starts, gate = os.path.join(self.tmp, "starts"), os.path.join(self.tmp, "gate")
+        os.mkfifo(gate)
+        # Two nodes typed by hand; the host's rank (0) waits at the gate, the other's exits 0.
+        common = ["--nnodes", "1:2", "--nproc-per-node", 1, "--run-id", "donejob",
+                  "--rdzv-endpoint", f"127.0.0.1:{free_port()}", program("done_or_gate.py"),
+                  starts, gate, 0]
+        host = self.start("--rdzv-conf", "is_host=true", *common, env=env)
+        host.wait_for_line(r"waiting: 1 of", stream="stderr")
+        other = self.start(*common, env=env)
+        other.wait_for_line(r"rank 1 done")
+        # The other node's success has reached the rendezvous once a job-wide `drun stacks`
+        # (asked on the host, answered by each node on its stream, after its earlier
+        # messages) shows that node without workers. A bounded poll: no event says it.
+        deadline = time.monotonic() + 60
+        while True:
+            out = subprocess.run([drun_path(), "stacks", "donejob"], env=env, capture_output=True,
+                                 text=True, timeout=60)
+            if "no worker runs" in out.stdout + out.stderr:
+                break
+            self.assertLess(time.monotonic(), deadline, out.stdout + out.stderr)
+            time.sleep(0.2)
+        other.send_signal(signal.SIGKILL)
+        other.wait()
+        with open(gate, "w"):
+            pass  # open and close: rank 0 passes the gate
+        host.wait()
+        self.assertExit(host, 0)
+        with open(starts) as f:
+            self.assertEqual(sorted(f.read().split("\n")[:-1]), ["start 0 0", "start 1 0"],
+                             host.describe())
 
 
 if __name__ == "__main__":
