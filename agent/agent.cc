@@ -159,71 +159,10 @@ void Agent::WriteReport(TimePoint now) {
   }
 }
 
-bool Agent::LogDirFailed(const std::string& path, int err) {
-  Log(absl::StrCat("cannot keep logs in --log-dir ", opt_.spec.log_dir(), ": ", path, ": ", strerror(err),
-                   "; give a directory you can write"));
-  return false;
-}
-
 // The run's directory is one for the whole job: named by whoever started it
-// (log_run_dir), or the run id when given. A multi-node job with the default
-// run id whose name has not come yet takes the one the rendezvous host chose,
-// from the first Assignment (ClaimLogDir there); until then only the root is
-// proved writable.
-bool Agent::PrepareLogDir() {
-  const std::string& root = opt_.spec.log_dir();
-  if (int err = MakePrivateDirs(root); err != 0) return LogDirFailed(root, err);
-  if (access(root.c_str(), W_OK | X_OK) != 0) return LogDirFailed(root, errno);
-  const bool many = opt_.spec.max_nodes() > 1 || opt_.host_in_prefix;
-  if (many && opt_.spec.log_run_dir().empty() && opt_.spec.run_id() == kDefaultRunId) return true;
-  return ClaimLogDir(opt_.spec.log_run_dir());
-}
-
-// Makes <root>/<run dir>[/<host>[.N]]. run_dir "" : the run id, or (the
-// default run id) RUN_ID_<unique> as torchrun 2.x, so a rerun never replaces
-// a run's logs.
-bool Agent::ClaimLogDir(const std::string& run_dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path root = fs::absolute(opt_.spec.log_dir(), ec);
-  std::string base;
-  const bool unique = run_dir.empty() && opt_.spec.run_id() == kDefaultRunId;
-  if (int err = MakeRunDir(root.string(), run_dir.empty() ? opt_.spec.run_id() : run_dir, unique, &base);
-      err != 0) {
-    return LogDirFailed(base, err);
-  }
-  if (opt_.spec.max_nodes() > 1 || opt_.host_in_prefix) {
-    // Nodes may share the file system (and a host name): each claims a
-    // directory of its own with an exclusive mkdir.
-    std::string node = (fs::path(base) / opt_.hostname).string();
-    for (int i = 1; mkdir(node.c_str(), kPrivateDirMode) != 0; ++i) {
-      if (errno != EEXIST) return LogDirFailed(node, errno);
-      node = absl::StrCat((fs::path(base) / opt_.hostname).string(), ".", i);
-    }
-    base = node;
-  }
-  struct stat st;
-  if (access(base.c_str(), W_OK | X_OK) != 0 || stat(base.c_str(), &st) != 0) return LogDirFailed(base, errno);
-  log_base_ = base;
-  report_.log_dir = base;
-  report_.log_dir_inode = st.st_ino;
-  SayLogDir();
-  return true;
-}
-
-// Once, where this node's log files are: a default run directory's name has
-// a unique part no one can guess, and what --redirects sends there is not
-// shown on the console at all. A launcher that reports the end says where
-// every host's logs are itself.
-void Agent::SayLogDir() {
-  if (opt_.launcher_reports_end) return;
-  const StdSpec redirects = FromProto(opt_.spec.redirects());
-  bool hidden = false;
-  for (int lr = 0; lr < opt_.nproc.count; ++lr) hidden = hidden || redirects.ForRank(lr) != 0;
-  Info(absl::StrCat("logs in ", log_base_, "/",
-                    hidden ? " (what --redirects sends there is not shown here)" : ""));
-}
-
+// (log_run_dir); a node typed by hand that does not host the rendezvous takes
+// the host's name from its first Assignment (ClaimLogDir there), and until
+// then only the root is proved writable (LogLayout::Prepare).
 bool Agent::PrepareOutputs() {
   if (!opt_.report_path.empty()) {
     if (absl::Status st = CheckReportPath(opt_.report_path); !st.ok()) {
@@ -231,7 +170,47 @@ bool Agent::PrepareOutputs() {
       return false;
     }
   }
-  return opt_.spec.log_dir().empty() || PrepareLogDir();
+  logs_ = LogLayout(opt_.spec, opt_.hostname, opt_.spec.max_nodes() > 1 || opt_.host_in_prefix);
+  if (!logs_.keeps_logs()) {
+    // Error files need a home even when no logs are kept; removed at exit.
+    if (absl::Status st = logs_.MakeTemporary(); !st.ok()) Log(std::string(st.message()));
+    return true;
+  }
+  if (absl::Status st = logs_.Prepare(); !st.ok()) {
+    Log(std::string(st.message()));
+    return false;
+  }
+  if (logs_.claimed()) OnLogDirClaimed();
+  return true;
+}
+
+bool Agent::ClaimLogDir(const std::string& run_name) {
+  if (absl::Status st = logs_.Claim(run_name); !st.ok()) {
+    Log(std::string(st.message()));
+    return false;
+  }
+  OnLogDirClaimed();
+  return true;
+}
+
+// The report names this node's directory, and the console says it once.
+void Agent::OnLogDirClaimed() {
+  report_.log_dir = logs_.node_dir();
+  report_.log_dir_inode = logs_.node_dir_inode();
+  SayLogDir();
+}
+
+// Once, where this node's log files are: the run directory's name has a
+// unique part no one can guess, and what --redirects sends there is not
+// shown on the console at all. A launcher that reports the end says where
+// every host's logs are itself.
+void Agent::SayLogDir() {
+  if (opt_.launcher_reports_end) return;
+  const StdSpec redirects = FromProto(opt_.spec.redirects());
+  bool hidden = false;
+  for (int lr = 0; lr < opt_.nproc.count; ++lr) hidden = hidden || redirects.ForRank(lr) != 0;
+  Info(absl::StrCat("logs in ", logs_.node_dir(), "/",
+                    hidden ? " (what --redirects sends there is not shown here)" : ""));
 }
 
 void Agent::PumpStdin() {
@@ -329,16 +308,6 @@ int Agent::Start() {
   // lifeline notices.
   forward_stdin_ = opt_.spec.stdin_target().mode() != v1::JobSpec::StdinTarget::NONE;
   stdin_tty_ = opt_.lifeline_fd < 0 && isatty(0);
-  if (opt_.spec.log_dir().empty()) {
-    // Error files need a home even when no logs are kept; removed at exit.
-    absl::StatusOr<std::string> dir = MakeTempDir("drun-");
-    if (dir.ok()) {
-      tmp_dir_ = *dir;
-    } else {
-      Log(absl::StrCat("no directory for the workers' error files (", dir.status().message(),
-                       "): root causes will show exit codes only"));
-    }
-  }
   status_tty_ = isatty(2) && !opt_.spec.quiet() && opt_.spec.max_nodes() > 1;
   OpenControl();
   return 0;
@@ -480,10 +449,7 @@ int Agent::Finish() {
   // Normally every worker is gone by now; if the loop broke early, the
   // group's destructor kills what is left (drun may _exit right after).
   group_.reset();
-  if (!tmp_dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(tmp_dir_, ec);
-  }
+  logs_.RemoveTemporary();
   return exit_code_;
 }
 
@@ -608,7 +574,7 @@ void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
 void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
   ClearStatus();
   SayInterface();
-  if (!opt_.spec.log_dir().empty() && log_base_.empty() && !ClaimLogDir(a.spec().log_run_dir())) {
+  if (logs_.keeps_logs() && !logs_.claimed() && !ClaimLogDir(a.spec().log_run_dir())) {
     // The root was writable a moment ago; the workers run, shown on the console only.
     report_.incomplete_logs.push_back(opt_.spec.log_dir());
   }
@@ -631,14 +597,6 @@ void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
   } else {
     StartWorkers(now);
   }
-}
-
-std::string Agent::AttemptDir(int local_rank) const {
-  std::filesystem::path dir = std::filesystem::path(log_base_) /
-                              absl::StrCat("attempt_", assignment_->round()) /
-                              std::to_string(local_rank);
-  MakePrivateDirs(dir.string());  // a failure shows when the log file is opened
-  return dir.string();
 }
 
 void Agent::StartSetup(TimePoint now) {
@@ -722,18 +680,11 @@ void Agent::PlaceOutputs(const StdSpec& redirects, const StdSpec& tee,
                          const std::vector<int>& filter, WorkerLaunch* l) const {
   const int lr = l->local_rank;
   const int to_file = redirects.ForRank(lr) | tee.ForRank(lr);
-  if (!log_base_.empty()) {
-    // torchrun's layout: LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/{error.json,stdout.log,...}.
-    const std::string dir = AttemptDir(lr);
-    l->error_file = dir + "/error.json";
-    if (to_file & 1) l->stdout_file = dir + "/stdout.log";
-    if (to_file & 2) l->stderr_file = dir + "/stderr.log";
-  } else if (!tmp_dir_.empty()) {
-    // No log directory (so no log files either): the error file lives flat
-    // in this agent's private temporary directory, which no one else sees;
-    // three directory levels per worker cost a thousand agents real time.
-    l->error_file = absl::StrCat(tmp_dir_, "/error-", assignment_->round(), "-", lr, ".json");
-  }
+  // torchrun's layout under --log-dir, else the error file alone (LogLayout).
+  LogLayout::RankFiles files = logs_.ForRank(assignment_->round(), lr);
+  l->error_file = std::move(files.error_file);
+  if (to_file & 1) l->stdout_file = std::move(files.stdout_log);
+  if (to_file & 2) l->stderr_file = std::move(files.stderr_log);
   const bool shown = filter.empty() || std::find(filter.begin(), filter.end(), lr) != filter.end();
   l->console_stdout = shown && !(redirects.ForRank(lr) & 1);
   l->console_stderr = shown && !(redirects.ForRank(lr) & 2);

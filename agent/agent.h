@@ -19,6 +19,7 @@
 
 #include "agent/control_socket.h"
 #include "agent/hang_monitor.h"
+#include "agent/log_layout.h"
 #include "agent/agent_launch.h"
 #include "agent/nproc.h"
 #include "agent/output.h"
@@ -33,8 +34,7 @@
 
 namespace drun {
 
-// torchrun's default run id: a run that names none gets a fresh log
-// directory of its own (RUN_ID_<unique>, one for the whole job).
+// torchrun's default run id, when no --rdzv-id is given.
 inline constexpr char kDefaultRunId[] = "none";
 
 struct AgentOptions {
@@ -155,17 +155,17 @@ class Agent {
   void DeclareHang(const StackDump& dump, int quietest, const std::string& full_text,
                    const std::string& files, TimePoint now);
   void Exit(int code, const std::string& message, const v1::Failure* failure);
-  std::string AttemptDir(int local_rank) const;
-  // Before anything joins: proves the log directory and the report path
-  // writable and makes this node's log directory of the run, unless its name
-  // comes with the first Assignment (a node typed by hand that does not host
-  // the rendezvous, default run id: ClaimLogDir there). Returns false (said
-  // why) when they are not writable.
+  // Before anything joins: proves the report path and the log directory
+  // writable and claims this node's log directory of the run (logs_), unless
+  // its name comes with the first Assignment (a node typed by hand that does
+  // not host the rendezvous: ClaimLogDir there); without --log-dir, makes the
+  // error files' temporary directory. Returns false (said why) when they are
+  // not writable.
   bool PrepareOutputs();
-  bool PrepareLogDir();
-  // Makes <log_dir>/<run_dir or the run id>[/<host>[.N]]; false (said why) when it cannot.
-  bool ClaimLogDir(const std::string& run_dir);
-  bool LogDirFailed(const std::string& path, int err);  // says why; false
+  // Claims this node's directory of the run `run_name` ("" : a fresh one);
+  // false (said why) when it cannot.
+  bool ClaimLogDir(const std::string& run_name);
+  void OnLogDirClaimed();  // into the report, and said
   void SayLogDir();  // once per node, where its logs are (progress: not under --quiet)
   // drun's stdin is readable: hand it to the workers that read it.
   void PumpStdin();
@@ -204,8 +204,7 @@ class Agent {
   int launcher_signals_ = 0;  // stop signals forwarded on the lifeline
   TimePoint last_signal_at_;  // a Finish or Reject was handled; later ones are ignored
   UniqueFd signal_fd_;
-  std::string tmp_dir_;  // holds error files when there is no --log-dir
-  std::string log_base_;  // this node's directory of this run under --log-dir
+  LogLayout logs_;  // where the log and error files go (made in PrepareOutputs)
   bool forward_stdin_ = false;  // --stdin names a rank (or all): some worker reads drun's stdin
   bool stdin_eof_ = false;
   bool stdin_end_given_ = false;  // the current group was told of stdin's end

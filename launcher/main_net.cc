@@ -19,6 +19,7 @@
 #include "agent/agent_launch.h"
 #include "agent/entrypoint.h"
 #include "agent/grpc_rendezvous_client.h"
+#include "agent/log_layout.h"
 #include "agent/nproc.h"
 #include "agent/output.h"
 #include "agent/process.h"
@@ -294,7 +295,9 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   if (!iface.ok()) QuickExit(Fail(kExitBadInput, std::string(iface.status().message())));
   // The host names the run's log directory for every node (Assignment.spec);
   // a node that does not host takes the host's choice.
-  if (!spec.log_dir().empty() && spec.log_run_dir().empty()) spec.set_log_run_dir(UniqueRunDirName(spec));
+  if (!spec.log_dir().empty() && spec.log_run_dir().empty()) {
+    spec.set_log_run_dir(LogLayout::NewRunName(spec.run_id()));
+  }
   std::unique_ptr<RendezvousServer> server = HostRendezvous(spec, token, *ep, *ip, slurm);
   if (!server) spec.clear_log_run_dir();
   if (server && slurm == SlurmMode::kOff && OwnNameOnLoopback(spec, *ep, options.advertise_addr)) {

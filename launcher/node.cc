@@ -12,6 +12,7 @@
 #include "agent/agent_launch.h"
 #include "agent/entrypoint.h"
 #include "agent/local_rendezvous.h"
+#include "agent/log_layout.h"
 #include "agent/nproc.h"
 #include "agent/output.h"
 #include "agent/process.h"
@@ -57,38 +58,13 @@ int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::
   return 0;
 }
 
-std::string UniqueRunDirName(const v1::JobSpec& spec) {
-  if (spec.run_id() != kDefaultRunId) return "";
-  static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-  const std::string hex = RandomHex(6);
-  std::string name = absl::StrCat(spec.run_id(), "_");
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-    name.push_back(kChars[std::stoi(hex.substr(i, 2), nullptr, 16) % (sizeof kChars - 1)]);
-  }
-  return name;
-}
-
 absl::StatusOr<std::string> MakeLocalRunDir(const v1::JobSpec& spec) {
-  const std::string& root = spec.log_dir();
-  auto fail = [&](const std::string& path, int err) {
-    return absl::Status(absl::ErrnoToStatusCode(err),
-                        absl::StrCat("cannot keep logs in --log-dir ", root, " on this machine, where drun "
-                                     "collects every host's logs: ", path, ": ", strerror(err),
-                                     "; give a directory you can write here"));
-  };
-  if (int err = MakePrivateDirs(root); err != 0) return fail(root, err);
-  // As torchrun 2.x: RUN_ID_<unique> for the default id, made here so no other run has it.
-  std::string dir;
-  if (int err = MakeRunDir(root, spec.run_id(), spec.run_id() == kDefaultRunId, &dir); err != 0) {
-    return fail(dir, err);
-  }
-  return dir.substr(dir.rfind('/') + 1);
-}
-
-bool SameDirHere(const std::string& dir, uint64_t inode) {
-  struct stat st;
-  return !dir.empty() && inode != 0 && stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-         static_cast<uint64_t>(st.st_ino) == inode;
+  absl::StatusOr<std::string> name = LogLayout::ClaimRunDir(spec.log_dir(), spec.run_id());
+  if (name.ok()) return name;
+  return absl::Status(name.status().code(),
+                      absl::StrCat("cannot keep logs in --log-dir ", spec.log_dir(), " on this machine, where drun "
+                                   "collects every host's logs: ", name.status().message(),
+                                   "; give a directory you can write here"));
 }
 
 void EnableStacks(const EnvMap& env, AgentOptions* options) {

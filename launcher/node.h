@@ -40,19 +40,11 @@ absl::StatusOr<SocketIface> ChooseSocketIface(const v1::JobSpec& spec, const std
 // code to leave with, or 0 to go on.
 int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::JobSpec* spec);
 
-// The run's log directory for a job of many nodes, chosen once by what
-// starts it (JobSpec.log_run_dir) so every node writes under one directory:
-//  - UniqueRunDirName: "<run_id>_<6 random letters or digits>" for the
-//    default run id, else "" (the run id names the directory).
-//  - MakeLocalRunDir: makes <log_dir>/<run dir> on this machine (mkdtemp for
-//    the default run id, so a rerun never shares it) and returns its name;
-//    one line saying what to do when it cannot.
-std::string UniqueRunDirName(const v1::JobSpec& spec);
+// A launcher that collects every host's logs here (ssh) claims the run's log
+// directory on this machine before any host is contacted
+// (LogLayout::ClaimRunDir: <log_dir>/<run_id>_<unique>) and returns its name,
+// for JobSpec.log_run_dir; one line saying what to do when it cannot.
 absl::StatusOr<std::string> MakeLocalRunDir(const v1::JobSpec& spec);
-
-// A node's log directory as it reported it (its path and inode) is this very
-// directory here: a shared file system, or this machine.
-bool SameDirHere(const std::string& dir, uint64_t inode);
 
 // Runs a single-node job (JobMode::kSingleNode) in this process and exits.
 [[noreturn]] void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env,

@@ -104,7 +104,7 @@ const OptionDef kOptions[] = {
      "TLS with client certificates on the rendezvous channel: this node's certificate, its key (mode "
      "0600) and the CA that signs every node's; the same paths on every host", false},
     {"log-dir", 0, Kind::kValue, kOut, "DIR",
-     "keep workers' output in <DIR>/<run_id>[_<unique>]/[<host>/]attempt_<n>/<local_rank>/{stdout,stderr}.log (both streams unless -r/-t say otherwise), one run directory for every node; over ssh every host's files are also collected into this DIR at the end", true},
+     "keep workers' output in <DIR>/<run_id>_<unique>/[<host>/]attempt_<n>/<local_rank>/{stdout,stderr}.log (both streams unless -r/-t say otherwise), a fresh run directory for every run, one for all its nodes; over ssh every host's files are also collected into this DIR at the end", true},
     {"redirects", 'r', Kind::kValue, kOut, "0-3|R:0-3,...",
      "send workers' stdout (1), stderr (2) or both (3) to log files only", true},
     {"tee", 't', Kind::kValue, kOut, "0-3|R:0-3,...", "copy workers' stdout (1), stderr (2) or both (3) to log files", true},

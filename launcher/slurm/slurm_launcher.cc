@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/agent.h"
 #include "agent/agent_launch.h"
+#include "agent/log_layout.h"
 #include "agent/output.h"
 #include "agent/process.h"
 #include "agent/worker_group.h"
@@ -274,12 +275,14 @@ int StepSupervisor::ExitCode() const {
 static std::vector<std::string> SayNodeLogs(std::vector<v1::NodeReport>& nodes) {
   std::vector<std::string> stay;
   for (v1::NodeReport& n : nodes) {
-    if (n.log_dir().empty()) continue;
-    if (SameDirHere(n.log_dir(), n.log_dir_inode())) {
-      n.set_logs_collected_to(n.log_dir());
+    const LogLayout::Collection c = LogLayout::PlanCollection(
+        n, "", "not visible from the launcher's machine (--launcher slurm copies no logs)");
+    if (c.kind == LogLayout::Collection::Kind::kNoLogs) continue;
+    if (c.kind == LogLayout::Collection::Kind::kHere) {
+      n.set_logs_collected_to(c.dir);
       continue;
     }
-    n.set_logs_not_collected("not visible from the launcher's machine (--launcher slurm copies no logs)");
+    n.set_logs_not_collected(c.why);
     Say(absl::StrCat(n.host(), ": its logs stay on that node, not visible here: ", n.host(), ":", n.log_dir()));
     stay.push_back(absl::StrCat(n.host(), ":", n.log_dir()));
   }
@@ -318,9 +321,9 @@ int StepSupervisor::Report() {
 
 int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec_in, const std::string& token_in,
                      const Env& env) {
-  // Every node's logs under one run directory (when the run id is "none").
+  // Every node's logs under one run directory, fresh for this run.
   v1::JobSpec spec = spec_in;
-  if (!spec.log_dir().empty()) spec.set_log_run_dir(UniqueRunDirName(spec));
+  if (!spec.log_dir().empty()) spec.set_log_run_dir(LogLayout::NewRunName(spec.run_id()));
   // Before any thread exists (JobHost starts gRPC's): only our signalfd sees these.
   Agent::BlockHandledSignals();
   sigset_t mask;

@@ -16,9 +16,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "launcher/node.h"
+#include "agent/log_layout.h"
 #include "rendezvous/base/event_loop.h"
-#include "rendezvous/base/private_files.h"
 #include "rendezvous/base/quote.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/spawn.h"
@@ -98,17 +97,6 @@ class LocalExtract {
 };
 
 }  // namespace
-
-absl::StatusOr<std::string> ClaimCopyDir(const std::string& run_dir, const std::string& name) {
-  std::string dir = absl::StrCat(run_dir, "/", name);
-  for (int i = 1; mkdir(dir.c_str(), kPrivateDirMode) != 0; ++i) {
-    if (errno != EEXIST) {
-      return absl::Status(absl::ErrnoToStatusCode(errno), absl::StrCat(dir, ": ", strerror(errno)));
-    }
-    dir = absl::StrCat(run_dir, "/", name, ".", i);
-  }
-  return dir;
-}
 
 std::string TarCommand(const std::string& dir) { return absl::StrCat("tar -C ", ShellQuote(dir), " -cf - ."); }
 
@@ -235,38 +223,38 @@ struct Plan {
 
 Plan PlanCopies(const LogCollection& c, const std::vector<LogHost>& hosts, std::vector<v1::NodeReport>* nodes) {
   Plan plan;
-  std::map<std::string, std::vector<v1::NodeReport*>> by_host;
-  for (v1::NodeReport& n : *nodes) {
-    if (n.log_dir().empty()) continue;
-    if (SameDirHere(n.log_dir(), n.log_dir_inode())) {
-      n.set_logs_collected_to(n.log_dir());
-    } else {
-      by_host[n.host()].push_back(&n);
-    }
-  }
   std::map<std::string, const LogHost*> known;
   for (const LogHost& h : hosts) known.emplace(h.name, &h);
-  for (auto& [name, reports] : by_host) {
-    const auto h = known.find(name);
+  struct HostItems {
     std::vector<HostLogCopy::Item> items;
-    std::vector<v1::NodeReport*> mine;
-    for (v1::NodeReport* n : reports) {
-      absl::StatusOr<std::string> dir =
-          h == known.end() ? absl::NotFoundError("not a host of this job")
-                           : ClaimCopyDir(c.run_dir, n->log_dir().substr(n->log_dir().rfind('/') + 1));
-      if (!dir.ok()) {
-        n->set_logs_not_collected(std::string(dir.status().message()));
-        plan.lines.push_back(absl::StrCat(name, ": its logs were not collected (", n->logs_not_collected(),
-                                          "); they stay at ", name, ":", n->log_dir()));
-        plan.stay.push_back(absl::StrCat(name, ":", n->log_dir()));
-        continue;
-      }
-      items.push_back(HostLogCopy::Item{n->log_dir(), *dir, absl::OkStatus(), 0});
-      mine.push_back(n);
+    std::vector<v1::NodeReport*> nodes;
+  };
+  std::map<std::string, HostItems> by_host;
+  for (v1::NodeReport& n : *nodes) {
+    const bool ours = known.count(n.host()) != 0;
+    const LogLayout::Collection where =
+        LogLayout::PlanCollection(n, c.run_dir, ours ? "" : "not a host of this job");
+    switch (where.kind) {
+      case LogLayout::Collection::Kind::kNoLogs:
+        break;
+      case LogLayout::Collection::Kind::kHere:
+        n.set_logs_collected_to(where.dir);
+        break;
+      case LogLayout::Collection::Kind::kStays:
+        n.set_logs_not_collected(where.why);
+        plan.lines.push_back(absl::StrCat(n.host(), ": its logs were not collected (", where.why,
+                                          "); they stay at ", n.host(), ":", n.log_dir()));
+        plan.stay.push_back(absl::StrCat(n.host(), ":", n.log_dir()));
+        break;
+      case LogLayout::Collection::Kind::kCopy:
+        by_host[n.host()].items.push_back(HostLogCopy::Item{n.log_dir(), where.dir, absl::OkStatus(), 0});
+        by_host[n.host()].nodes.push_back(&n);
+        break;
     }
-    if (items.empty()) continue;
-    plan.copies.push_back(std::make_unique<HostLogCopy>(name, std::move(items), h->second->start));
-    plan.nodes.push_back(std::move(mine));
+  }
+  for (auto& [name, h] : by_host) {
+    plan.copies.push_back(std::make_unique<HostLogCopy>(name, std::move(h.items), known[name]->start));
+    plan.nodes.push_back(std::move(h.nodes));
   }
   return plan;
 }

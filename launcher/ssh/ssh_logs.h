@@ -3,12 +3,12 @@
 // the launcher's own --log-dir, byte for byte as the agents wrote them.
 //
 // Every agent of a job writes under one run directory that the launcher made
-// here and named for all (JobSpec.log_run_dir): <log_dir>/<run>/<host>[.N].
-// At its end each agent reports that directory and its inode (NodeReport).
-// For each one the launcher
-//  - copies nothing when it sees the same directory here (same path, same
+// here and named for all (JobSpec.log_run_dir): <log_dir>/<run>/<host>[.N]
+// (agent/log_layout.h). At its end each agent reports that directory and its
+// inode (NodeReport). For each one LogLayout::PlanCollection decides:
+//  - nothing is copied when the same directory is seen here (same path, same
 //    inode): a shared file system;
-//  - else has the host run `tar -C DIR -cf - .` (over the host's ssh
+//  - else the host runs `tar -C DIR -cf - .` (over the host's ssh
 //    connection, or a second --rsh command) and a local `tar -xf -` writes it
 //    into <log_dir>/<run>/<name>, a directory claimed here with an exclusive
 //    mkdir (name.1, ... when taken), so nothing here is ever overwritten.
@@ -36,10 +36,6 @@ namespace drun {
 
 // A copy that has delivered nothing for this long is given up.
 inline constexpr Duration kStallBound = std::chrono::seconds(30);
-
-// Where a copy of a host's `name` directory goes under `run_dir` here: that
-// name, or name.1, ... when taken; made (0700) with an exclusive mkdir.
-absl::StatusOr<std::string> ClaimCopyDir(const std::string& run_dir, const std::string& name);
 
 // The remote command that writes DIR's tree as a tar stream on its stdout:
 // for a remote shell (ssh), and as argv (--rsh).

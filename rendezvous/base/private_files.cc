@@ -21,11 +21,4 @@ int MakePrivateDirs(const std::string& path) {
   return S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
 }
 
-int MakeRunDir(const std::string& root, const std::string& name, bool unique, std::string* path) {
-  *path = root + "/" + name;
-  if (!unique) return MakePrivateDirs(*path);
-  *path += "_XXXXXX";
-  return mkdtemp(path->data()) ? 0 : errno;
-}
-
 }  // namespace drun

@@ -17,12 +17,6 @@ inline constexpr mode_t kPrivateFileMode = 0600;
 // (existing ones are left as they are). 0, or the errno of the first failure.
 int MakePrivateDirs(const std::string& path);
 
-// A run's log directory under `root` (which must exist): `root/name` (made if
-// missing), or with `unique`, a fresh `root/name_XXXXXX` (torchrun 2.x's
-// directory per run, so a rerun never replaces a run's logs). Sets *path to
-// the directory made, or to the one that failed; 0, or that errno.
-int MakeRunDir(const std::string& root, const std::string& name, bool unique, std::string* path);
-
 }  // namespace drun
 
 #endif  // DRUN_RENDEZVOUS_BASE_PRIVATE_FILES_H_

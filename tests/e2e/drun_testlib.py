@@ -118,6 +118,15 @@ def free_port(addr="127.0.0.1"):
         return sock.getsockname()[1]
 
 
+def run_dir(logs, run_id):
+    """The one run directory a run with this run id made under --log-dir `logs`:
+    <logs>/<run_id>_XXXXXX, fresh for every run (docs/semantics.md, "Logs in every mode")."""
+    found = [d for d in os.listdir(logs) if re.fullmatch(re.escape(run_id) + r"_[A-Za-z0-9]{6}", d)]
+    if len(found) != 1:
+        raise AssertionError(f"{logs}: {len(found)} run directories of run id {run_id}: {sorted(os.listdir(logs))}")
+    return os.path.join(logs, found[0])
+
+
 def program(name):
     return os.path.join(PROGRAMS, name)
 

@@ -5,7 +5,7 @@ import os
 import re
 import time
 
-from drun_testlib import (DrunTestCase, main, program, read_pid_files, short_hostname,
+from drun_testlib import (DrunTestCase, main, program, read_pid_files, run_dir, short_hostname,
                           texts_of, wait_pids_dead)
 
 
@@ -87,7 +87,7 @@ class FaultsTest(DrunTestCase):
         run = self.drun("--standalone", "--nproc-per-node", 2, "--log-dir", logs,
                         "--run-id", "errjob", program("raise_with_record.py"), 0, token)
         self.assertExit(run, 1)
-        path = os.path.join(logs, "errjob", "attempt_0", "0", "error.json")
+        path = os.path.join(run_dir(logs, "errjob"), "attempt_0", "0", "error.json")
         self.assertTrue(os.path.isfile(path), f"{path} missing\n{run.describe()}")
         with open(path) as f:
             self.assertIn(token, json.dumps(json.load(f)))

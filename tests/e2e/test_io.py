@@ -17,7 +17,7 @@ import subprocess
 import time
 import unittest
 
-from drun_testlib import PYTHON, DrunTestCase, base_env, drun_path
+from drun_testlib import PYTHON, DrunTestCase, base_env, drun_path, run_dir
 from tmux_pane import Tmux, pdb_dialogue
 
 RUN_BOUND = 120.0  # seconds: a hang bound, never a delay
@@ -212,7 +212,7 @@ class LogFileTest(DrunTestCase):
         for r in range(2):
             with open(f"{copy}{r}", "rb") as f:
                 want = hashlib.sha256(f.read()).hexdigest()
-            with open(os.path.join(logs, "exact", "attempt_0", str(r), "stdout.log"), "rb") as f:
+            with open(os.path.join(run_dir(logs, "exact"), "attempt_0", str(r), "stdout.log"), "rb") as f:
                 self.assertEqual(hashlib.sha256(f.read()).hexdigest(), want)
 
     def test_logs_exact_with_the_console_on_screen_in_a_file_and_redirected(self):
@@ -239,7 +239,7 @@ class LogFileTest(DrunTestCase):
             with open(out, "rb") as f:
                 shown = f.read().split(b"\n")
             for r in range(4):
-                with open(os.path.join(logs, "fast", "attempt_0", str(r), "stdout.log"), "rb") as f:
+                with open(os.path.join(run_dir(logs, "fast"), "attempt_0", str(r), "stdout.log"), "rb") as f:
                     self.assertEqual(hashlib.sha256(f.read()).hexdigest(),
                                      hashlib.sha256(want[r]).hexdigest(), f"{mode} rank {r}")
                 # A line cut on screen by another rank's goes on under "[rankN]+ ".
@@ -277,7 +277,7 @@ class LogFileTest(DrunTestCase):
         run = self.drun("--standalone", "--nproc-per-node", "1", "--run-id", "esc", "--tee", "1",
                         "--log-dir", logs, script, pid_file)
         self.assertExit(run, 0)
-        with open(os.path.join(logs, "esc", "attempt_0", "0", "stdout.log")) as f:
+        with open(os.path.join(run_dir(logs, "esc"), "attempt_0", "0", "stdout.log")) as f:
             self.assertEqual(f.read(), "before\n" * 50000 + "after\n")
         self.assertEqual(run.stdout_lines.count("[rank0]: before"), 50000)
         self.assertIn("[rank0]: after", run.stdout_lines)
@@ -299,7 +299,7 @@ class LogFileTest(DrunTestCase):
         run = self.drun("--standalone", "--nproc-per-node", "1", "--run-id", "alive", "-r", "1",
                         "--log-dir", logs, "--hang-timeout", "4", script)
         self.assertExit(run, 0)
-        with open(os.path.join(logs, "alive", "attempt_0", "0", "stdout.log")) as f:
+        with open(os.path.join(run_dir(logs, "alive"), "attempt_0", "0", "stdout.log")) as f:
             self.assertEqual(f.read(), "".join(f"step {i}\n" for i in range(-1, 60)))
 
     def test_one_mib_line(self):
@@ -318,7 +318,7 @@ class LogFileTest(DrunTestCase):
         self.assertTrue(all(p.startswith("[rank0]+ ") for p in pieces[1:16]))
         self.assertEqual("".join(p[9:] for p in pieces[:16]), "0123456789abcdef" * 65536)
         self.assertEqual(pieces[16], "[rank0]: after")
-        with open(os.path.join(logs, "big", "attempt_0", "0", "stdout.log")) as f:
+        with open(os.path.join(run_dir(logs, "big"), "attempt_0", "0", "stdout.log")) as f:
             self.assertEqual(f.read(), "0123456789abcdef" * 65536 + "\nafter\n")
 
     def test_log_dir_alone_keeps_both_streams_and_reruns_keep_their_logs(self):
@@ -362,7 +362,7 @@ class LogFileTest(DrunTestCase):
         lines = [l for l in run.stdout_lines if l.startswith("[rank0]: line ")]
         self.assertEqual(len(lines), 40000)  # the console lost nothing
         self.assertEqual(run.stdout_lines[-1], "[rank0]: last line")
-        log = os.path.join(small, "full", "attempt_0", "0", "stdout.log")
+        log = os.path.join(run_dir(small, "full"), "attempt_0", "0", "stdout.log")
         warnings = [l for l in run.stderr_lines if "warning" in l]
         self.assertEqual(len(warnings), 1, run.describe())
         self.assertIn(log, warnings[0])

@@ -3,13 +3,13 @@ filters, torchrun's --log-dir/--redirects/--tee files, and keeping up with a flo
 import os
 import re
 
-from drun_testlib import DrunTestCase, PREFIX_RE, main, program, rank_lines, texts_of
+from drun_testlib import DrunTestCase, PREFIX_RE, main, program, rank_lines, run_dir, texts_of
 
 NPROC = 4
 
 
 def log_file(logs, run_id, attempt, local_rank, stream):
-    return os.path.join(logs, run_id, f"attempt_{attempt}", str(local_rank), f"{stream}.log")
+    return os.path.join(run_dir(logs, run_id), f"attempt_{attempt}", str(local_rank), f"{stream}.log")
 
 
 def read_lines(path):

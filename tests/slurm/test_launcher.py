@@ -80,7 +80,7 @@ class LauncherSlurm(SlurmTestCase):
         self.assertEqual(len(stay), 2, out)
         for node, line in zip(("node2", "node3"), sorted(stay)):
             self.assertRegex(line, rf"^drun: {node}: its logs stay on that node, not visible here: "
-                                   rf"{node}:{re.escape(logs)}/slurm-\d+/{node}$")
+                                   rf"{node}:{re.escape(logs)}/slurm-\d+_\w{{6}}/{node}$")
         with open(report) as f:
             r = json.load(f)
         self.assertEqual(sorted(e.split(":")[0] for e in r["logs_not_collected"]), ["node2", "node3"])

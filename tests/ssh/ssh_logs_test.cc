@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/log_layout.h"
 #include "launcher/ssh/ssh_rsh.h"
 
 namespace drun {
@@ -53,15 +54,7 @@ class SshLogsTest : public ::testing::Test {
   std::string root_;
 };
 
-TEST_F(SshLogsTest, ClaimsTheNameThenNumberedOnes) {
-  EXPECT_EQ(*ClaimCopyDir(root_, "red01"), root_ + "/red01");
-  EXPECT_EQ(*ClaimCopyDir(root_, "red01"), root_ + "/red01.1");
-  EXPECT_EQ(*ClaimCopyDir(root_, "red01"), root_ + "/red01.2");
-  struct stat st;
-  ASSERT_EQ(stat((root_ + "/red01.1").c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0700u);
-  EXPECT_FALSE(ClaimCopyDir(root_ + "/missing", "red01").ok());
-}
+// Claiming the copy's directory: LogLayout::ClaimChildDir (tests/unit/log_layout_test.cc).
 
 TEST_F(SshLogsTest, TheRemoteCommandQuotesTheDirectory) {
   EXPECT_EQ(TarCommand("/logs/a b"), "tar -C '/logs/a b' -cf - .");
@@ -70,7 +63,7 @@ TEST_F(SshLogsTest, TheRemoteCommandQuotesTheDirectory) {
 
 TEST_F(SshLogsTest, ATreeArrivesByteForByteWithItsModes) {
   const std::string data = WriteTree(root_ + "/there/red01", 3 << 20);
-  const std::string here = *ClaimCopyDir(root_, "red01");
+  const std::string here = *LogLayout::ClaimChildDir(root_, "red01");
   HostLogCopy copy("red01", {HostLogCopy::Item{root_ + "/there/red01", here, absl::OkStatus(), 0}}, LocalTar());
   copy.Run();
   ASSERT_TRUE(copy.items()[0].result.ok()) << copy.items()[0].result;
@@ -82,7 +75,7 @@ TEST_F(SshLogsTest, ATreeArrivesByteForByteWithItsModes) {
 }
 
 TEST_F(SshLogsTest, AFailingRemoteTarIsTheReasonGiven) {
-  const std::string here = *ClaimCopyDir(root_, "red01");
+  const std::string here = *LogLayout::ClaimChildDir(root_, "red01");
   HostLogCopy copy("red01", {HostLogCopy::Item{root_ + "/not-there", here, absl::OkStatus(), 0}}, LocalTar());
   copy.Run();
   const absl::Status& st = copy.items()[0].result;

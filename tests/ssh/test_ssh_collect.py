@@ -5,7 +5,8 @@
   byte for byte (checked against the workers' own copies), over libssh and over --rsh; the
   --report JSON says where each host's logs are.
 - Hosts that share it (the testbed's default): one run directory holds every host, nothing
-  is copied, nothing overwritten; two reruns keep both runs."""
+  is copied, nothing overwritten; two reruns keep both runs, each in a run directory of its
+  own (<run_id>_XXXXXX, a given --run-id too), also with drun typed on every host by hand."""
 import hashlib
 import json
 import os
@@ -259,14 +260,22 @@ class SharedLogDirTest(Collect, t.SshTestCase):
             self.assertEqual(len(self.bed.sshd_log[host].lines("stderr")), logins[host],
                              self.bed.sshd_log[host].describe())
 
-    def test_a_given_run_id_is_the_directory_and_a_rerun_claims_new_host_dirs(self):
+    def test_a_given_run_id_gets_a_fresh_run_directory_every_run(self):
+        # torchrun's <id>_<random>: a rerun with the same --run-id and --log-dir claims a
+        # run directory of its own, and each holds exactly its run's hosts.
         logs = os.path.join(self.bed.tmp, "named-logs")
-        for attempt in range(2):
+        run_dirs = []
+        for _ in range(2):
             p, line, copies, nodes = self.run_job(logs, 4096, extra=["--run-id", "exp1"])
-            self.assertEqual(line.group("dir"), os.path.join(logs, "exp1"))
-            want = {h: os.path.join(logs, "exp1", h + ("" if attempt == 0 else ".1")) for h in HOSTS}
-            self.assertEqual({n["host"]: n["log_dir"] for n in nodes}, want)
-        self.assertEqual(len(os.listdir(os.path.join(logs, "exp1"))), 6)
+            run_dir = line.group("dir")
+            self.assertEqual(os.path.dirname(run_dir), logs)
+            self.assertRegex(os.path.basename(run_dir), r"^exp1_\w{6}$")
+            self.assertEqual({n["host"]: n["log_dir"] for n in nodes},
+                             {h: os.path.join(run_dir, h) for h in HOSTS})
+            run_dirs.append((run_dir, copies))
+        self.assertEqual(sorted(os.listdir(logs)), sorted(os.path.basename(d) for d, _ in run_dirs))
+        for run_dir, copies in run_dirs:
+            self.check_run_dir(run_dir, copies)
         self.assertHostsClean()
 
 
@@ -274,15 +283,18 @@ class ByHandLogDirTest(t.SshTestCase):
     """drun typed on every host (c10d, torchrun's way) with a shared --log-dir: the node that
     hosts the rendezvous names the run directory, and every node writes under it."""
 
-    def test_one_run_directory_for_every_node(self):
-        logs = os.path.join(self.bed.tmp, "byhand-logs")
-        copies = os.path.join(self.bed.tmp, "copies-byhand")
+    def by_hand(self, logs, port, extra=()):
+        """drun typed on every host, HOSTS[0] hosting the rendezvous; returns the run
+        directory made under `logs`, checked: one directory per host, each with its rank's
+        files as the worker wrote them."""
+        copies = os.path.join(self.bed.tmp, f"copies-byhand-{port}")
         os.makedirs(copies)
+        before = set(os.listdir(logs)) if os.path.isdir(logs) else set()
         started = []
         for host in HOSTS:
             line = " ".join(["cd", t.HERE, "&&", "exec", "env", f"PYTHON_EXEC={t.PYTHON}", self.bed.drun,
                              "--nnodes", "3", "--nproc-per-node", "1", "--rdzv-endpoint",
-                             f"{HOSTS[0]}:29410", "--log-dir", logs, PROGRAM, "4096", copies])
+                             f"{HOSTS[0]}:{port}", "--log-dir", logs, *extra, PROGRAM, "4096", copies])
             argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", host, line]
             proc = subprocess.Popen(self.bed.client_cmd(argv), env=self.bed.env(), cwd=t.HERE,
                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -291,9 +303,8 @@ class ByHandLogDirTest(t.SshTestCase):
             self.procs.append(started[-1])
         for p in started:
             self.assertEqual(self.finish(p), 0, p[1].describe())
-        runs = os.listdir(logs)
+        runs = sorted(set(os.listdir(logs)) - before)
         self.assertEqual(len(runs), 1, runs)
-        self.assertRegex(runs[0], r"^none_\w{6}$")
         run_dir = os.path.join(logs, runs[0])
         self.assertEqual(sorted(os.listdir(run_dir)), sorted(HOSTS))
         for host in HOSTS:
@@ -301,6 +312,19 @@ class ByHandLogDirTest(t.SshTestCase):
             with open(os.path.join(d, "stderr.log"), "rb") as f:
                 rank = int(re.fullmatch(rb"rank (\d+) on " + host.encode() + rb"\n", f.read()).group(1))
             self.assertEqual(digest(os.path.join(d, "stdout.log")), digest(os.path.join(copies, f"{rank}.out")))
+        return runs[0]
+
+    def test_one_run_directory_for_every_node(self):
+        run = self.by_hand(os.path.join(self.bed.tmp, "byhand-logs"), 29410)
+        self.assertRegex(run, r"^none_\w{6}$")
+        self.assertHostsClean()
+
+    def test_a_given_run_id_run_twice_gives_two_run_directories_with_every_host(self):
+        logs = os.path.join(self.bed.tmp, "byhand-named-logs")
+        runs = [self.by_hand(logs, port, extra=["--rdzv-id", "exp2"]) for port in (29411, 29412)]
+        for run in runs:
+            self.assertRegex(run, r"^exp2_\w{6}$")
+        self.assertEqual(sorted(os.listdir(logs)), sorted(runs))
         self.assertHostsClean()
 
 

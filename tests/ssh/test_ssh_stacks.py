@@ -92,7 +92,7 @@ class StacksTest(t.SshTestCase):
         full = [l for l in err if l.startswith("drun: every rank's full stack: ")]
         self.assertEqual(len(full), 1, p[1].describe())
         for host in self.HOSTS:
-            self.assertIn(f"{host}:{logs}/hung/", full[0])
+            self.assertIn(f"{host}:{logs}/hung_", full[0])
         self.assertIn("hung (--hang-timeout)", "\n".join(err))
         self.assertHostsClean()
 
