@@ -170,6 +170,26 @@ class DrunStacksTest(DrunTestCase):
         run.send_signal(signal.SIGINT)
         self.assertEqual(run.wait(), 130, run.describe())
 
+    def test_a_job_with_two_agents_here_is_named_once(self):
+        # Two nodes typed by hand on this machine are one job: one entry, both agents' pids.
+        common = ["--nnodes", 2, "--nproc-per-node", 1, "--run-id", "pair",
+                  "--rdzv-endpoint", f"127.0.0.1:{free_port()}", program("wait_printing.py")]
+        host = self.start("--rdzv-conf", "is_host=true", *common, env=self.env)
+        host.wait_for_line(r"waiting: 1 of 2", stream="stderr")
+        other = self.start(*common, env=self.env)
+        solo = self.start("--nproc-per-node", 1, "--run-id", "solo", program("wait_printing.py"),
+                          env=self.env)
+        for run, count in ((host, 1), (other, 1), (solo, 1)):
+            run.wait_for_line(r"waiting$", count=count)
+        out = self.stacks()
+        self.assertEqual(out.returncode, 2, out.stderr)
+        self.assertRegex(out.stderr, r"^drun: 2 drun jobs of yours are running: run id 'pair' \(2 agents: "
+                                     r"pids \d+, \d+\), run id 'solo' \(pid \d+\); name one: drun stacks "
+                                     r"RUN_ID\n$")
+        for run in (solo, other, host):
+            run.send_signal(signal.SIGTERM)
+            run.wait()
+
     def test_nothing_running_two_jobs_and_another_user(self):
         out = self.stacks()
         self.assertEqual(out.returncode, 1)
