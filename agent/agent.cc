@@ -2,6 +2,8 @@
 
 #include "agent/entrypoint.h"
 #include "agent/agent_launch.h"
+#include "agent/cpu_placement.h"
+#include "agent/handled_signals.h"
 #include "agent/std_streams.h"
 
 #include <arpa/inet.h>
@@ -286,9 +288,8 @@ int Agent::Run() {
 // Before the loop: the signalfd, signal dispositions, log and report paths,
 // the subreaper bit, stdin and the error-file directory. 0, or the exit code.
 int Agent::Start() {
-  sigset_t mask;
-  sigemptyset(&mask);
-  for (int s : kHandledSignals) sigaddset(&mask, s);
+  // --signals-to-handle: the signals left out keep their default action.
+  const sigset_t mask = ApplySignalDisposition(opt_.spec);
   signal_fd_.reset(signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!signal_fd_.valid()) {
     Log(absl::StrCat("cannot create signalfd: ", strerror(errno)));
@@ -633,6 +634,12 @@ void Agent::StartWorkers(TimePoint now) {
   const std::vector<int> filter(spec.local_ranks_filter().begin(), spec.local_ranks_filter().end());
   const std::string python = PythonInterpreter(spec, opt_.base_env);
 
+  // GPUs (gpu:LIST, --virtual-local-rank) and CPUs (--numa-binding) per local rank.
+  auto placements = PlaceWorkers(spec, WithForwardedEnv(opt_.base_env, spec), opt_.nproc);
+  if (!placements.ok()) {
+    FailStart(placements.status(), now);
+    return;
+  }
   std::vector<WorkerLaunch> launches;
   group_reads_stdin_ = false;
   const int n = opt_.nproc.count;
@@ -653,9 +660,11 @@ void Agent::StartWorkers(TimePoint now) {
     in.local_rank = lr;
     in.local_world_size = n;
     in.error_file = l.error_file;
-    if (!opt_.nproc.devices.empty()) in.cuda_visible_device = opt_.nproc.devices[lr];
+    in.cuda_visible_device = (*placements)[lr].cuda_visible_device;
+    in.omp_threads = (*placements)[lr].omp_threads;
     in.socket_iface = opt_.socket_iface;
     EnvMap env = BuildWorkerEnv(opt_.base_env, spec, a, in);
+    l.request.cpus = (*placements)[lr].cpus;
 
     l.request.argv = WorkerArgv(spec, python);
     l.request.env = EnvToList(env);
@@ -696,6 +705,9 @@ void Agent::FailStart(const absl::Status& s, TimePoint now) {
   WorkerExit e;
   e.exit_code = 1;
   e.error_message = std::string(s.message());
+  // The node's workers, not its --node-setup command (rank -1), failed to start.
+  e.local_rank = 0;
+  e.rank = assignment_ ? assignment_->rank_offset() : 0;
   ReportFailure(e, now);
   reported_ = true;
   StopGroup(SIGKILL, AfterStop::kNothing, now);

@@ -92,6 +92,7 @@ struct ChildArgs {
   char** argv;
   char** envp;
   pid_t parent;
+  const cpu_set_t* cpus;  // null: inherit drun's affinity
 };
 
 int ChildMain(void* p) {
@@ -114,6 +115,9 @@ int ChildMain(void* p) {
   if (req.stdin_fd >= 0 && dup2(req.stdin_fd, 0) < 0) ChildFail("dup2", a.argv[0], 127);
   if (req.stdout_fd >= 0 && dup2(req.stdout_fd, 1) < 0) ChildFail("dup2", a.argv[0], 127);
   if (req.stderr_fd >= 0 && dup2(req.stderr_fd, 2) < 0) ChildFail("dup2", a.argv[0], 127);
+  if (a.cpus && sched_setaffinity(0, sizeof *a.cpus, a.cpus) != 0) {
+    ChildFail("cannot set its CPU affinity (--numa-binding)", a.argv[0], 127);
+  }
   if (!req.cwd.empty() && chdir(req.cwd.c_str()) != 0) {
     ChildFail("cannot change directory", req.cwd.c_str(), 127);
   }
@@ -141,7 +145,12 @@ absl::StatusOr<pid_t> SpawnProcessGroup(const SpawnRequest& req) {
   std::vector<char*> envp;
   for (const auto& e : req.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  ChildArgs args{&req, exe.c_str(), argv.data(), envp.data(), getpid()};
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int c : req.cpus) {
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpus);
+  }
+  ChildArgs args{&req, exe.c_str(), argv.data(), envp.data(), getpid(), req.cpus.empty() ? nullptr : &cpus};
 
   // Like posix_spawn: the child shares drun's memory until it execs
   // (CLONE_VM | CLONE_VFORK), so starting a worker does not copy the page

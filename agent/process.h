@@ -23,11 +23,14 @@ struct SpawnRequest {
   int stdin_fd = -1;              // -1: inherit
   int stdout_fd = -1;             // -1: inherit
   int stderr_fd = -1;
+  std::vector<int> cpus;          // non-empty: the child's CPU affinity (--numa-binding)
 };
 
 // Forks and execs `req` as the leader of a new process group (pgid == pid),
 // with the default signal mask and dispositions, and PR_SET_PDEATHSIG=SIGKILL
 // so the leader cannot outlive drun even before the guardian knows its group.
+// The child sets its CPU affinity to req.cpus before exec, so every thread
+// the program starts inherits it.
 // An exec failure surfaces as the child exiting 127 (126: not executable),
 // with a one-line reason on its stderr, like a shell.
 absl::StatusOr<pid_t> SpawnProcessGroup(const SpawnRequest& req);

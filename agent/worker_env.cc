@@ -2,15 +2,16 @@
 
 #include <string>
 
+#include "agent/handled_signals.h"
+
 namespace drun {
 
 EnvMap BuildWorkerEnv(const EnvMap& base, const v1::JobSpec& spec, const v1::Assignment& a,
                       const WorkerEnvInput& in) {
-  EnvMap env = base;
-  for (const auto& [k, v] : spec.env()) env[k] = v;
+  EnvMap env = WithForwardedEnv(base, spec);
   const int rank = a.rank_offset() + in.local_rank;
   const std::string role = spec.role().empty() ? "default" : spec.role();
-  env["LOCAL_RANK"] = std::to_string(in.local_rank);
+  env["LOCAL_RANK"] = spec.virtual_local_rank() ? "0" : std::to_string(in.local_rank);
   env["RANK"] = std::to_string(rank);
   env["GROUP_RANK"] = std::to_string(a.group_rank());
   // drun runs one role per job, so role ranks equal global ranks.
@@ -27,17 +28,30 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const v1::JobSpec& spec, const v1::Ass
   env["TORCHELASTIC_RUN_ID"] = spec.run_id();
   env["TORCHELASTIC_USE_AGENT_STORE"] = a.use_agent_store() ? "True" : "False";
   env["TORCHELASTIC_ERROR_FILE"] = in.error_file;
+  env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = SignalListText(HandledSignals(spec));
   // Keep a user's explicit choice; torchrun defaults both to 1.
   for (const char* k : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}) {
     if (!base.count(k) && !spec.env().count(k)) env[k] = "1";
   }
-  if (in.local_world_size > 1 && !env.count("OMP_NUM_THREADS")) env["OMP_NUM_THREADS"] = "1";
+  if (!env.count("OMP_NUM_THREADS")) {
+    if (in.omp_threads > 0) {
+      env["OMP_NUM_THREADS"] = std::to_string(in.omp_threads);
+    } else if (in.local_world_size > 1) {
+      env["OMP_NUM_THREADS"] = "1";
+    }
+  }
   if (!in.cuda_visible_device.empty()) env["CUDA_VISIBLE_DEVICES"] = in.cuda_visible_device;
   if (!in.socket_iface.name.empty()) {
     for (const char* k : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
       if (in.socket_iface.given || !env.count(k)) env[k] = in.socket_iface.name;
     }
   }
+  return env;
+}
+
+EnvMap WithForwardedEnv(const EnvMap& base, const v1::JobSpec& spec) {
+  EnvMap env = base;
+  for (const auto& [k, v] : spec.env()) env[k] = v;
   return env;
 }
 

@@ -27,15 +27,26 @@ struct WorkerEnvInput {
   int local_world_size = 1;
   std::string error_file;          // TORCHELASTIC_ERROR_FILE
   std::string cuda_visible_device;  // non-empty: narrow CUDA_VISIBLE_DEVICES to it
+  // --numa-binding's thread count for this worker (agent/cpu_placement.h):
+  // its OMP_NUM_THREADS unless the user gave one. 0: torchrun's rule (1 with
+  // several local workers).
+  int omp_threads = 0;
   // Drun's choice stands unless the user gave the workers the variables
   // themselves; a --iface choice also overrides drun's own environment.
   SocketIface socket_iface;
 };
 
 // `base` is the agent's environment; spec.env (forwarded with -x/--env-file)
-// overrides it, and torchrun's variables override both.
+// overrides it, and torchrun's variables override both. Under
+// --virtual-local-rank every worker's LOCAL_RANK is 0 (its GPU is then
+// in.cuda_visible_device); TORCHELASTIC_SIGNALS_TO_HANDLE names the signals
+// drun passes on (--signals-to-handle), as torchrun 2.x's workers inherit it.
 EnvMap BuildWorkerEnv(const EnvMap& base, const v1::JobSpec& spec, const v1::Assignment& assignment,
                       const WorkerEnvInput& in);
+
+// `base` with spec.env (-x, --env-file) laid over it: what the workers start
+// from before torchrun's variables.
+EnvMap WithForwardedEnv(const EnvMap& base, const v1::JobSpec& spec);
 
 EnvMap EnvironToMap(char** environ);
 std::vector<std::string> EnvToList(const EnvMap& env);

@@ -13,6 +13,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "agent/cpu_placement.h"
+#include "agent/handled_signals.h"
 #include "agent/nproc.h"
 #include "absl/strings/str_join.h"
 #include "agent/output.h"
@@ -82,6 +84,14 @@ const OptionDef kOptions[] = {
     {"hang-timeout", 0, Kind::kValue, kJob, "SECONDS",
      "when no rank prints or uses CPU for SECONDS, show every rank's stack and end the job (exit 124) "
      "or restart it if restarts are left (default 0: off)", false},
+    {"signals-to-handle", 0, Kind::kValue, kJob, "SIG,...",
+     "the signals drun passes to the workers (default SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2); "
+     "one left out keeps its default action on drun itself", true},
+    {"virtual-local-rank", 0, Kind::kFlag, kJob, nullptr,
+     "every worker gets LOCAL_RANK=0 and sees only its own GPU, through CUDA_VISIBLE_DEVICES", true},
+    {"numa-binding", 0, Kind::kValue, kJob, "node|socket|exclusive|core-complex",
+     "bind each worker to the CPUs near its GPU (without GPUs: its share of the node); exclusive: a "
+     "disjoint share of whole cores each, OMP_NUM_THREADS to match (docs/semantics.md)", true},
     {"monitor-interval", 0, Kind::kValue, kJob, "SECONDS", "accepted for torchrun compatibility; drun is event driven", true},
     {"start-method", 0, Kind::kValue, kJob, "spawn|fork|forkserver", "accepted for torchrun compatibility", true},
     {"run-id", 0, Kind::kValue, kRdzv, "ID", "job id, TORCHELASTIC_RUN_ID (same as --rdzv-id)", false},
@@ -136,12 +146,10 @@ constexpr RefusedOption kRefused[] = {
     {"logs-specs",
      "torchrun's LogsSpecs plugins do not apply: drun writes its own layout (--log-dir, -r, -t)"},
     {"event-log-handler", "drun has no torchrun event handlers; --report FILE writes the run as JSON"},
-    {"signals-to-handle",
-     "drun always forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to every worker"},
-    {"virtual-local-rank",
-     "drun gives each worker its own LOCAL_RANK; --nproc-per-node gpu:LIST shows each worker only its GPU"},
-    {"numa-binding",
-     "drun does not bind workers to NUMA nodes; run them under numactl: --no-python numactl ... python3 train.py"},
+    {"duplicate-stdout-filters",
+     "drun does not copy matching lines to a separate file; --log-dir with -t keeps every line"},
+    {"duplicate-stderr-filters",
+     "drun does not copy matching lines to a separate file; --log-dir with -t keeps every line"},
     {"use-env", "torch.distributed.launch's flag: drun always passes LOCAL_RANK in the environment"},
 };
 
@@ -541,6 +549,33 @@ absl::Status ResolveSupervision(const Sources& src, CommandLine* cl) {
       return Bad(absl::StrCat(Sources::Label(v->origin, "start-method"), ": '", v->value,
                               "' is not valid; write spawn, fork or forkserver"));
     }
+  }
+  return absl::OkStatus();
+}
+
+// --signals-to-handle, --virtual-local-rank, --numa-binding: where the
+// workers run and which signals reach them (agent/handled_signals.h,
+// agent/cpu_placement.h).
+absl::Status ResolveWorkerPlacement(const Sources& src, CommandLine* cl) {
+  v1::JobSpec& s = cl->spec;
+  if (auto v = src.Get("signals-to-handle")) {
+    auto list = ParseSignalList(v->value);
+    if (!list.ok()) return Bad(absl::StrCat(Sources::Label(v->origin, "signals-to-handle"), ": ", list.status().message()));
+    // The ssh and Slurm launchers forward the six signals themselves.
+    if (cl->launcher != Launcher::kLocal && *list != ForwardableSignals()) {
+      return Bad(absl::StrCat(cl->Describe("signals-to-handle"), " applies to a node's own drun; with ",
+                              cl->launcher == Launcher::kSsh ? "--hostfile/-H" : "--launcher slurm",
+                              " the launcher forwards ", SignalListText(ForwardableSignals())));
+    }
+    s.mutable_signals_to_handle()->Assign(list->begin(), list->end());
+  }
+  auto virtual_local_rank = src.Flag("virtual-local-rank");
+  if (!virtual_local_rank.ok()) return virtual_local_rank.status();
+  s.set_virtual_local_rank(*virtual_local_rank);
+  if (auto v = src.Get("numa-binding")) {
+    auto mode = ParseNumaBinding(v->value);
+    if (!mode.ok()) return Bad(absl::StrCat(Sources::Label(v->origin, "numa-binding"), ": ", mode.status().message()));
+    s.set_numa_binding(*mode);
   }
   return absl::OkStatus();
 }
@@ -1106,7 +1141,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   }
   if (cl.help || cl.version) return cl;
   for (auto step : {ResolveHosts, ResolveNodes, ResolveNproc, ResolveEntrypointKind, ResolveSupervision,
-                    ResolveRendezvous, ResolveOutput, ResolveEnv}) {
+                    ResolveWorkerPlacement, ResolveRendezvous, ResolveOutput, ResolveEnv}) {
     if (absl::Status st = step(src, &cl); !st.ok()) return st;
   }
   if (absl::Status st = ResolveMode(env, &cl); !st.ok()) return st;

@@ -275,8 +275,10 @@ std::string SectionEnvironment(const std::vector<OptionInfo>& options) {
       "GROUP_RANK, ROLE_RANK, ROLE_NAME, LOCAL_WORLD_SIZE, WORLD_SIZE, GROUP_WORLD_SIZE, "
       "ROLE_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT, "
       "TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID, TORCHELASTIC_USE_AGENT_STORE, "
-      "TORCHELASTIC_ERROR_FILE, TORCH_NCCL_ASYNC_ERROR_HANDLING, NCCL_ASYNC_ERROR_HANDLING, "
-      "and OMP_NUM_THREADS=1 when it is unset and a node runs more than one worker.");
+      "TORCHELASTIC_ERROR_FILE, TORCHELASTIC_SIGNALS_TO_HANDLE, TORCH_NCCL_ASYNC_ERROR_HANDLING, "
+      "NCCL_ASYNC_ERROR_HANDLING, and, when OMP_NUM_THREADS is unset, OMP_NUM_THREADS: the worker's "
+      "whole cores under --numa-binding, else 1 when a node runs more than one worker. Under "
+      "--virtual-local-rank LOCAL_RANK is 0 and CUDA_VISIBLE_DEVICES names the worker's own GPU.");
   return m;
 }
 
@@ -309,7 +311,8 @@ std::string SectionExitStatus() {
        Line(
            "drun itself was stopped by signal N, after stopping the workers: 130 for SIGINT "
            "(Ctrl-C), 143 for SIGTERM, 129 for SIGHUP, 131 for SIGQUIT. SIGUSR1 and SIGUSR2 are "
-           "passed to the workers and do not stop drun. A worker killed by a signal gives the "
+           "passed to the workers and do not stop drun. A signal left out of --signals-to-handle "
+           "ends drun by its default action (the workers are killed). A worker killed by a signal gives the "
            "same code; the root-cause summary on standard error tells them apart.");
   return m;
 }

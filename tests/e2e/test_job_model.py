@@ -275,9 +275,7 @@ class JobModelTest(DrunTestCase):
     def test_torchrun2_flags_refused_with_reason(self):
         cases = (
             (["--logs-specs", "x"], "LogsSpecs"),
-            (["--signals-to-handle", "SIGTERM"], "forwards SIGINT"),
-            (["--virtual-local-rank"], "LOCAL_RANK"),
-            (["--numa-binding", "node"], "numactl"),
+            (["--duplicate-stdout-filters", "x"], "-t keeps every line"),
             (["--event-log-handler", "null"], "--report"),
         )
         for args, reason in cases:

@@ -1,16 +1,18 @@
 """The environment drun gives its workers: exactly torchrun's variables on top of drun's
 own environment, with the values a single-node job should have."""
 import os
+import re
+import signal
 import socket
 
 from drun_testlib import (DrunTestCase, base_env, load_json_files, main, program,
-                          rank_lines)
+                          rank_lines, wait_pids_dead)
 
 TORCHRUN_VARS = {
     "LOCAL_RANK", "RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE",
     "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
     "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
+    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_SIGNALS_TO_HANDLE",
     "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING",
 }
 # A launcher may implement python -u by setting this instead of (or as well as) passing -u.
@@ -155,6 +157,119 @@ class WorkerEnvTest(DrunTestCase):
         got = sorted(rank_lines(run.stdout_lines))
         self.assertEqual(got, [(0, "local=0 world=3 cvd=1"), (1, "local=1 world=3 cvd=3"),
                                (2, "local=2 world=3 cvd=5")], run.describe())
+
+    def test_virtual_local_rank_gives_every_worker_local_rank_0_and_its_own_gpu(self):
+        show = 'echo "local=$LOCAL_RANK rank=$RANK lws=$LOCAL_WORLD_SIZE cvd=$CUDA_VISIBLE_DEVICES"'
+        for flag_env, agent_cvd, want in (
+                ({}, None, ["0", "1", "2"]),                       # GPU i for local rank i
+                ({}, "4,6,7", ["4", "6", "7"]),                    # the i-th visible one
+                ({"PET_VIRTUAL_LOCAL_RANK": "1"}, "3,2,1", ["3", "2", "1"])):  # torchrun's twin
+            with self.subTest(cvd=agent_cvd):
+                env = base_env(CUDA_VISIBLE_DEVICES=agent_cvd, **flag_env)
+                flags = [] if flag_env else ["--virtual-local-rank"]
+                run = self.drun("--standalone", "--nproc-per-node", 3, *flags, "--no-python",
+                                "/bin/sh", "-c", show, env=env)
+                self.assertExit(run, 0)
+                self.assertEqual(sorted(rank_lines(run.stdout_lines)),
+                                 [(r, f"local=0 rank={r} lws=3 cvd={want[r]}") for r in range(3)],
+                                 run.describe())
+
+    def test_virtual_local_rank_past_the_visible_gpus_fails_the_start(self):
+        run = self.drun("--standalone", "--nproc-per-node", 3, "--virtual-local-rank", "--no-python",
+                        "/bin/true", env=base_env(CUDA_VISIBLE_DEVICES="0,1"))
+        self.assertNotEqual(run.returncode, 0, run.describe())
+        self.assertIn("drun: cannot start workers: --virtual-local-rank: local rank 2 has no GPU in "
+                      "CUDA_VISIBLE_DEVICES=0,1", run.stderr_lines, run.describe())
+        self.assertNotIn("node-setup", run.stderr, run.describe())
+
+    def cores_of(self, cpus):
+        """The physical cores (lowest SMT sibling) of `cpus`, from /sys."""
+        cores = set()
+        for cpu in cpus:
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
+                cores.add(int(re.split("[,-]", f.read().strip())[0]))
+        return cores
+
+    def test_numa_binding_exclusive_gives_each_worker_its_own_cpus(self):
+        allowed = set(os.sched_getaffinity(0))
+        nproc = min(2, len(self.cores_of(allowed)))
+        records, _ = self.dump_env(nproc, "--numa-binding", "exclusive",
+                                   env=base_env(OMP_NUM_THREADS=None))
+        seen = set()
+        for rank, record in sorted(records.items()):
+            cpus = set(record["affinity"])
+            with self.subTest(rank=rank):
+                self.assertTrue(cpus, "no CPU")
+                self.assertFalse(cpus & seen, f"rank {rank} shares CPUs {cpus & seen}")
+                self.assertEqual(record["env"]["OMP_NUM_THREADS"], str(len(self.cores_of(cpus))))
+                self.assertEqual(record["env"]["LOCAL_RANK"], str(rank))
+            seen |= cpus
+        self.assertEqual(seen, allowed, "the shares do not cover the CPUs drun may use")
+
+    def test_numa_binding_keeps_the_users_omp_num_threads_and_shares_cores_in_turn(self):
+        allowed = sorted(os.sched_getaffinity(0))
+        cores = self.cores_of(allowed)
+        nproc = 2 * len(cores)  # more workers than cores: one core each, in turn
+        records, _ = self.dump_env(nproc, "--numa-binding=exclusive",
+                                   env=base_env(OMP_NUM_THREADS="3"))
+        for rank, record in records.items():
+            with self.subTest(rank=rank):
+                self.assertEqual(len(self.cores_of(record["affinity"])), 1, record["affinity"])
+                self.assertEqual(record["env"]["OMP_NUM_THREADS"], "3")
+        self.assertEqual(records[0]["affinity"], records[len(cores)]["affinity"])
+
+    def test_without_numa_binding_workers_keep_drun_affinity(self):
+        records, _ = self.dump_env(2)
+        for record in records.values():
+            self.assertEqual(set(record["affinity"]), set(os.sched_getaffinity(0)))
+
+    def test_numa_binding_takes_torchruns_values_only(self):
+        run = self.drun("--numa-binding", "cores", "--nproc-per-node", 2, program("dump_env.py"), self.tmp)
+        self.assertExit(run, 2)
+        self.assertEqual(run.stderr_lines, ["drun: --numa-binding: 'cores' is not a binding; write node, "
+                                            "socket, exclusive or core-complex"])
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def start_probe(self, *flags):
+        """drun running signal_probe.py on 2 workers, each ready; returns (drun, worker pids)."""
+        p = self.start("--standalone", "--nproc-per-node", 2, *flags, program("signal_probe.py"),
+                       self.tmp)
+        ready = p.wait_for_line(r"ready \d+ \d+$", count=2)
+        return p, [int(line.split()[-1]) for line in ready]
+
+    def got(self):
+        return sorted(name for name in os.listdir(self.tmp) if name.startswith("got_"))
+
+    def test_a_signal_in_signals_to_handle_is_forwarded(self):
+        for flags in ((), ("--signals-to-handle", "SIGTERM,SIGUSR1"), ("--signals_to_handle=usr1",)):
+            with self.subTest(flags=flags):
+                p, _ = self.start_probe(*flags)
+                p.send_signal(signal.SIGUSR1)
+                self.assertEqual(p.wait(), 0, p.describe())
+                self.assertEqual(self.got(), ["got_SIGUSR1_0", "got_SIGUSR1_1"])
+                for name in self.got():
+                    os.unlink(os.path.join(self.tmp, name))
+
+    def test_a_signal_not_in_signals_to_handle_is_not_forwarded(self):
+        # torchrun's default list: SIGUSR1's default action ends drun itself; the guardian
+        # kills the workers, which never see the signal.
+        for flags, sig in ((("--signals-to-handle", "SIGTERM,SIGINT,SIGHUP,SIGQUIT"), signal.SIGUSR1),
+                           (("--signals-to-handle", "SIGUSR1"), signal.SIGTERM)):
+            with self.subTest(signal=sig.name):
+                p, pids = self.start_probe(*flags)
+                p.send_signal(sig)
+                self.assertEqual(p.wait(), -sig, p.describe())
+                self.assertEqual(wait_pids_dead(pids, marker="signal_probe.py"), [])
+                self.assertEqual(self.got(), [])
+
+    def test_workers_see_the_signals_to_handle(self):
+        records, _ = self.dump_env(1, "--signals-to-handle", "SIGTERM,SIGUSR2")
+        self.assertEqual(records[0]["env"]["TORCHELASTIC_SIGNALS_TO_HANDLE"], "SIGTERM,SIGUSR2")
+        run = self.drun("--signals-to-handle", "SIGTERM,SIGALRM", program("dump_env.py"), self.tmp)
+        self.assertExit(run, 2)
+        self.assertEqual(run.stderr_lines, ["drun: --signals-to-handle: 'SIGALRM' is not a signal drun can "
+                                            "handle; write a list of SIGINT,SIGTERM,SIGHUP,SIGQUIT,"
+                                            "SIGUSR1,SIGUSR2"])
 
 
 if __name__ == "__main__":

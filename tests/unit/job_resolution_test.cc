@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "agent/cpu_placement.h"
+#include "agent/handled_signals.h"
 #include "launcher/job/cli.h"
 #include "launcher/job/config_file.h"
 
@@ -101,6 +103,10 @@ std::vector<ValueCase> ValueCases() {
       {"host", "a", "b", "c", {}, [](const CommandLine& c) { return c.hosts; }},
       {"remote-drun", "d1", "d2", "d3", {}, [](const CommandLine& c) { return c.remote_drun; }},
       {"rsh", "ssh -p 1", "ssh -p 2", "ssh -p 3", {}, [](const CommandLine& c) { return c.rsh; }},
+      {"signals-to-handle", "SIGTERM", "SIGUSR1", "SIGINT,SIGHUP", {},
+       [](const CommandLine& c) { return SignalListText(HandledSignals(c.spec)); }},
+      {"numa-binding", "node", "exclusive", "core-complex", {},
+       [](const CommandLine& c) { return NumaBindingName(c.spec.numa_binding()); }},
       {"launcher", "slurm", "local", "slurm", {},
        [](const CommandLine& c) { return std::string(c.launcher == Launcher::kSlurm ? "slurm" : "local"); }},
   };
@@ -177,6 +183,7 @@ TEST_F(JobResolutionTest, EveryFlagFromEachSourceWithPrecedence) {
       {"summary", [](const CommandLine& c) { return c.summary; }},
       {"quiet", [](const CommandLine& c) { return c.spec.quiet(); }},
       {"ssh-accept-new", [](const CommandLine& c) { return c.ssh_accept_new; }},
+      {"virtual-local-rank", [](const CommandLine& c) { return c.spec.virtual_local_rank(); }},
   };
   for (const FlagCase& f : flags) {
     SCOPED_TRACE(f.name);
@@ -335,9 +342,8 @@ TEST_F(JobResolutionTest, Torchrun2OptionsRefusedWithAReason) {
   const std::vector<Refusal> refusals = {
       {{"--logs-specs", "x", "t.py"}, {}, "--logs-specs is not supported: "},
       {{"--logs_specs=x", "t.py"}, {}, "--logs_specs is not supported: "},
-      {{"--signals-to-handle", "SIGTERM", "t.py"}, {}, "--signals-to-handle is not supported: "},
-      {{"--virtual-local-rank", "t.py"}, {}, "--virtual-local-rank is not supported: "},
-      {{"--numa-binding", "node", "t.py"}, {}, "--numa-binding is not supported: "},
+      {{"--duplicate-stdout-filters", "a,b", "t.py"}, {}, "--duplicate-stdout-filters is not supported: "},
+      {{"--duplicate_stderr_filters=a", "t.py"}, {}, "--duplicate_stderr_filters is not supported: "},
       {{"--event-log-handler", "null", "t.py"}, {}, "--event-log-handler is not supported: "},
       {{"--use-env", "t.py"}, {}, "--use-env is not supported: "},
   };
@@ -348,6 +354,32 @@ TEST_F(JobResolutionTest, Torchrun2OptionsRefusedWithAReason) {
   EXPECT_EQ(cl->spec.kind(), v1::JobSpec::PYTHON_SCRIPT);
   ASSERT_EQ(cl->spec.local_ranks_filter_size(), 2);
   EXPECT_EQ(cl->spec.local_ranks_filter(1), 2);
+}
+
+// torchrun 2.x's --signals-to-handle, --numa-binding: bad values, and the launchers.
+TEST_F(JobResolutionTest, SignalsToHandleAndNumaBindingValues) {
+  auto cl = Parse({"t.py"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_TRUE(cl->spec.signals_to_handle().empty());  // drun's default, all six
+  EXPECT_EQ(cl->spec.numa_binding(), v1::JobSpec::NUMA_BINDING_NONE);
+  EXPECT_FALSE(cl->spec.virtual_local_rank());
+  cl = Parse({"--signals_to_handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT", "--numa_binding", "socket", "t.py"});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(std::vector<int>(cl->spec.signals_to_handle().begin(), cl->spec.signals_to_handle().end()),
+            TorchrunDefaultSignals());
+  EXPECT_EQ(cl->spec.numa_binding(), v1::JobSpec::NUMA_BINDING_SOCKET);
+  const std::string hostfile = Write("hosts", "a slots=2\n");
+  const std::vector<Refusal> refusals = {
+      {{"--signals-to-handle", "SIGKILL", "t.py"}, {}, "--signals-to-handle: 'SIGKILL' is not a signal"},
+      {{"t.py"}, {{"PET_SIGNALS_TO_HANDLE", ""}}, "PET_SIGNALS_TO_HANDLE: the list is empty"},
+      {{"--numa-binding", "on", "t.py"}, {}, "--numa-binding: 'on' is not a binding; write node, socket"},
+      {{"--hostfile", hostfile, "--signals-to-handle", "SIGTERM", "t.py"}, {},
+       "--signals-to-handle SIGTERM applies to a node's own drun; with --hostfile/-H the launcher forwards"},
+      {{"--launcher", "slurm", "--signals-to-handle", "SIGTERM", "t.py"}, {}, "with --launcher slurm"},
+  };
+  for (const Refusal& r : refusals) ExpectRefused(r, Parse(r.args, r.env));
+  EXPECT_TRUE(Parse({"--hostfile", hostfile, "--signals-to-handle",
+                     "SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2", "t.py"}).ok());
 }
 
 // --- the mode, decided once ------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Writes this worker's environment, and whether stdout is unbuffered, to OUTDIR/env_<RANK>.json."""
+"""Writes this worker's environment, whether stdout is unbuffered, and its CPU affinity to
+OUTDIR/env_<RANK>.json."""
 import json
 import os
 import sys
@@ -11,6 +12,7 @@ record = {
     "stderr_write_through": sys.stderr.write_through,
     "argv": sys.argv,
     "pid": os.getpid(),
+    "affinity": sorted(os.sched_getaffinity(0)),
 }
 path = os.path.join(outdir, f"env_{os.environ.get('RANK', 'unset')}.json")
 with open(path + ".tmp", "w") as f:
