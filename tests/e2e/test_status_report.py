@@ -64,7 +64,7 @@ class SummaryAndReportTest(DrunTestCase):
         run = self.drun("--standalone", "--nproc-per-node", "2", "--summary", "--report", report,
                         "--no-python", "true")
         self.assertExit(run, 0)
-        header = [l for l in run.stderr_lines if re.match(r"drun: host +rank +local +exit", l)]
+        header = [l for l in run.stderr_lines if re.match(r"drun: host +rank +local rank +exit", l)]
         self.assertEqual(len(header), 1, run.describe())
         rows = [l for l in run.stderr_lines if re.match(r"drun: \S+ +\d+ +\d+ +0 +1 ", l)]
         self.assertEqual(len(rows), 2, run.describe())
