@@ -88,10 +88,28 @@ struct WorkerRecord {
   long peak_rss_kb = 0;  // the leader's ru_maxrss
 };
 
-class WorkerGroup {
+// What the agent's decisions (agent/agent_machine.h) ask of a round's
+// processes and read from them. WorkerGroup is the real one; unit tests use a
+// fake that records what was asked (as ninja's FakeCommandRunner).
+class WorkerProcesses {
+ public:
+  virtual ~WorkerProcesses() = default;
+  // From now on exits are not failures: sends `sig` (0: none) to every live
+  // worker; SIGKILL is the caller's to send (KillNow) once `grace` has passed.
+  virtual void Stop(int sig, TimePoint now, Duration grace) = 0;
+  virtual void KillNow() = 0;
+  virtual void Forward(int sig) = 0;
+  // Every worker is finished (reaped, its process group empty, its output drained).
+  virtual bool done() const = 0;
+  virtual bool all_succeeded() const = 0;
+  // The first non-zero exit seen while not stopping.
+  virtual const std::optional<WorkerExit>& first_failure() const = 0;
+};
+
+class WorkerGroup : public WorkerProcesses {
  public:
   WorkerGroup(Guardian* guardian, Console* console);
-  ~WorkerGroup();  // SIGKILLs whatever is still alive (a last resort)
+  ~WorkerGroup() override;  // SIGKILLs whatever is still alive (a last resort)
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
@@ -113,16 +131,18 @@ class WorkerGroup {
   // Re-checks lingering process groups; call after every batch of reaps.
   void Sweep();
 
-  void Forward(int sig);
-  void Stop(int sig, TimePoint now, Duration grace);
-  void KillNow();
+  void Forward(int sig) override;
+  // Also SIGKILLs at once when grace is not positive; OnTick would at the
+  // deadline (the agent's machine keeps that deadline instead).
+  void Stop(int sig, TimePoint now, Duration grace) override;
+  void KillNow() override;
   void OnTick(TimePoint now);
   std::optional<TimePoint> NextDeadline() const;
 
   bool stopping() const { return stopping_; }
-  bool done() const;
-  bool all_succeeded() const;
-  const std::optional<WorkerExit>& first_failure() const { return first_failure_; }
+  bool done() const override;
+  bool all_succeeded() const override;
+  const std::optional<WorkerExit>& first_failure() const override { return first_failure_; }
   std::vector<pid_t> pids() const;
   // What each live worker printed so far, for --hang-timeout and stack dumps.
   struct Activity {
