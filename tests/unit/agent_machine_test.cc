@@ -6,7 +6,9 @@
 
 #include <signal.h>
 
+#include <iostream>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,22 @@ namespace {
 using std::chrono::seconds;
 using State = AgentMachine::State;
 using Log = std::vector<std::string>;
+
+// Every (state, event) -> state the tests take, printed at the end: the
+// transitions covered.
+std::set<std::string>& Seen() {
+  static std::set<std::string> seen;
+  return seen;
+}
+
+class PrintCoverage : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::cout << "transitions covered: " << Seen().size() << "\n";
+    for (const std::string& t : Seen()) std::cout << "  " << t << "\n";
+  }
+};
+const auto* const kPrintCoverage = ::testing::AddGlobalTestEnvironment(new PrintCoverage);
 
 std::string Sig(int sig) { return sig == 0 ? std::string("no signal") : SignalName(sig); }
 
@@ -89,33 +107,51 @@ class AgentMachineTest : public ::testing::Test {
     log_.push_back(what);
   }
 
+  // Carries out the actions of one event, recording the transition.
+  template <typename F>
+  Log On(const std::string& event, F f) {
+    const State before = m().state();
+    AgentActions acts = f();
+    Seen().insert(absl::StrCat(AgentMachine::StateName(before), " --", event, "--> ",
+                               AgentMachine::StateName(m().state()), acts.empty() ? " (nothing)" : ""));
+    return Run(acts);
+  }
+
   // Events, each returning what the agent did.
-  Log Start() { return Run(m().Start(now)); }
-  Log Assign(int64_t round) { return Run(m().OnAssignment(round, now)); }
-  Log Stop() { return Run(m().OnStop(now)); }
+  Log Start() { return On("start", [&] { return m().Start(now); }); }
+  Log Assign(int64_t round) { return On("assignment", [&] { return m().OnAssignment(round, now); }); }
+  Log Stop() { return On("stop", [&] { return m().OnStop(now); }); }
   Log Finish(int code, bool with_failure = false, const std::string& message = "") {
     v1::Finish f;
     f.set_exit_code(code);
     f.set_message(message);
     if (with_failure) f.mutable_failure()->set_rank(3);
-    return Run(m().OnFinish(f, now));
+    return On(with_failure ? "finish(failure)" : code ? "finish(code)" : "finish(0)",
+              [&] { return m().OnFinish(f, now); });
   }
-  Log Reject(const std::string& message) { return Run(m().OnReject(message, now)); }
-  Log Signal(int sig, bool from_parent = false) { return Run(m().OnSignal(sig, from_parent, now)); }
-  Log Launcher(int sig) { return Run(m().OnLauncherSignal(sig, now)); }
-  Log LauncherGone() { return Run(m().OnLauncherGone(now)); }
-  Log Tick() { return Run(m().OnTick(now)); }
+  Log Reject(const std::string& message) {
+    return On("reject", [&] { return m().OnReject(message, now); });
+  }
+  Log Signal(int sig, bool from_parent = false) {
+    return On(absl::StrCat(Sig(sig), from_parent ? "(parent)" : ""),
+              [&] { return m().OnSignal(sig, from_parent, now); });
+  }
+  Log Launcher(int sig) {
+    return On(absl::StrCat("launcher ", Sig(sig)), [&] { return m().OnLauncherSignal(sig, now); });
+  }
+  Log LauncherGone() { return On("launcher gone", [&] { return m().OnLauncherGone(now); }); }
+  Log Tick() { return On("tick", [&] { return m().OnTick(now); }); }
   Log Hang(int rank) {
     WorkerExit e;
     e.rank = rank;
     e.exit_code = 124;
-    return Run(m().OnHang(e, now));
+    return On("hang", [&] { return m().OnHang(e, now); });
   }
   Log StartFailed() {
     WorkerExit e;
     e.exit_code = 1;
     e.error_message = "no such file";
-    return Run(m().OnStartFailed(e, now));
+    return On("start failed", [&] { return m().OnStartFailed(e, now); });
   }
   // The group's news: a worker (rank; -1 the setup command) failed, or every
   // worker is gone.
@@ -131,7 +167,12 @@ class AgentMachineTest : public ::testing::Test {
     group_->ok_ = ok && !group_->failure_;
     return Step();
   }
-  Log Step() { return Run(m().OnGroup(StatusOf(*group_), now)); }
+  Log Step() {
+    const std::string news = group_->failure_ ? (group_->done_ ? "group failed+gone" : "group failed")
+                             : group_->done_ ? (group_->ok_ ? "group succeeded" : "group gone")
+                                             : "group running";
+    return On(news, [&] { return m().OnGroup(StatusOf(*group_), now); });
+  }
 
   // Joined, assigned `round`, workers running.
   void Running(int64_t round = 0) {
@@ -239,6 +280,26 @@ TEST_F(AgentMachineTest, StopDuringSetupRejoinsAndRunsSetupAgain) {
   EXPECT_EQ(m().state(), State::kStoppingToRejoin);
   EXPECT_EQ(Gone(false), Log({"retire", "join"}));
   EXPECT_EQ(Assign(1), Log({"start setup"}));
+}
+
+TEST_F(AgentMachineTest, SignalDuringSetupStopsItAndExits) {
+  Make(WithSetup());
+  Start();
+  Assign(0);
+  EXPECT_EQ(Signal(SIGTERM),
+            Log({"leaving SIGTERM", "say: got SIGTERM: stopping the workers (SIGTERM again kills them at once)",
+                 "stop SIGTERM grace 30s"}));
+  EXPECT_EQ(Gone(false), Log({"retire", "exit 143"}));  // no workers after it
+}
+
+TEST_F(AgentMachineTest, FinishDuringFailedSetupExits) {
+  Make(WithSetup());
+  Start();
+  Assign(0);
+  Fails(-1, 1);
+  EXPECT_EQ(Finish(1, /*with_failure=*/true), Log({"stop SIGTERM grace 30s"}));
+  EXPECT_EQ(m().state(), State::kStoppingToExit);
+  EXPECT_EQ(Gone(false), Log({"retire", "exit 1"}));
 }
 
 // --- Failures and the restart budget ----------------------------------------
@@ -436,6 +497,16 @@ TEST_F(AgentMachineTest, FinishWithFailureWhileShuttingDownSaysNothing) {
   Running();
   Signal(SIGTERM);
   EXPECT_EQ(Finish(1, /*with_failure=*/true, "rank 3 failed"), Log({"stop no signal grace 30s"}));
+}
+
+TEST_F(AgentMachineTest, UserSignalWhileStoppingIsForwarded) {
+  Running();
+  Fails(0, 1);
+  EXPECT_EQ(Signal(SIGUSR1), Log({"forward SIGUSR1"}));
+  EXPECT_EQ(m().state(), State::kStopping);
+  EXPECT_EQ(Tick(), Log({}));
+  now += seconds(30);
+  EXPECT_EQ(Tick(), Log({"kill"}));
 }
 
 TEST_F(AgentMachineTest, UserSignalsAreForwardedOnly) {
