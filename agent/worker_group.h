@@ -9,8 +9,10 @@
 //  - a worker is finished only when its leader is reaped, its group is empty
 //    (leftover grandchildren are SIGKILLed as soon as the leader exits) and
 //    its output is drained;
-//  - Stop() sends the signal to every live group and SIGKILL once the grace
-//    period has passed;
+//  - Stop() sends the signal to every live group, and SIGKILL at once when
+//    the grace is not positive; SIGKILL once the grace has passed is sent on
+//    OnTick, or by the caller that keeps the deadline itself (the agent's
+//    AgentMachine does, and calls KillNow);
 //  - the first non-zero exit seen while not stopping is the group's failure;
 //  - log files get the workers' bytes exactly, written by LogPump threads
 //    (splice(2) pipe -> file) so that the logs' page-cache copies run beside
@@ -95,7 +97,8 @@ class WorkerProcesses {
  public:
   virtual ~WorkerProcesses() = default;
   // From now on exits are not failures: sends `sig` (0: none) to every live
-  // worker; SIGKILL is the caller's to send (KillNow) once `grace` has passed.
+  // worker. The SIGKILL once `grace` has passed is the caller's (KillNow);
+  // WorkerGroup also sends it at once when `grace` is not positive.
   virtual void Stop(int sig, TimePoint now, Duration grace) = 0;
   virtual void KillNow() = 0;
   virtual void Forward(int sig) = 0;
@@ -132,8 +135,6 @@ class WorkerGroup : public WorkerProcesses {
   void Sweep();
 
   void Forward(int sig) override;
-  // Also SIGKILLs at once when grace is not positive; OnTick would at the
-  // deadline (the agent's machine keeps that deadline instead).
   void Stop(int sig, TimePoint now, Duration grace) override;
   void KillNow() override;
   void OnTick(TimePoint now);
