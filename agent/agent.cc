@@ -55,8 +55,13 @@ int FreePort(const std::string& local_addr) {
   return port;
 }
 
-Duration Seconds(double s) {
-  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+AgentMachine::Config MachineConfig(const AgentOptions& opt) {
+  AgentMachine::Config c;
+  c.node_setup = !opt.spec.node_setup().empty();
+  c.shutdown_timeout = SecondsToDuration(opt.spec.shutdown_timeout_s());
+  c.launcher_reports_end = opt.launcher_reports_end;
+  c.slurm_step = opt.base_env.count("SLURM_STEP_ID") > 0;
+  return c;
 }
 
 }  // namespace
@@ -69,7 +74,10 @@ void Agent::BlockHandledSignals() {
 }
 
 Agent::Agent(AgentOptions options, std::unique_ptr<RendezvousClient> rdzv, Guardian* guardian)
-    : opt_(std::move(options)), rdzv_(std::move(rdzv)), guardian_(guardian) {}
+    : opt_(std::move(options)),
+      rdzv_(std::move(rdzv)),
+      guardian_(guardian),
+      machine_(MachineConfig(opt_)) {}
 
 Agent::~Agent() = default;
 
@@ -82,7 +90,7 @@ void Agent::Log(const std::string& line) {
 
 void Agent::ShowStatus(TimePoint now) {
   status_refresh_.reset();
-  if (!status_tty_ || !waiting_ || phase_ != Phase::kRendezvous) return;
+  if (!status_tty_ || !waiting_ || machine_.state() != AgentMachine::State::kRendezvous) return;
   const auto& w = *waiting_;
   std::string line = absl::StrCat("drun: waiting for ", MembersWord(), ": ", w.joined(), " of ",
                                   w.min_nodes(), "..", w.max_nodes(), " joined");
@@ -265,9 +273,9 @@ int Agent::Run() {
   started_ = now;
   SendHello(now);
   std::vector<pollfd> fds;
-  while (phase_ != Phase::kDone) {
+  while (machine_.state() != AgentMachine::State::kDone) {
     Converse(now);
-    if (phase_ == Phase::kDone) break;
+    if (machine_.state() == AgentMachine::State::kDone) break;
     console_.Flush();
     const PollSet set = BuildPollSet(&fds);
     const int n = PollUntil(fds.data(), fds.size(), NextDeadline());
@@ -340,7 +348,7 @@ void Agent::SendHello(TimePoint now) {
   h->set_addr(opt_.advertise_addr);
   h->set_version("0.1.0");
   rdzv_->Send(hello, now);
-  SendJoin(now);
+  Apply(machine_.Start(now), now);
 }
 
 // Step() may send, and an in-process rendezvous answers at once: go on until
@@ -367,7 +375,7 @@ std::optional<TimePoint> Agent::NextDeadline() const {
     if (t && (!deadline || *t < *deadline)) deadline = t;
   };
   consider(status_refresh_);
-  if (group_) consider(group_->NextDeadline());
+  consider(machine_.NextDeadline());  // the workers' SIGKILL after a stop's grace
   if (hang_) consider(hang_->NextSample());
   consider(console_.NextDeadline());
   return deadline;
@@ -424,7 +432,7 @@ void Agent::OnWake(TimePoint now) {
   // A SIGCHLD can be merged with one already pending; reaping on every
   // wake-up costs one syscall and never misses an exit.
   ReapChildren(now);
-  if (group_) group_->OnTick(now);
+  Apply(machine_.OnTick(now), now);
   WatchHang(now);
   rdzv_->OnTick(now);
   if (status_refresh_ && now >= *status_refresh_) ShowStatus(now);
@@ -471,7 +479,6 @@ void Agent::SendJoin(TimePoint now) {
     port = FreePort(opt_.spec.local_addr());
   }
   m.mutable_join()->set_free_port(port);
-  phase_ = Phase::kRendezvous;
   join_sent_ = now;
   rdzv_->Send(m, now);
 }
@@ -479,9 +486,7 @@ void Agent::SendJoin(TimePoint now) {
 void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
   switch (msg.kind_case()) {
     case v1::ServerMessage::kAssignment:
-      if (shutting_down_) return;
-      OnAssignment(msg.assignment(), now);
-      return;
+      return OnAssignment(msg.assignment(), now);
     case v1::ServerMessage::kStop:
       return OnStop(msg.stop(), now);
     case v1::ServerMessage::kFinish:
@@ -509,48 +514,16 @@ void Agent::OnStop(const v1::Stop& stop, TimePoint now) {
   if (opt_.spec.max_nodes() > 1 || opt_.spec.max_restarts() > 0) {
     Info(absl::StrCat("stopping round ", stop.round(), ": ", stop.reason()));
   }
-  // Stopping on a signal already: the workers have it and their grace,
-  // and no second signal (a SIGTERM to workers that got SIGINT).
-  if (shutting_down_) return;
-  if (group_) {
-    StopGroup(SIGTERM, AfterStop::kRejoin, now);
-  } else {
-    SendJoin(now);
-  }
+  Apply(machine_.OnStop(now), now);
 }
 
-void Agent::OnFinish(const v1::Finish& f, TimePoint now) {
-  if (terminal_) return;
-  terminal_ = true;
-  if (!shutting_down_) {
-    exit_code_ = f.exit_code();
-    exit_message_ = f.exit_code() == 0 ? "" : absl::StrCat("job failed: ", f.message());
-    if (f.has_failure()) exit_failure_ = f.failure();
-  } else if (f.exit_code() != 0 && !f.has_failure()) {
-    // Stopping on a signal already (srun's, after a node died): still say why the
-    // job ended, which names the lost node.
-    Log(absl::StrCat("the job ended meanwhile: ", f.message()));
-  }
-  if (group_) {
-    // Stopping on a signal: the workers got that one, not a SIGTERM too.
-    StopGroup(shutting_down_ ? 0 : SIGTERM, AfterStop::kExit, now);
-  } else {
-    phase_ = Phase::kDone;
-  }
-}
+void Agent::OnFinish(const v1::Finish& f, TimePoint now) { Apply(machine_.OnFinish(f, now), now); }
 
 void Agent::OnReject(const v1::Reject& reject, TimePoint now) {
-  if (terminal_) return;
-  terminal_ = true;
-  if (!shutting_down_) {
-    exit_code_ = 1;
-    exit_message_ = absl::StrCat("the rendezvous (", rdzv_->Describe(), ") rejected this node: ", reject.message());
-  }
-  if (group_) {
-    StopGroup(SIGTERM, AfterStop::kExit, now);
-  } else {
-    phase_ = Phase::kDone;
-  }
+  Apply(machine_.OnReject(absl::StrCat("the rendezvous (", rdzv_->Describe(),
+                                       ") rejected this node: ", reject.message()),
+                          now),
+        now);
 }
 
 void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
@@ -573,6 +546,8 @@ void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
 }
 
 void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
+  const AgentActions start = machine_.OnAssignment(a.round(), now);
+  if (start.empty()) return;  // stopping on a signal: no new round
   ClearStatus();
   SayInterface();
   if (logs_.keeps_logs() && !logs_.claimed() && !ClaimLogDir(a.spec().log_run_dir())) {
@@ -592,12 +567,7 @@ void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
     assignment_->set_master_addr(opt_.spec.master_addr().empty() ? rdzv_->server_host()
                                                                   : opt_.spec.master_addr());
   }
-  reported_ = false;
-  if (!opt_.spec.node_setup().empty() && !setup_done_) {
-    StartSetup(now);
-  } else {
-    StartWorkers(now);
-  }
+  Apply(start, now);
 }
 
 void Agent::StartSetup(TimePoint now) {
@@ -615,7 +585,6 @@ void Agent::StartSetup(TimePoint now) {
   group_ = std::make_unique<WorkerGroup>(guardian_, &console_);
   group_is_setup_ = true;
   stdin_end_given_ = false;
-  phase_ = Phase::kSetup;
   std::vector<WorkerLaunch> launches;
   group_reads_stdin_ = false;
   launches.push_back(std::move(l));
@@ -675,7 +644,6 @@ void Agent::StartWorkers(TimePoint now) {
   group_ = std::make_unique<WorkerGroup>(guardian_, &console_);
   group_is_setup_ = false;
   stdin_end_given_ = false;
-  phase_ = Phase::kRunning;
   if (absl::Status s = group_->Start(std::move(launches), now); !s.ok()) {
     FailStart(s, now);
     return;
@@ -701,24 +669,53 @@ void Agent::PlaceOutputs(const StdSpec& redirects, const StdSpec& tee,
 
 // The workers could not be started at all: that is the round's failure.
 void Agent::FailStart(const absl::Status& s, TimePoint now) {
-  Log(absl::StrCat("cannot start workers: ", s.message()));
   WorkerExit e;
   e.exit_code = 1;
   e.error_message = std::string(s.message());
   // The node's workers, not its --node-setup command (rank -1), failed to start.
   e.local_rank = 0;
   e.rank = assignment_ ? assignment_->rank_offset() : 0;
-  ReportFailure(e, now);
-  reported_ = true;
-  StopGroup(SIGKILL, AfterStop::kNothing, now);
+  Apply(machine_.OnStartFailed(e, now), now);
 }
 
-void Agent::StopGroup(int sig, AfterStop after, TimePoint now) {
-  if (static_cast<int>(after) > static_cast<int>(after_stop_)) after_stop_ = after;
-  hang_.reset();  // a stopping round makes no progress to watch
-  if (!group_) return;
-  group_->Stop(sig, now, Seconds(opt_.spec.shutdown_timeout_s()));
-  phase_ = Phase::kStopping;
+void Agent::Apply(const AgentActions& actions, TimePoint now) {
+  for (const AgentAction& a : actions) Apply(a, now);
+}
+
+void Agent::Apply(const AgentAction& a, TimePoint now) {
+  v1::AgentMessage m;
+  switch (a.kind) {
+    case AgentAction::kSendJoin:
+      return SendJoin(now);
+    case AgentAction::kStartSetup:
+      return StartSetup(now);
+    case AgentAction::kStartWorkers:
+      return StartWorkers(now);
+    case AgentAction::kReportFailure:
+      return ReportFailure(a.failure, now, a.hung);
+    case AgentAction::kReportSuccess:
+      m.mutable_succeeded()->set_round(a.round);
+      return rdzv_->Send(m, now);
+    case AgentAction::kSendLeaving:
+      m.mutable_leaving()->set_signal(a.signal);
+      return rdzv_->Send(m, now);
+    case AgentAction::kStopGroup:
+      hang_.reset();  // a stopping round makes no progress to watch
+      [[fallthrough]];
+    case AgentAction::kKillGroup:
+    case AgentAction::kForwardSignal:
+      if (group_) ApplyToGroup(a, group_.get(), now);
+      return;
+    case AgentAction::kRetireGroup:
+      return RetireGroup();
+    case AgentAction::kSay:
+      return Log(a.text);
+    case AgentAction::kExit:
+      exit_code_ = a.exit_code;
+      exit_message_ = a.text;
+      exit_failure_ = a.exit_failure;
+      return;
+  }
 }
 
 void Agent::ReportFailure(const WorkerExit& e, TimePoint now, bool hung) {
@@ -744,53 +741,7 @@ void Agent::ReportFailure(const WorkerExit& e, TimePoint now, bool hung) {
 }
 
 void Agent::Step(TimePoint now) {
-  if (!group_) return;
-  switch (phase_) {
-    case Phase::kSetup:
-      if (group_->first_failure() && !reported_) {
-        ReportFailure(*group_->first_failure(), now);
-        reported_ = true;
-      }
-      if (group_->done()) {
-        const bool ok = group_->all_succeeded();
-        RetireGroup();
-        phase_ = Phase::kRendezvous;
-        if (ok) {
-          setup_done_ = true;
-          StartWorkers(now);
-        }
-      }
-      return;
-    case Phase::kRunning:
-      if (group_->first_failure() && !reported_) {
-        reported_ = true;
-        ReportFailure(*group_->first_failure(), now);
-        StopGroup(SIGTERM, AfterStop::kNothing, now);
-      } else if (group_->done() && group_->all_succeeded() && !reported_) {
-        reported_ = true;
-        RetireGroup();
-        phase_ = Phase::kRendezvous;
-        v1::AgentMessage m;
-        m.mutable_succeeded()->set_round(assignment_->round());
-        rdzv_->Send(m, now);
-      }
-      return;
-    case Phase::kStopping:
-      if (group_->done()) {
-        RetireGroup();
-        const AfterStop after = after_stop_;
-        after_stop_ = AfterStop::kNothing;
-        phase_ = Phase::kRendezvous;
-        if (after == AfterStop::kExit) {
-          phase_ = Phase::kDone;
-        } else if (after == AfterStop::kRejoin) {
-          SendJoin(now);
-        }
-      }
-      return;
-    default:
-      return;
-  }
+  if (group_) Apply(machine_.OnGroup(StatusOf(*group_), now), now);
 }
 
 void Agent::ReadLifeline(TimePoint now) {
@@ -802,85 +753,16 @@ void Agent::ReadLifeline(TimePoint now) {
     if (!notices.input.empty() || notices.input_end || notices.echoed) {
       TakeStdin(notices.input, notices.input_end, notices.echoed);
     }
-    for (int sig : notices.signals) OnLauncherSignal(sig, now);
+    for (int sig : notices.signals) Apply(machine_.OnLauncherSignal(sig, now), now);
     return;
   }
   if (r < 0 && (errno == EINTR || errno == EAGAIN)) return;
   opt_.lifeline_fd = -1;
-  if (shutting_down_) {
-    // The launcher closes the channel after the signal it forwarded: that
-    // stop goes on, with its grace.
-    Log(absl::StrCat("the launcher's channel closed; already stopping on ",
-                     SignalName(stop_signal_)));
-    return;
-  }
-  // No signal came first: the launcher died or its connection was lost.
-  Log("the launcher's channel closed: stopping");
-  HandleSignal(SIGHUP, now);
-}
-
-void Agent::OnLauncherSignal(int sig, TimePoint now) {
-  if (sig == SIGUSR1 || sig == SIGUSR2) {
-    if (group_) group_->Forward(sig);
-    return;
-  }
-  if (launcher_signals_++ == 0) {
-    // Under scancel Slurm may have signalled this agent (and its workers)
-    // already: then this is the same stop, not a second one.
-    if (!shutting_down_) HandleSignal(sig, now);
-    return;
-  }
-  Log(absl::StrCat("the launcher got ", SignalName(sig), " again: killing the workers now"));
-  if (group_) group_->KillNow();
+  Apply(machine_.OnLauncherGone(now), now);
 }
 
 void Agent::HandleSignal(int sig, TimePoint now, pid_t sender) {
-  // Inside a Slurm step, slurmstepd (our parent) signals every process of the
-  // step, the workers included, and scancel may deliver the same signal twice
-  // within milliseconds: do not forward what the workers got already, and take
-  // a quick repeat for the same signal rather than "again: kill at once".
-  const bool slurm_step = opt_.base_env.count("SLURM_STEP_ID") > 0;
-  const bool from_stepd = slurm_step && sender > 1 && sender == getppid();
-  const bool repeat = slurm_step && sig == last_signal_ && now - last_signal_at_ < std::chrono::seconds(1);
-  last_signal_ = sig;
-  last_signal_at_ = now;
-  if (repeat) return;
-  if (sig == SIGUSR1 || sig == SIGUSR2) {
-    if (group_ && !from_stepd) group_->Forward(sig);
-    return;
-  }
-  if (shutting_down_) {
-    // Slurm ending the step (scancel, or srun --kill-on-bad-exit after another
-    // agent ended) signals every process of it once more, and sends SIGKILL
-    // itself after KillWait: the grace under way stands.
-    if (from_stepd) return;
-    Log(absl::StrCat("got ", SignalName(sig), " again: killing the workers now"));
-    if (group_) group_->KillNow();
-    return;
-  }
-  shutting_down_ = true;
-  stop_signal_ = sig;
-  // The other nodes hear of this stop as such, not as a lost node.
-  v1::AgentMessage leaving;
-  leaving.mutable_leaving()->set_signal(sig);
-  rdzv_->Send(leaving, now);
-  // Under a launcher (ssh, --launcher slurm), which reports the job's end and
-  // exits 128+signal itself, this agent's status only tells srun whether to
-  // end the other agents' step (--kill-on-bad-exit): a failure's status would
-  // cut their workers' grace short.
-  exit_code_ = opt_.launcher_reports_end ? 0 : ExitCodeForSignal(sig);
-  exit_message_.clear();
-  exit_failure_.reset();
-  if (!group_) {
-    phase_ = Phase::kDone;
-    return;
-  }
-  Log(absl::StrCat("got ", SignalName(sig), ": stopping the workers (", SignalName(sig),
-                   " again kills them at once)"));
-  const bool already = group_->stopping();
-  // Signal 0 starts the grace period without sending anything.
-  StopGroup(from_stepd ? 0 : sig, AfterStop::kExit, now);
-  if (already && !from_stepd) group_->Forward(sig);
+  Apply(machine_.OnSignal(sig, sender > 1 && sender == getppid(), now), now);
 }
 
 std::string FormatRootCause(const v1::Failure& f, bool brief) {

@@ -2,6 +2,10 @@
 // the workers of each round it is assigned, reports their outcome, obeys
 // Stop/Finish, forwards signals, and returns the job's exit code.
 //
+// What it decides (which round to run, when to stop, kill, rejoin or exit) is
+// AgentMachine's (agent/agent_machine.h): this loop turns descriptors and
+// timers into the machine's events and its actions into calls.
+//
 // The loop is event driven: poll() over a signalfd (SIGCHLD and the forwarded
 // signals), the workers' pipes and the rendezvous client's wakeup fd, with a
 // timeout from the nearest deadline. Nothing sleeps.
@@ -21,6 +25,7 @@
 #include "agent/hang_monitor.h"
 #include "agent/log_layout.h"
 #include "agent/agent_launch.h"
+#include "agent/agent_machine.h"
 #include "agent/nproc.h"
 #include "agent/output.h"
 #include "agent/process.h"
@@ -87,9 +92,6 @@ class Agent {
   static void BlockHandledSignals();
 
  private:
-  enum class Phase { kRendezvous, kSetup, kRunning, kStopping, kDone };
-  enum class AfterStop { kNothing, kRejoin, kExit };
-
   // Which of a turn's poll descriptors are stdin and blocked console outputs.
   struct PollSet {
     bool read_stdin = false;
@@ -116,16 +118,15 @@ class Agent {
   void PlaceOutputs(const StdSpec& redirects, const StdSpec& tee, const std::vector<int>& filter,
                     WorkerLaunch* l) const;
   void FailStart(const absl::Status& s, TimePoint now);
-  void StopGroup(int sig, AfterStop after, TimePoint now);
+  // Carries out the machine's actions, in order.
+  void Apply(const AgentActions& actions, TimePoint now);
+  void Apply(const AgentAction& action, TimePoint now);
+  // The group's news for the machine.
   void Step(TimePoint now);
   // `sender`: the pid that sent it (0 when unknown).
   void HandleSignal(int sig, TimePoint now, pid_t sender = 0);
   // The lifeline is readable: a signal the launcher forwards, or its end.
   void ReadLifeline(TimePoint now);
-  // The launcher's first stop signal stops the workers with that signal (as
-  // if this agent had got it), the next kills them; SIGUSR1/SIGUSR2 go to the
-  // workers.
-  void OnLauncherSignal(int sig, TimePoint now);
   void ReapChildren(TimePoint now);
   void SendJoin(TimePoint now);
   void ReportFailure(const WorkerExit& e, TimePoint now, bool hung = false);
@@ -188,21 +189,13 @@ class Agent {
   Guardian* guardian_;
   Console console_;
   std::unique_ptr<WorkerGroup> group_;
-  Phase phase_ = Phase::kRendezvous;
-  AfterStop after_stop_ = AfterStop::kNothing;
+  AgentMachine machine_;
+  // What the machine's Exit said (or the loop's own failure).
   int exit_code_ = 0;
   std::string exit_message_;
   std::optional<v1::Failure> exit_failure_;
   std::optional<v1::Assignment> assignment_;
-  bool setup_done_ = false;
-  bool reported_ = false;  // this round's outcome was sent
-  bool shutting_down_ = false;  // a signal asked drun to stop
-  bool terminal_ = false;
-  int last_signal_ = 0;
-  int stop_signal_ = 0;  // the signal this agent is stopping on
   LifelineDecoder lifeline_;
-  int launcher_signals_ = 0;  // stop signals forwarded on the lifeline
-  TimePoint last_signal_at_;  // a Finish or Reject was handled; later ones are ignored
   UniqueFd signal_fd_;
   LogLayout logs_;  // where the log and error files go (made in PrepareOutputs)
   bool forward_stdin_ = false;  // --stdin names a rank (or all): some worker reads drun's stdin

@@ -82,7 +82,7 @@ v1::ControlReply Agent::ControlHeader() const {
 std::string Agent::NoStacksReason() const {
   if (!opt_.capture) return "this drun was built without the stack reader";
   if (group_ && !group_is_setup_ && !group_->activity().empty()) return "";
-  return phase_ == Phase::kRendezvous ? "no worker runs yet: the rendezvous is waiting"
+  return machine_.state() == AgentMachine::State::kRendezvous ? "no worker runs yet: the rendezvous is waiting"
                                       : "no worker runs on this node now";
 }
 
@@ -215,7 +215,7 @@ void Agent::StartHangWatch(TimePoint now) {
 }
 
 void Agent::WatchHang(TimePoint now) {
-  if (!hang_ || phase_ != Phase::kRunning || !group_ || dump_for_hang_) return;
+  if (!hang_ || machine_.state() != AgentMachine::State::kRunning || !group_ || dump_for_hang_) return;
   if (!hang_->NextSample() || now < *hang_->NextSample()) return;
   hang_->Observe(SampleWorkers(), now);
   const bool hung = hang_->Hung(now);
@@ -291,7 +291,7 @@ int Agent::Culprit(const StackDump& dump, int quietest) {
 // dumps are) and reports the round's failure as this node's rank's hang.
 void Agent::DeclareHang(const StackDump& dump, int quietest, const std::string& full_text,
                         const std::string& files, TimePoint now) {
-  if (phase_ != Phase::kRunning || reported_ || !group_) return;  // it ended meanwhile
+  if (machine_.state() != AgentMachine::State::kRunning || !group_) return;  // it ended meanwhile
   const int culprit = Culprit(dump, quietest);
   Log(absl::StrFormat("no rank made progress (output or CPU) for %gs (--hang-timeout); where each one is:",
                       opt_.spec.hang_timeout_s()));
@@ -310,9 +310,7 @@ void Agent::DeclareHang(const StackDump& dump, int quietest, const std::string& 
                                       opt_.spec.hang_timeout_s(), e.rank,
                                       r.where.empty() ? "an unknown place" : r.where);
   }
-  reported_ = true;
-  ReportFailure(e, now, /*hung=*/true);
-  StopGroup(SIGTERM, AfterStop::kNothing, now);
+  Apply(machine_.OnHang(e, now), now);
   hang_.reset();
 }
 

@@ -9,8 +9,10 @@
 //  - a worker is finished only when its leader is reaped, its group is empty
 //    (leftover grandchildren are SIGKILLed as soon as the leader exits) and
 //    its output is drained;
-//  - Stop() sends the signal to every live group and SIGKILL once the grace
-//    period has passed;
+//  - Stop() sends the signal to every live group, and SIGKILL at once when
+//    the grace is not positive; SIGKILL once the grace has passed is sent on
+//    OnTick, or by the caller that keeps the deadline itself (the agent's
+//    AgentMachine does, and calls KillNow);
 //  - the first non-zero exit seen while not stopping is the group's failure;
 //  - log files get the workers' bytes exactly, written by LogPump threads
 //    (splice(2) pipe -> file) so that the logs' page-cache copies run beside
@@ -88,10 +90,29 @@ struct WorkerRecord {
   long peak_rss_kb = 0;  // the leader's ru_maxrss
 };
 
-class WorkerGroup {
+// What the agent's decisions (agent/agent_machine.h) ask of a round's
+// processes and read from them. WorkerGroup is the real one; unit tests use a
+// fake that records what was asked (as ninja's FakeCommandRunner).
+class WorkerProcesses {
+ public:
+  virtual ~WorkerProcesses() = default;
+  // From now on exits are not failures: sends `sig` (0: none) to every live
+  // worker. The SIGKILL once `grace` has passed is the caller's (KillNow);
+  // WorkerGroup also sends it at once when `grace` is not positive.
+  virtual void Stop(int sig, TimePoint now, Duration grace) = 0;
+  virtual void KillNow() = 0;
+  virtual void Forward(int sig) = 0;
+  // Every worker is finished (reaped, its process group empty, its output drained).
+  virtual bool done() const = 0;
+  virtual bool all_succeeded() const = 0;
+  // The first non-zero exit seen while not stopping.
+  virtual const std::optional<WorkerExit>& first_failure() const = 0;
+};
+
+class WorkerGroup : public WorkerProcesses {
  public:
   WorkerGroup(Guardian* guardian, Console* console);
-  ~WorkerGroup();  // SIGKILLs whatever is still alive (a last resort)
+  ~WorkerGroup() override;  // SIGKILLs whatever is still alive (a last resort)
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
@@ -113,16 +134,16 @@ class WorkerGroup {
   // Re-checks lingering process groups; call after every batch of reaps.
   void Sweep();
 
-  void Forward(int sig);
-  void Stop(int sig, TimePoint now, Duration grace);
-  void KillNow();
+  void Forward(int sig) override;
+  void Stop(int sig, TimePoint now, Duration grace) override;
+  void KillNow() override;
   void OnTick(TimePoint now);
   std::optional<TimePoint> NextDeadline() const;
 
   bool stopping() const { return stopping_; }
-  bool done() const;
-  bool all_succeeded() const;
-  const std::optional<WorkerExit>& first_failure() const { return first_failure_; }
+  bool done() const override;
+  bool all_succeeded() const override;
+  const std::optional<WorkerExit>& first_failure() const override { return first_failure_; }
   std::vector<pid_t> pids() const;
   // What each live worker printed so far, for --hang-timeout and stack dumps.
   struct Activity {

@@ -1,0 +1,175 @@
+// AgentMachine: the agent's decisions (agent/agent.h) as a pure state machine,
+// in the manner of rendezvous/rendezvous_state.h.
+//
+// No I/O, no threads, no clock: every event carries `now`, and every answer is
+// a list of actions for the agent's loop to carry out (send a Join, start the
+// round's workers, stop them with signal S, kill them, exit with code C...).
+// The loop turns descriptors and timers into events and actions into calls;
+// the worker group's news comes in as its status (StatusOf), and the group
+// actions go to it through the WorkerProcesses interface (ApplyToGroup), so
+// tests drive the machine with a fake group and no process.
+//
+// States (one at a time; the group exists in every state but kRendezvous and
+// kDone):
+//   kRendezvous        no group: a Join was sent, or this node's round ended
+//                      and was reported; the server's word is awaited.
+//   kSetup             the --node-setup command runs (once per agent).
+//   kSetupFailed       it failed (reported); waiting for it to be gone.
+//   kRunning           the round's workers run; their outcome is not reported.
+//   kStopping          stopping after this node's reported failure or hang: the
+//                      server says what next (Stop, Finish).
+//   kStoppingToRejoin  the server stopped the round: join again once stopped.
+//   kStoppingToExit    the server ended the job (Finish, Reject).
+//   kShuttingDown      a stop signal (here, or the launcher's): exit once the
+//                      workers are gone; another signal kills them.
+//   kDone              exit (the Exit action said with what); every later
+//                      event is ignored.
+// A stopping state only moves up that list (a Stop does not undo a Finish).
+//
+// Promises:
+//  - A stop gives the workers --shutdown-timeout: SIGKILL once it has passed
+//    (OnTick, NextDeadline), or at once on a second stop signal.
+//  - While shutting down no Assignment is taken and the server's Stop sends
+//    nothing more: the workers got the signal and their grace.
+//  - Exactly one outcome per round is reported (failure, hang or success),
+//    and none for what happens while stopping.
+//  - The first Finish or Reject decides the exit, unless a signal came first
+//    (then the exit is the signal's, and a Finish without a failure is said).
+#ifndef DRUN_AGENT_AGENT_MACHINE_H_
+#define DRUN_AGENT_AGENT_MACHINE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/worker_group.h"
+#include "drun/v1/rendezvous.pb.h"
+#include "rendezvous/base/clock.h"
+
+namespace drun {
+
+struct AgentAction {
+  enum Kind {
+    kSendJoin,        // ask for the next round
+    kStartSetup,      // start the --node-setup command as the group
+    kStartWorkers,    // start the round's workers as the group
+    kReportFailure,   // send Failed (failure, hung) for this round
+    kReportSuccess,   // send Succeeded for `round`
+    kSendLeaving,     // tell the server this node stops on `signal`
+    kStopGroup,       // send `signal` (0: none) to the group; grace `grace`
+    kKillGroup,       // SIGKILL the group now
+    kForwardSignal,   // send `signal` to the group, nothing else
+    kRetireGroup,     // the group is gone: record its outcome and drop it
+    kSay,             // a line of drun's on the console: `text`
+    kExit,            // leave the loop with `exit_code`, `text`, `failure`
+  };
+  Kind kind;
+  int signal = 0;
+  Duration grace = Duration::zero();
+  int64_t round = 0;
+  bool hung = false;
+  WorkerExit failure;
+  int exit_code = 0;
+  std::string text;
+  std::optional<v1::Failure> exit_failure;
+};
+using AgentActions = std::vector<AgentAction>;
+
+// What the machine needs to know of the group after each wake-up.
+struct GroupStatus {
+  std::optional<WorkerExit> first_failure;
+  bool done = false;
+  bool all_succeeded = false;
+};
+GroupStatus StatusOf(const WorkerProcesses& group);
+// Carries out a group action (stop, kill, forward) on `group`; false for
+// any other action.
+bool ApplyToGroup(const AgentAction& action, WorkerProcesses* group, TimePoint now);
+
+class AgentMachine {
+ public:
+  enum class State {
+    kRendezvous,
+    kSetup,
+    kSetupFailed,
+    kRunning,
+    kStopping,
+    kStoppingToRejoin,
+    kStoppingToExit,
+    kShuttingDown,
+    kDone,
+  };
+  struct Config {
+    bool node_setup = false;  // a --node-setup command runs before the first workers
+    Duration shutdown_timeout = std::chrono::seconds(30);
+    // A launcher (ssh, --launcher slurm) reports the job's end and exits
+    // 128+signal itself: this agent then exits 0 on a signal.
+    bool launcher_reports_end = false;
+    // Inside a Slurm step: slurmstepd signals the workers too, and scancel may
+    // send the same signal twice within a second.
+    bool slurm_step = false;
+  };
+
+  explicit AgentMachine(Config config);
+
+  // The agent said hello: join the first round.
+  AgentActions Start(TimePoint now);
+  // Server messages. An Assignment returns no actions when it is not taken.
+  AgentActions OnAssignment(int64_t round, TimePoint now);
+  AgentActions OnStop(TimePoint now);
+  AgentActions OnFinish(const v1::Finish& finish, TimePoint now);
+  // `message`: the whole exit message ("the rendezvous (...) rejected ...").
+  AgentActions OnReject(const std::string& message, TimePoint now);
+  // The group's status, after every wake-up (idempotent).
+  AgentActions OnGroup(const GroupStatus& status, TimePoint now);
+  // The workers could not be started (kStartWorkers): the round's failure.
+  AgentActions OnStartFailed(const WorkerExit& failure, TimePoint now);
+  // --hang-timeout: the round hangs, `culprit` standing for it. No actions
+  // when the round is no longer running.
+  AgentActions OnHang(const WorkerExit& culprit, TimePoint now);
+  // A signal through the signalfd; `from_parent`: this agent's parent sent it
+  // (inside a Slurm step, that is slurmstepd, which signalled the workers too).
+  AgentActions OnSignal(int sig, bool from_parent, TimePoint now);
+  // The launcher forwarded `sig` on the lifeline.
+  AgentActions OnLauncherSignal(int sig, TimePoint now);
+  // The lifeline ended.
+  AgentActions OnLauncherGone(TimePoint now);
+  // The stop's grace.
+  AgentActions OnTick(TimePoint now);
+  std::optional<TimePoint> NextDeadline() const { return kill_at_; }
+
+  State state() const { return state_; }
+  bool has_group() const { return state_ != State::kRendezvous && state_ != State::kDone; }
+  int stop_signal() const { return stop_signal_; }
+  static const char* StateName(State s);
+
+ private:
+  AgentActions StopGroup(int sig, State target, TimePoint now);
+  AgentActions ShutDown(int sig, bool from_stepd, TimePoint now);
+  AgentActions TakeEnd(int sig, TimePoint now);
+  AgentActions StoppedGroup(TimePoint now);
+  void Enter(State s) { state_ = s; }
+  // Records the exit's code, message and failure; said by the Exit action.
+  void SetExit(int code, std::string message, std::optional<v1::Failure> failure);
+  AgentAction ExitAction() const;
+  bool Stopping() const;
+
+  Config config_;
+  State state_ = State::kRendezvous;
+  int64_t round_ = -1;
+  bool setup_done_ = false;  // --node-setup succeeded: later rounds start workers at once
+  bool end_taken_ = false;   // a Finish or Reject was handled; later ones are ignored
+  int stop_signal_ = 0;      // the signal this agent stops on
+  int last_signal_ = 0;      // Slurm's repeats: the last signal and when
+  TimePoint last_signal_at_;
+  int launcher_stops_ = 0;   // stop signals forwarded on the lifeline
+  std::optional<TimePoint> kill_at_;  // SIGKILL once the stop's grace has passed
+  int exit_code_ = 0;
+  std::string exit_message_;
+  std::optional<v1::Failure> exit_failure_;
+};
+
+}  // namespace drun
+
+#endif  // DRUN_AGENT_AGENT_MACHINE_H_
