@@ -183,7 +183,11 @@ bool Agent::PrepareOutputs() {
   logs_ = LogLayout(opt_.spec, opt_.hostname, opt_.spec.max_nodes() > 1 || opt_.host_in_prefix);
   if (!logs_.keeps_logs()) {
     // Error files need a home even when no logs are kept; removed at exit.
-    if (absl::Status st = logs_.MakeTemporary(); !st.ok()) Log(std::string(st.message()));
+    if (absl::Status st = logs_.MakeTemporary(); !st.ok()) {
+      Log(std::string(st.message()));
+    } else {
+      guardian_->RemoveOnDeath(logs_.Temporary());  // a kill -9 of drun leaves no /tmp/drun-*
+    }
     return true;
   }
   if (absl::Status st = logs_.Prepare(); !st.ok()) {
@@ -573,6 +577,8 @@ void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
 void Agent::StartSetup(TimePoint now) {
   EnvMap env = opt_.base_env;
   for (const auto& [k, v] : opt_.spec.env()) env[k] = v;
+  // "$PYTHON_EXEC prepare.py" runs the workers' interpreter, set or not.
+  if (env.find("PYTHON_EXEC") == env.end()) env["PYTHON_EXEC"] = PythonInterpreter(opt_.spec, env);
   WorkerLaunch l;
   // Like the workers': on several nodes the host says whose setup it is.
   const std::string tag =

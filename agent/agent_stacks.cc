@@ -33,6 +33,7 @@ void Agent::OpenControl() {
     return;
   }
   control_.emplace(*std::move(l));
+  guardian_->RemoveOnDeath(control_->path());  // drun stacks never lists a job killed with -9
 }
 
 namespace {

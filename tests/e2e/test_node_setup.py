@@ -2,7 +2,7 @@
 import os
 import shlex
 
-from drun_testlib import (PYTHON, DrunTestCase, example, load_json_files, main, program,
+from drun_testlib import (PYTHON, DrunTestCase, base_env, example, load_json_files, main, program,
                           texts_of)
 
 NPROC = 4
@@ -39,6 +39,15 @@ class NodeSetupTest(DrunTestCase):
                     "train-images-idx3-ubyte", "train-labels-idx1-ubyte"])
         for rank in range(NPROC):
             self.assertIn(f"rank {rank} probed", texts_of(run.stdout_lines, rank))
+
+    def test_python_exec_in_the_command_is_the_workers_interpreter(self):
+        # Set by the user: that value; unset: the interpreter the workers run (python3 on PATH),
+        # so the configs' "node-setup: $PYTHON_EXEC prepare.py" never runs an empty command.
+        for env, want in ((base_env(PYTHON_EXEC=PYTHON), PYTHON), (base_env(PYTHON_EXEC=None), "python3")):
+            run = self.drun("--standalone", "--node-setup", 'echo "py=$PYTHON_EXEC"', "--no-python",
+                            "true", env=env)
+            self.assertExit(run, 0)
+            self.assertIn(f"[setup]: py={want}", run.stdout_lines, run.describe())
 
 
 if __name__ == "__main__":

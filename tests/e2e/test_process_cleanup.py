@@ -1,9 +1,11 @@
 """No process outlives its job: workers and the grandchildren they fork (staying in the
 worker's process group) are gone after success, after Ctrl-C, SIGTERM and kill -9 of drun."""
+import glob
 import os
 import signal
+import time
 
-from drun_testlib import DrunTestCase, main, program, read_pid_files, wait_pids_dead
+from drun_testlib import DrunTestCase, base_env, main, program, read_pid_files, wait_pids_dead
 
 NPROC = 4
 MARKER = "fork_grandchild.py"
@@ -32,9 +34,9 @@ class ProcessCleanupTest(DrunTestCase):
         self.assertEqual(got, {rank: signame for rank in range(NPROC)},
                          f"drun did not forward {signame} to every worker")
 
-    def start_waiting_workers(self):
+    def start_waiting_workers(self, env=None):
         run = self.start("--standalone", "--nproc-per-node", NPROC, "--shutdown-timeout", 5,
-                         program("fork_grandchild.py"), self.tmp, "wait")
+                         program("fork_grandchild.py"), self.tmp, "wait", env=env)
         run.wait_for_line(r"^\[rank\d+\]: ready rank", count=NPROC)
         return run, self.pids()
 
@@ -66,6 +68,25 @@ class ProcessCleanupTest(DrunTestCase):
         run.wait(timeout=10)
         self.assertExit(run, -signal.SIGKILL)
         self.assertAllDead(pids)
+
+    def test_kill_9_leaves_no_temporary_directory_or_socket(self):
+        # drun's own files: the error files' /tmp/drun-XXXXXX and the `drun stacks` socket.
+        tmpdir, xdg = os.path.join(self.tmp, "t"), os.path.join(self.tmp, "xdg")
+        os.mkdir(tmpdir)
+        os.mkdir(xdg, 0o700)
+        run, pids = self.start_waiting_workers(env=base_env(TMPDIR=tmpdir, XDG_RUNTIME_DIR=xdg))
+        self.assertEqual(len(glob.glob(os.path.join(tmpdir, "drun-*"))), 1)
+        self.assertEqual(len(glob.glob(os.path.join(xdg, "drun", "*.sock"))), 1)
+        run.send_signal(signal.SIGKILL)
+        run.wait(timeout=10)
+        self.assertAllDead(pids)
+        # The guardian removes them right after it killed the workers: a bounded poll.
+        deadline = time.monotonic() + 10
+        while (glob.glob(os.path.join(tmpdir, "drun-*")) or
+               glob.glob(os.path.join(xdg, "drun", "*.sock"))) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(glob.glob(os.path.join(tmpdir, "drun-*")), [])
+        self.assertEqual(glob.glob(os.path.join(xdg, "drun", "*.sock")), [])
 
 
 if __name__ == "__main__":
