@@ -3,7 +3,7 @@
 #
 #   tests/gpu/run_gpu_checks.sh [--dry-run] [--python PY] [--bundle DIR] [--data DIR]
 #                               [--out DIR] [--budget SECONDS] [--only GROUPS] [--quick]
-#                               [--with-placement]
+#                               [--with-placement] [--placement-full]
 #
 # On the GPU machine (the `run` call of docs/gpu.md): the workers' Python is
 # /opt/torch/.venv/bin/python3 when it exists, the report goes to $OUT. --dry-run is the
@@ -13,7 +13,7 @@
 # unpacked into a temporary folder and run from there; --data defaults to its
 # data/fashion-mnist.
 #
-# Cases, each bounded by a timeout and all by --budget (default 450 s):
+# Cases, each bounded by a timeout and all by --budget (default 480 s):
 #   0 the machine's versions (GPU, driver, torch, CUDA, NCCL, Python, glibc); the bundle
 #     self-contained under env -i, and this glibc new enough for it
 #   1 --nproc-per-node gpu and gpu:0 (NCCL all_reduce, a DDP step, CUDA_VISIBLE_DEVICES,
@@ -23,7 +23,7 @@
 #     tests/store, two nodes typed by hand on loopback, the Fashion-MNIST DDP trainer
 #   4 Lightning Trainer(strategy="ddp") and accelerate's Accelerator() under drun
 #   5 drun stacks and --hang-timeout on a rank stuck in an NCCL collective
-#   6 bench/placement_bench.py, when the tree has it
+#   6 bench/placement_bench.py, when the tree has it (its --quick unless --placement-full)
 # Writes report.json, report.md and stacks.txt to --out (default: $OUT, else
 # build/gpu-report). Exit 0 when no case failed, 1 when one did (a glibc too old for the
 # bundle fails case "bundle" and skips the rest), 3 when there is no bundle.
@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
     --out) REPORT=$2; shift 2 ;;
     --data) DATA=$2; shift 2 ;;
     --budget|--only) PASS_ON+=("$1" "$2"); shift 2 ;;
-    --quick|--with-placement) PASS_ON+=("$1"); shift ;;
+    --quick|--with-placement|--placement-full) PASS_ON+=("$1"); shift ;;
     -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "run_gpu_checks: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -81,7 +81,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi -L
 
 mkdir -p "$REPORT"
 # The driver bounds every case itself; this outer bound only catches a driver that hangs.
-budget=450
+budget=480
 for ((i = 0; i < ${#PASS_ON[@]}; i++)); do
   [ "${PASS_ON[$i]}" = --budget ] && budget=${PASS_ON[$((i + 1))]%.*}
 done

@@ -68,9 +68,10 @@ def wait_times_out(s, key):
 
 
 def num_keys_grows(s, key):
+    """At least one more: other workers of the job may add keys meanwhile."""
     before = s.num_keys()
     s.set(key, b"1")
-    expect(s.num_keys(), before + 1)
+    expect(s.num_keys() >= before + 1, True)
 
 
 def main():
