@@ -212,7 +212,8 @@ print(json.dumps(v))
 
 
 def case_versions(ctx):
-    r = run([ctx.python, "-c", VERSIONS], ctx.env(), ctx.bound(60))
+    # The first import of torch on a fresh machine reads its libraries from disk (GiBs).
+    r = run([ctx.python, "-c", VERSIONS], ctx.env(), ctx.bound(150))
     facts = json.loads(r.out.strip().splitlines()[-1]) if r.rc == 0 else {}
     smi = shutil.which("nvidia-smi")
     if smi:
@@ -608,9 +609,12 @@ def case_store_tests(ctx):
     torch1 = str(ctx.facts.get("torch", "")).startswith("1.")
     store_dir = os.path.join(REPO, "tests", "store")
     # torch 1.x: the whole file; 2.x: its ops class, and init_process_group with 2.x's keys.
+    # --quick (the ctest; CI runs the whole file with 1.13 as a test of its own): one test.
     cmd = [ctx.python, os.path.join(store_dir, "c10d_store_torch_test.py"), "--server", server]
-    unittest_case(ctx, "tests/store/c10d_store_torch_test.py" + ("" if torch1 else " TorchStoreOpsTest"),
-                  cmd + ([] if torch1 else ["TorchStoreOpsTest"]), ctx.env())
+    which = (["TorchStoreOpsTest.test_set_and_get"] if ctx.args.quick
+             else [] if torch1 else ["TorchStoreOpsTest"])
+    unittest_case(ctx, " ".join(["tests/store/c10d_store_torch_test.py"] + which),
+                  cmd + which, ctx.env())
     if not torch1:
         unittest_case(ctx, "tests/compat/c10d_store_torch26_pg_test.py (4 gloo ranks)",
                       [ctx.python, os.path.join(REPO, "tests", "compat",

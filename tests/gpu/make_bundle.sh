@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
     --data) DATA=$2; shift 2 ;;
     --no-data) DATA=; shift ;;
     --fast) XZ_LEVEL=0; shift ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done

@@ -46,7 +46,7 @@ while [ $# -gt 0 ]; do
     --data) DATA=$2; shift 2 ;;
     --budget|--only) PASS_ON+=("$1" "$2"); shift 2 ;;
     --quick|--with-placement|--placement-full) PASS_ON+=("$1"); shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "run_gpu_checks: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
