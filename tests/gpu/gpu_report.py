@@ -39,7 +39,8 @@ def markdown(ctx, finished):
     lines = [f"# drun GPU checks: {ctx.facts.get('gpu_names') or 'no GPU'}", "",
              f"Started {datetime.datetime.fromtimestamp(ctx.started, datetime.timezone.utc):%Y-%m-%d %H:%M:%S} UTC, "
              + (f"finished {finished}" if finished else "still running (or cut off)")
-             + f"; {counts(ctx.cases)}.", "", "| what | version |", "| --- | --- |"]
+             + "; " + ", ".join(f"{n} {status}" for status, n in counts(ctx.cases).items())
+             + ".", "", "| what | version |", "| --- | --- |"]
     lines += [f"| {label} | {fact(ctx.facts, key)} |".replace("\n", " ")
               for label, key in FACT_ROWS if key in ctx.facts]
     lines += ["", "| group | case | result | time | what was seen |", "| --- | --- | --- | --- | --- |"]

@@ -9,7 +9,7 @@
 # least xz compression (the ctest's bundle; 2-3 times larger).
 #
 # The bundle, $OUT:
-#   programs.tar.xz       bin/ and lib/ below, packed (25 MiB unpacked, about 6 packed);
+#   programs.tar.xz       bin/ and lib/ below, packed (23 MiB unpacked, about 6 packed);
 #                         run_gpu_checks.sh unpacks it into a temporary folder
 #   data/fashion-mnist/   the four IDX files (gzipped, 30 MiB) for the seeds' trainer
 #   MANIFEST.json         the commit, this machine's glibc, the newest GLIBC_ symbol
