@@ -1,12 +1,14 @@
 #!/bin/bash
 # ctest gpu.dry_run: tests/gpu/dry_run_test.sh BUILD_DIR [PYTHON]
 # The bundle of this build, the GPU checks on the CPU, and the report's verdicts
-# (tests/gpu/CMakeLists.txt says why). Exit 77 (skipped) without patchelf or torch.
+# (tests/gpu/CMakeLists.txt says why). Exit 77 (skipped) without patchelf, xz or torch.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 BUILD=$(cd "$1" && pwd)
 PY=${2:-/usr/bin/python3}
-command -v patchelf >/dev/null || { echo "patchelf missing (Debian: apt-get install patchelf)"; exit 77; }
+for tool in patchelf xz; do
+  command -v $tool >/dev/null || { echo "$tool missing (tests/install_deps.sh installs it)"; exit 77; }
+done
 "$PY" -c 'import torch' 2>/dev/null || { echo "$PY has no torch"; exit 77; }
 
 BUNDLE=$BUILD/gpu-bundle-test
