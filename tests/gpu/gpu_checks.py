@@ -415,15 +415,16 @@ def case_mixed(ctx):
                f"drun exited {r.rc}; gloo all_reduce right on {len(reports)} of 4 ranks",
                r.seconds, workers=reports, **({} if gloo_ok else {"output_tail": r.tail()}))
     if ctx.gpus == 0:
-        ctx.record("2 mixed ranks", "rank 0 also on the GPU (one-rank NCCL group)", SKIP,
+        ctx.record("2 mixed ranks", "GPU ranks in an NCCL group beside them", SKIP,
                    "skipped: no GPU")
         return
-    nccl = reports.get(0, {}).get("nccl_group") or {}
-    ok = r.rc == 0 and nccl.get("ok") is True
-    ctx.record("2 mixed ranks", "rank 0 also on the GPU (one-rank NCCL group)",
-               PASS if ok else FAIL,
-               f"rank 0's NCCL all_reduce on {nccl.get('device_name')}: {nccl.get('ok')}; "
-               "ranks 1-3 gloo only (NCCL allows one rank per GPU)", r.seconds,
+    gpu_ranks = list(range(min(ctx.gpus, 4)))
+    seen = {r: (reports.get(r, {}).get("nccl_group") or {}) for r in gpu_ranks}
+    ok = r.rc == 0 and all(g.get("ok") is True for g in seen.values())
+    ctx.record("2 mixed ranks", "GPU ranks in an NCCL group beside them", PASS if ok else FAIL,
+               f"ranks {gpu_ranks} also all_reduce on their GPU in an NCCL group: "
+               f"{[g.get('ok') for g in seen.values()]} ({seen[0].get('device_name')}); the "
+               "others gloo only (NCCL allows one rank per GPU)", r.seconds,
                **({} if ok else {"output_tail": r.tail()}))
 
 
@@ -893,7 +894,7 @@ CASES = [
     (case_stand_in_exit_code, "bundle", "stand-in: exit code of a gloo worker"),
     (case_gpu_out_of_range, "gpu", "gpu:N, a GPU the node lacks"),
     (case_stacks, "bundle", "drun stacks"), (case_hang_timeout, "bundle", "--hang-timeout 10"),
-    (case_mixed, "bundle", "4 gloo ranks, rank 0 also on the GPU"),
+    (case_mixed, "bundle", "4 gloo ranks, GPU ranks beside them"),
     (case_vlr_cpu, "bundle", "--virtual-local-rank, 2 gloo workers"),
     (case_vlr_gpu, "gpu", "--virtual-local-rank with gpu:0"),
     (case_seeds_agent_store, "bundle", "seeds, drun's agent store"),

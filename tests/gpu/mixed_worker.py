@@ -1,9 +1,11 @@
-"""Several CPU ranks with gloo and one GPU rank (tests/gpu/run_gpu_checks.sh, check 2).
+"""Several CPU ranks with gloo and GPU ranks where NCCL allows them (tests/gpu/
+run_gpu_checks.sh, group 2). One node.
 
-Every rank joins a gloo world and all_reduces a CPU tensor. Where this process sees a GPU,
-local rank 0 also runs an all_reduce on it in a one-rank NCCL group (dist.new_group([0],
-backend="nccl"), which every rank calls): NCCL allows one rank per GPU, so on a machine with
-one GPU that is the GPU rank there can be. Prints `GPUCHECK {json}`.
+Every rank joins a gloo world and all_reduces a CPU tensor. Where this node has GPUs, the
+ranks below the GPU count (rank r on cuda:r; NCCL allows one rank per GPU, so on a machine
+with one GPU that is rank 0 alone) also all_reduce on their GPU in an NCCL group of their
+own (dist.new_group(..., backend="nccl"), which every rank calls). Prints
+`GPUCHECK {json}`.
 """
 import json
 import os
@@ -20,18 +22,19 @@ def main():
     result = {"rank": rank, "world": world, "local_rank": int(os.environ["LOCAL_RANK"]),
               "gloo_sum_ok": t.item() == world * (world + 1) / 2, "nccl_group": None,
               "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
-    gpu = torch.cuda.is_available()
-    # Every rank decides alike: new_group is collective. GPU_RANK is the world rank that uses
-    # the GPU (rank 0, local rank 0 on the first node).
-    if gpu and dist.is_nccl_available():
-        group = dist.new_group([0], backend="nccl")
-        if rank == 0:
-            torch.cuda.set_device(0)
+    # Every rank computes the same list (one node, every GPU visible): new_group is collective.
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpu_ranks = list(range(min(gpus, world)))
+    if gpu_ranks and dist.is_nccl_available():
+        group = dist.new_group(gpu_ranks, backend="nccl")
+        if rank in gpu_ranks:
+            torch.cuda.set_device(rank)
             g = torch.full((1024,), 2.0, device="cuda")
             dist.all_reduce(g, group=group)
             torch.cuda.synchronize()
-            result["nccl_group"] = {"ok": bool(torch.all(g == 2.0).item()),
-                                    "device_name": torch.cuda.get_device_name(0)}
+            result["nccl_group"] = {"ranks": gpu_ranks,
+                                    "ok": bool(torch.all(g == 2.0 * len(gpu_ranks)).item()),
+                                    "device_name": torch.cuda.get_device_name(rank)}
     dist.barrier()
     print("GPUCHECK " + json.dumps(result), flush=True)
     dist.destroy_process_group()
