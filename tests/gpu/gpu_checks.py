@@ -855,28 +855,59 @@ def case_placement(ctx):
                    f"skipped: out of time ({ctx.left():.0f} s left of the budget)")
         return
     # Its interface belongs to its author: the arguments it offers are passed, the rest of
-    # what it needs comes from the environment (DRUN, PYTHON_EXEC, FASHION_MNIST).
+    # what it needs comes from the environment (PYTHON_EXEC, DRUN, FASHION_MNIST).
     offered = run([ctx.python, bench, "--help"], ctx.env(), ctx.bound(30)).out
-    wanted = [("--drun", ctx.drun), ("--python", ctx.python), ("--data-dir", ctx.args.data),
-              ("--markdown", os.path.join(ctx.out, "placement.md"))]
-    torchrun = os.path.join(os.path.dirname(ctx.python), "torchrun")  # the venv's, on the device
-    if os.access(torchrun, os.X_OK):
-        wanted.append(("--torchrun", torchrun))
-    if not ctx.args.placement_full:
-        wanted.append(("--quick", None))
-    args = []
-    for flag, value in wanted:
-        if re.search(rf"(^|\s){re.escape(flag)}\b", offered):
-            args += [flag] + ([value] if value else [])
+    args = placement_args(ctx, lambda flag: re.search(
+        rf"(^|[\s\[]){re.escape(flag)}(?=[\s=\],]|$)", offered, re.M) is not None)
+    linked = link_debian_data(ctx, offers_data_dir="--data-dir" in args)
     env = ctx.env(DRUN=ctx.drun, FASHION_MNIST=ctx.args.data)
-    # In the whole run at most PLACEMENT_SECONDS, and the last two cases keep about a minute.
-    cap = ctx.left() - 10 if ctx.args.placement_full else min(PLACEMENT_SECONDS, ctx.left() - 60)
+    # At most PLACEMENT_SECONDS (unless --placement-full), and the two cases of group 3
+    # after it keep about a minute when they are to run.
+    keep = 60 if "3" in ctx.args.only.split(",") else 10
+    cap = ctx.left() - keep if ctx.args.placement_full else min(PLACEMENT_SECONDS,
+                                                                ctx.left() - keep)
     r = run([ctx.python, bench] + args, env, ctx.bound(cap))
     ctx.record("6 placement", "bench/placement_bench.py " + " ".join(a for a in args
                                                                     if a.startswith("--")),
                INFO if r.rc == 0 else FAIL,
                f"exit {r.rc}{' (cut off by the budget)' if r.timed_out else ''}; "
-               "its table follows", r.seconds, output_tail=r.tail(40))
+               + (f"{linked}; " if linked else "")
+               + ("its table follows" if r.rc == 0 else r.tail(1)), r.seconds,
+               output_tail=r.tail(40))
+
+
+def placement_args(ctx, offers):
+    """The bench's arguments that it offers: where to write, and a run that fits the
+    budget (3 repetitions) unless --placement-full (its defaults, and torchrun beside)."""
+    wanted = [("--drun", ctx.drun), ("--python", ctx.python), ("--data-dir", ctx.args.data),
+              ("--markdown", os.path.join(ctx.out, "placement.md")),
+              ("--json", os.path.join(ctx.out, "placement.json"))]
+    torchrun = os.path.join(os.path.dirname(ctx.python), "torchrun")  # the venv's, on the device
+    if not ctx.args.placement_full:
+        wanted += [("--quick", None), ("--reps", "3")]
+    elif os.access(torchrun, os.X_OK):
+        wanted += [("--torchrun", None), ("--torchrun-path", torchrun)]
+    args = []
+    for flag, value in wanted:
+        if offers(flag):
+            args += [flag] + ([value] if value else [])
+    return args
+
+
+DEBIAN_DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def link_debian_data(ctx, offers_data_dir):
+    """A bench without --data-dir reads the trainer's default, Debian's folder: on a machine
+    without it (the GPU machine) the bundle's data is linked there. Says what it did."""
+    if offers_data_dir or os.path.isdir(DEBIAN_DATA) or not os.path.isdir(ctx.args.data):
+        return ""
+    try:
+        os.makedirs(os.path.dirname(DEBIAN_DATA), exist_ok=True)
+        os.symlink(os.path.abspath(ctx.args.data), DEBIAN_DATA)
+    except OSError as e:
+        return f"could not link the data to {DEBIAN_DATA}: {e}"
+    return f"linked {DEBIAN_DATA} to the bundle's data"
 
 
 # ---------------------------------------------------------------- the run

@@ -23,7 +23,7 @@
 #     tests/store, two nodes typed by hand on loopback, the Fashion-MNIST DDP trainer
 #   4 Lightning Trainer(strategy="ddp") and accelerate's Accelerator() under drun
 #   5 drun stacks and --hang-timeout on a rank stuck in an NCCL collective
-#   6 bench/placement_bench.py, when the tree has it (its --quick unless --placement-full)
+#   6 bench/placement_bench.py, when the tree has it (3 repetitions unless --placement-full)
 # Writes report.json, report.md and stacks.txt to --out (default: $OUT, else
 # build/gpu-report). Exit 0 when no case failed, 1 when one did (a glibc too old for the
 # bundle fails case "bundle" and skips the rest), 3 when there is no bundle.
