@@ -17,6 +17,7 @@ PKGS=(
   iproute2 procps psmisc openssh-server openssh-client
   tcpdump  # the job token and -x values never cross the rendezvous wire (tests/e2e/test_token_wire.py)
   openssl  # --rdzv-tls tests make their CA and certificates at test time (tests/make_tls_certs.sh)
+  patchelf xz-utils  # the GPU checks' bundle (tests/gpu/make_bundle.sh; ctest gpu.dry_run)
   slurmctld slurmd slurm-client munge
   clang libclang-rt-14-dev tmux util-linux
   # man page and package checks
