@@ -612,6 +612,9 @@ void Agent::StartWorkers(TimePoint now) {
   // GPUs (gpu:LIST, --virtual-local-rank) and CPUs (--numa-binding) per local rank.
   auto placements = PlaceWorkers(spec, WithForwardedEnv(opt_.base_env, spec), opt_.nproc);
   if (!placements.ok()) {
+    // An empty group, done at once: the machine's stop after the failure completes.
+    group_ = std::make_unique<WorkerGroup>(guardian_, &console_);
+    group_is_setup_ = false;
     FailStart(placements.status(), now);
     return;
   }
