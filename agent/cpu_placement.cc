@@ -331,6 +331,8 @@ std::set<int> AllowedCpus() {
 absl::StatusOr<std::string> VirtualLocalDevice(const std::map<std::string, std::string>& env, int lr) {
   auto it = env.find("CUDA_VISIBLE_DEVICES");
   if (it == env.end()) return absl::StrCat(lr);
+  // Set but empty: no GPU is visible (a CPU job); every worker keeps it so.
+  if (absl::StripAsciiWhitespace(it->second).empty()) return std::string();
   std::vector<std::string> devices = absl::StrSplit(it->second, ',');
   if (lr >= static_cast<int>(devices.size())) {
     return absl::FailedPreconditionError(absl::StrCat("--virtual-local-rank: local rank ", lr,

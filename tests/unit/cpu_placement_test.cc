@@ -254,6 +254,8 @@ TEST(CpuPlacementTest, VirtualLocalRankDevices) {
   auto r = VirtualLocalDevice({{"CUDA_VISIBLE_DEVICES", "3,5"}}, 2);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("CUDA_VISIBLE_DEVICES=3,5"), std::string::npos);
+  // Set but empty hides every GPU (a CPU job): every worker keeps it empty.
+  EXPECT_EQ(*VirtualLocalDevice({{"CUDA_VISIBLE_DEVICES", ""}}, 3), "");
 
   JobSpec spec;
   spec.set_virtual_local_rank(true);
