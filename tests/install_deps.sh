@@ -18,7 +18,7 @@ PKGS=(
   tcpdump  # the job token and -x values never cross the rendezvous wire (tests/e2e/test_token_wire.py)
   openssl  # --rdzv-tls tests make their CA and certificates at test time (tests/make_tls_certs.sh)
   slurmctld slurmd slurm-client munge
-  clang libclang-rt-14-dev tmux util-linux
+  clang libclang-rt-14-dev tmux util-linux  # clang: fuzzing and the thread-safety check (tests/run.sh)
   # man page and package checks
   man-db groff-base bsdextrautils file dpkg-dev
 )
