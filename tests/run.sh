@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 bash tests/install_deps.sh
 # The locks, checked: clang's -Wthread-safety -Werror over every source that
 # takes one, syntax only, in a build directory of its own (thread_safety.cmake;
-# about 40 s of CPU). A bare std::mutex fails its configure step.
+# about 40 s of CPU, docs/architecture.md "Threads"). A bare std::mutex fails its configure step.
 TSA=${DRUN_TSA_BUILD_DIR:-build-tsa}
 cmake -S . -B "$TSA" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DDRUN_BUILD_TESTS=OFF -DDRUN_THREAD_SAFETY_CHECK=ON
