@@ -7,14 +7,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 
-#include <deque>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -22,8 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "drun/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/base/tls_relay.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/wake_fd.h"
 #include "rendezvous/join_auth.h"
 #include "rendezvous/link_liveness.h"
 
@@ -34,10 +33,10 @@ namespace {
 // --rdzv-tls: why the TLS relay ended this agent's connection, when an error
 // did (the relay's thread writes it before gRPC's end reads end-of-file).
 struct BrokenLink {
-  std::mutex mu;
+  Mutex mu;
   std::string why ABSL_GUARDED_BY(mu);
   std::string Get() {
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     return why;
   }
 };
@@ -47,7 +46,6 @@ class GrpcClient : public RendezvousClient {
   GrpcClient(const GrpcClientOptions& opt, std::shared_ptr<grpc::Channel> channel,
              std::shared_ptr<BrokenLink> link)
       : opt_(opt), stub_(v1::Rendezvous::NewStub(channel)), link_(std::move(link)), handshake_(opt.token) {
-    event_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     stream_ = stub_->Attach(&ctx_);
     last_rx_ = Clock::now();
     seen_ = last_rx_;
@@ -56,7 +54,7 @@ class GrpcClient : public RendezvousClient {
 
   ~GrpcClient() override {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       closing_ = true;
     }
     ctx_.TryCancel();
@@ -65,7 +63,7 @@ class GrpcClient : public RendezvousClient {
 
   void Send(const v1::AgentMessage& msg, TimePoint now) override {
     if (msg.has_heartbeat()) next_heartbeat_ = now + opt_.heartbeat;
-    std::lock_guard<std::mutex> l(write_mu_);
+    MutexLock l(&write_mu_);
     if (stream_done_) return;
     // With a token, a Hello waits for the Challenge it must answer, and
     // whatever follows it waits behind it.
@@ -76,24 +74,13 @@ class GrpcClient : public RendezvousClient {
     WriteLocked(msg);
   }
 
-  std::optional<v1::ServerMessage> Receive() override {
-    std::lock_guard<std::mutex> l(mu_);
-    if (inbox_.empty()) {
-      uint64_t v;
-      while (read(event_fd_.get(), &v, sizeof v) > 0) {
-      }
-      return std::nullopt;
-    }
-    v1::ServerMessage m = std::move(inbox_.front());
-    inbox_.pop_front();
-    return m;
-  }
+  std::optional<v1::ServerMessage> Receive() override { return inbox_.Take(); }
 
-  int wakeup_fd() const override { return event_fd_.get(); }
+  int wakeup_fd() const override { return inbox_.fd(); }
 
   void OnTick(TimePoint now) override {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       // A heartbeat tick that comes late means this agent did not run (CPU
       // starvation, a stopped host): the server's words of that time may be
       // waiting unread, so that time is nobody's silence.
@@ -116,7 +103,7 @@ class GrpcClient : public RendezvousClient {
   }
 
   std::optional<TimePoint> NextDeadline() const override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (lost_) return std::nullopt;
     if (opt_.silence <= Duration::zero()) return next_heartbeat_;
     return std::min(next_heartbeat_,
@@ -125,7 +112,7 @@ class GrpcClient : public RendezvousClient {
 
   bool relays_stacks() const override { return true; }
   bool connected() const override {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     return !lost_;
   }
   std::string server_host() const override {
@@ -145,7 +132,7 @@ class GrpcClient : public RendezvousClient {
     }
     v1::AgentMessage proven = msg;
     {
-      std::lock_guard<std::mutex> l(auth_mu_);
+      MutexLock l(&auth_mu_);
       handshake_.Answer(proven.mutable_hello());
     }
     stream_->Write(proven);
@@ -153,10 +140,10 @@ class GrpcClient : public RendezvousClient {
 
   // Reader thread: the server's Challenge came; the held messages go now.
   void OnChallenge(const v1::Challenge& c) {
-    std::lock_guard<std::mutex> l(write_mu_);
+    MutexLock l(&write_mu_);
     if (challenged_) return;  // a second one is ignored
     {
-      std::lock_guard<std::mutex> a(auth_mu_);
+      MutexLock a(&auth_mu_);
       handshake_.OnChallenge(c);
     }
     challenged_ = true;
@@ -170,12 +157,12 @@ class GrpcClient : public RendezvousClient {
     absl::Status st;
     {
       // Not write_mu_: a blocking write must not hold up what the server says.
-      std::lock_guard<std::mutex> l(auth_mu_);
+      MutexLock l(&auth_mu_);
       st = handshake_.Check(m);
     }
     if (st.ok()) return !m->has_heartbeat();
     if (!absl::IsAlreadyExists(st)) {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       refused_ = true;
       LoseLocked(std::string(st.message()));
     }
@@ -186,24 +173,22 @@ class GrpcClient : public RendezvousClient {
     v1::ServerMessage m;
     while (stream_->Read(&m)) {
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(&mu_);
         last_rx_ = Clock::now();
         seen_ = last_rx_ - stalled_;
         heard_ = true;
         if (refused_) continue;  // nothing from a refused server reaches the agent
       }
       if (!Admit(&m)) continue;
-      std::lock_guard<std::mutex> l(mu_);
-      inbox_.push_back(m);
-      Wake();
+      inbox_.Post(m);
     }
     grpc::Status status;
     {
-      std::lock_guard<std::mutex> l(write_mu_);
+      MutexLock l(&write_mu_);
       status = stream_->Finish();
       stream_done_ = true;
     }
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (closing_) return;
     if (!heard_ && !opt_.tls) {
       // Every stream opens with the server's Challenge: a server that said
@@ -218,20 +203,13 @@ class GrpcClient : public RendezvousClient {
                                           tls_why.empty() ? status.error_message() : "TLS: " + tls_why, ")"));
   }
 
-  void LoseLocked(const std::string& why) {
+  void LoseLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (lost_) return;
     lost_ = true;
     v1::ServerMessage m;
     m.mutable_finish()->set_exit_code(1);
     m.mutable_finish()->set_message(absl::StrCat("lost the ", Describe(), ": ", why));
-    inbox_.push_back(std::move(m));
-    Wake();
-  }
-
-  void Wake() {
-    uint64_t one = 1;
-    ssize_t r = write(event_fd_.get(), &one, sizeof one);
-    (void)r;
+    inbox_.Post(std::move(m));
   }
 
   GrpcClientOptions opt_;
@@ -240,12 +218,12 @@ class GrpcClient : public RendezvousClient {
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream_;
   std::thread reader_;
-  UniqueFd event_fd_;
+  // From the reader thread to the agent's loop (the last one, once lost_, a Finish).
+  Mailbox<v1::ServerMessage> inbox_;
   // mu_: what the reader thread and the agent's loop share.
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // write_mu_: the stream's write side (gRPC allows one writer at a time).
-  std::mutex write_mu_;
-  std::deque<v1::ServerMessage> inbox_ ABSL_GUARDED_BY(mu_);
+  Mutex write_mu_;
   static constexpr Duration kStallTolerance = std::chrono::milliseconds(50);
   TimePoint last_rx_ ABSL_GUARDED_BY(mu_);
   TimePoint seen_ ABSL_GUARDED_BY(mu_);          // last_rx_ on the stall-free clock
@@ -259,7 +237,7 @@ class GrpcClient : public RendezvousClient {
   bool challenged_ ABSL_GUARDED_BY(write_mu_) = false;  // the Challenge came: nothing is held
   std::vector<v1::AgentMessage> held_ ABSL_GUARDED_BY(write_mu_);  // until the Challenge
   // auth_mu_: the job token's handshake (taken inside write_mu_, never the reverse).
-  std::mutex auth_mu_;
+  Mutex auth_mu_;
   AgentHandshake handshake_ ABSL_GUARDED_BY(auth_mu_);
 };
 
@@ -361,9 +339,9 @@ absl::StatusOr<UniqueFd> Dial(const GrpcClientOptions& opt, TimePoint deadline, 
 
 // One relay thread for every TLS connection of this process (tls_relay.h).
 absl::StatusOr<TlsRelay*> ProcessRelay() {
-  static std::mutex mu;
+  static Mutex mu;
   static std::unique_ptr<TlsRelay> relay;
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   if (!relay) {
     auto r = TlsRelay::Start(TlsRelay::Options());
     if (!r.ok()) return r.status();
@@ -391,7 +369,7 @@ absl::StatusOr<UniqueFd> StartTls(const GrpcClientOptions& opt, UniqueFd tcp, Ti
   auto relay = ProcessRelay();
   if (!relay.ok()) return relay.status();
   return (*relay)->Adopt(std::move(tcp), *std::move(ssl), [link](const std::string& why) {
-    std::lock_guard<std::mutex> l(link->mu);
+    MutexLock l(&link->mu);
     link->why = why;
   });
 }

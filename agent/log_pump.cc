@@ -4,12 +4,13 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <system_error>
 
+#include "rendezvous/base/mutex.h"
+#include "rendezvous/base/poll_set.h"
 #include "rendezvous/base/say.h"  // WriteAll
 
 namespace drun {
@@ -17,18 +18,6 @@ namespace drun {
 namespace {
 
 constexpr size_t kChunk = 1 << 20;  // the most one system call moves
-
-void Signal(int eventfd) {
-  const uint64_t one = 1;
-  ssize_t r = write(eventfd, &one, sizeof one);
-  (void)r;  // a counter that is already non-zero wakes the reader all the same
-}
-
-void Clear(int eventfd) {
-  uint64_t v;
-  ssize_t r = read(eventfd, &v, sizeof v);
-  (void)r;  // EAGAIN: nothing was signalled
-}
 
 }  // namespace
 
@@ -44,17 +33,11 @@ struct LogPump::Stream {
 };
 
 LogPump::LogPump()
-    : scratch_(new char[kChunk]),
-      control_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
-      wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+    : scratch_(new char[kChunk]) {}
 
 LogPump::~LogPump() {
   if (!thread_.joinable()) return;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  Signal(control_.get());
+  control_.Post(Command{-1});
   thread_.join();
 }
 
@@ -68,7 +51,7 @@ int LogPump::Add(UniqueFd pipe, UniqueFd file) {
 }
 
 absl::Status LogPump::Start() {
-  if (!control_ || !wake_) return absl::ErrnoToStatus(EMFILE, "eventfd");
+  if (!control_.valid() || !events_.valid()) return absl::ErrnoToStatus(EMFILE, "eventfd");
   // The thread takes no signal: they belong to the agent's signalfd.
   sigset_t all, old;
   sigfillset(&all);
@@ -87,27 +70,9 @@ uint64_t LogPump::moved(int id) const {
   return streams_[id]->moved.load(std::memory_order_relaxed);
 }
 
-void LogPump::Finish(int id) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    finish_.push_back(id);
-  }
-  Signal(control_.get());
-}
+void LogPump::Finish(int id) { control_.Post(Command{id}); }
 
-std::vector<LogPump::Event> LogPump::TakeEvents() {
-  Clear(wake_.get());
-  std::lock_guard<std::mutex> lock(mu_);
-  return std::exchange(events_, {});
-}
-
-void LogPump::Post(const Event& e) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    events_.push_back(e);
-  }
-  Signal(wake_.get());
-}
+std::vector<LogPump::Event> LogPump::TakeEvents() { return events_.TakeAll(); }
 
 void LogPump::Run() {
   // SCHED_BATCH: a wake-up of this thread does not preempt others (the agent
@@ -115,32 +80,32 @@ void LogPump::Run() {
   // share of the CPU is unchanged. Refused: only latency under load suffers.
   const sched_param batch{};
   sched_setscheduler(0, SCHED_BATCH, &batch);  // 0: the calling thread
-  std::vector<pollfd> fds;
-  std::vector<Stream*> polled;
-  for (;;) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return;
-      for (int id : finish_) streams_[id]->finishing = true;
-      finish_.clear();
+  PollSet set;
+  bool stop = false;
+  set.Add(control_.fd(), POLLIN, [&](short) {
+    for (const Command& c : control_.TakeAll()) {
+      if (c.finish < 0) {
+        stop = true;
+      } else {
+        streams_[c.finish]->finishing = true;
+      }
     }
-    fds.assign(1, pollfd{control_.get(), POLLIN, 0});
-    polled.clear();
+  });
+  std::vector<PollSet::Id> ids;
+  for (auto& sp : streams_) {
+    Stream* s = sp.get();
+    ids.push_back(set.Add(s->pipe.get(), POLLIN, [s](short) { s->wait = Wait::kNone; }));
+  }
+  while (!stop) {
     for (auto& sp : streams_) {
       Stream& s = *sp;
       if (s.ended) continue;
       // A finishing stream that waited for its pipe looks once more: what is
       // there now is drained, then it ends.
       if (s.wait == Wait::kNone || (s.finishing && s.wait == Wait::kPipe)) s.wait = Step(s);
-      if (s.wait == Wait::kEnded) continue;
-      fds.push_back({s.pipe.get(), POLLIN, 0});
-      polled.push_back(&s);
+      if (s.wait == Wait::kEnded) set.Remove(ids[s.id]);  // its pipe is closed
     }
-    if (poll(fds.data(), fds.size(), -1) < 0) continue;  // EINTR
-    if (fds[0].revents) Clear(control_.get());
-    for (size_t i = 0; i < polled.size(); ++i) {
-      if (fds[i + 1].revents) polled[i]->wait = Wait::kNone;
-    }
+    set.Poll(std::nullopt);  // an error (EINTR) only loops
   }
 }
 
@@ -186,14 +151,14 @@ LogPump::Wait LogPump::Move(Stream& s) {
 
 void LogPump::FileFailed(Stream& s, int err) {
   s.file.reset();
-  Post({s.id, false, err});
+  events_.Post({s.id, false, err});
 }
 
 void LogPump::End(Stream& s) {
   s.pipe.reset();
   s.file.reset();
   s.ended = true;
-  Post({s.id, true, 0});
+  events_.Post({s.id, true, 0});
 }
 
 }  // namespace drun

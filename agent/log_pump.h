@@ -19,24 +19,24 @@
 //  - a log write that fails (ENOSPC, EIO) is reported once (an Event with
 //    the errno); the stream goes on without its file (its bytes are read and
 //    dropped), so the worker is never held back by its log;
-//  - the thread waits only in poll(2), on its pipes and on a control
-//    eventfd; it is joined by the destructor, which abandons what is left
-//    (the owner finishes streams first when it wants them drained);
-//  - everything shared with the owner's thread is guarded by mu_; the
-//    streams themselves belong to the thread once Start() returned.
+//  - the thread waits only in poll(2) (a PollSet), on its pipes and on its
+//    control mailbox; it is joined by the destructor, which abandons what is
+//    left (the owner finishes streams first when it wants them drained);
+//  - the owner's thread and the pump's share only two mailboxes (wake_fd.h):
+//    commands to the thread, events back; the streams themselves belong to
+//    the thread once Start() returned.
 #ifndef DRUN_AGENT_LOG_PUMP_H_
 #define DRUN_AGENT_LOG_PUMP_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/wake_fd.h"
 
 namespace drun {
 
@@ -65,7 +65,7 @@ class LogPump {
   // sign of life for a worker whose output only the pump sees).
   uint64_t moved(int id) const;
   // Readable when events wait; TakeEvents() clears it.
-  int wake_fd() const { return wake_.get(); }
+  int wake_fd() const { return events_.fd(); }
   std::vector<Event> TakeEvents();
 
  private:
@@ -76,16 +76,15 @@ class LogPump {
   Wait Move(Stream& s);
   void FileFailed(Stream& s, int err);
   void End(Stream& s);
-  void Post(const Event& e);
+  // The owner's request: finish stream `finish`, or (-1) stop the thread.
+  struct Command {
+    int finish = -1;
+  };
 
   std::vector<std::unique_ptr<Stream>> streams_;  // the thread's once started
   std::unique_ptr<char[]> scratch_;               // read/write fallback and discards
-  UniqueFd control_;  // eventfd: the owner -> the thread (Finish, stop)
-  UniqueFd wake_;     // eventfd: the thread -> the owner (events)
-  std::mutex mu_;
-  std::vector<int> finish_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<Event> events_ ABSL_GUARDED_BY(mu_);
+  Mailbox<Command> control_;  // the owner -> the thread
+  Mailbox<Event> events_;     // the thread -> the owner
   std::thread thread_;
 };
 

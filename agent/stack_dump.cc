@@ -1,6 +1,5 @@
 #include "agent/stack_dump.h"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/process.h"
 #include "absl/strings/str_format.h"
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/base/quote.h"
 
 namespace drun {
@@ -137,8 +137,7 @@ std::string FormatHangTable(const StackDump& dump, int quietest) {
   return out;
 }
 
-DumpJob::DumpJob(std::vector<RankTarget> targets, CaptureFn capture)
-    : done_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+DumpJob::DumpJob(std::vector<RankTarget> targets, CaptureFn capture) {
   thread_ = std::thread(&DumpJob::Work, this, std::move(targets), std::move(capture));
 }
 
@@ -173,21 +172,19 @@ void DumpJob::Work(std::vector<RankTarget> targets, CaptureFn capture) {
   dump.capture_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     result_ = std::move(dump);
   }
-  const uint64_t one = 1;
-  ssize_t ignored = write(done_fd_.get(), &one, sizeof one);
-  (void)ignored;
+  done_.Signal();
 }
 
 std::optional<StackDump> DumpJob::Take() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!result_) return std::nullopt;
   }
   if (thread_.joinable()) thread_.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return std::move(result_);
 }
 

@@ -17,7 +17,6 @@
 #include <sys/types.h>
 
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -25,7 +24,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/wake_fd.h"
 
 namespace drun {
 
@@ -102,15 +103,15 @@ class DumpJob {
   DumpJob& operator=(const DumpJob&) = delete;
 
   // Readable once the dump is complete.
-  int done_fd() const { return done_fd_.get(); }
+  int done_fd() const { return done_.fd(); }
   // The dump once done_fd() was readable, else nothing; joins the thread.
   std::optional<StackDump> Take();
 
  private:
   void Work(std::vector<RankTarget> targets, CaptureFn capture);
 
-  UniqueFd done_fd_;
-  std::mutex mu_;
+  WakeFd done_;  // signalled once result_ is set
+  Mutex mu_;
   std::optional<StackDump> result_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };

@@ -29,13 +29,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unistd.h>
@@ -44,6 +42,7 @@
 #include "drun/v1/rendezvous.grpc.pb.h"
 #include "absl/strings/str_split.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/base/tls_relay.h"
 #include "rendezvous/join_auth.h"
 
@@ -69,8 +68,8 @@ double Since(Clock::time_point t) { return std::chrono::duration<double>(t - g_t
 
 // Shared tallies; every field is written under mu.
 struct Tally {
-  std::mutex mu;
-  std::condition_variable cv;
+  drun::Mutex mu;
+  drun::CondVar cv;
   int done = 0;           // streams whose OnDone ran
   int assigned = 0;
   int finished = 0;       // Finish received
@@ -121,7 +120,7 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
     AgentMessage hb;
     hb.mutable_heartbeat();
     {
-      std::lock_guard<std::mutex> l(mu_);
+      drun::MutexLock l(&mu_);
       hb_sent_.push_back(Clock::now());
     }
     Enqueue(std::move(hb));
@@ -130,13 +129,13 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
   void Cancel() { ctx_.TryCancel(); }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> l(mu_);
+    drun::MutexLock l(&mu_);
     const AgentMessage& m = out_.front();
     if (ok && m.has_join()) {
-      std::lock_guard<std::mutex> t(tally_->mu);
+      drun::MutexLock t(&tally_->mu);
       tally_->last_join = std::max(tally_->last_join, Since(Clock::now()));
     } else if (ok && m.has_succeeded()) {
-      std::lock_guard<std::mutex> t(tally_->mu);
+      drun::MutexLock t(&tally_->mu);
       tally_->last_succeeded = std::max(tally_->last_succeeded, Since(Clock::now()));
     }
     out_.pop_front();
@@ -155,7 +154,7 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
     const absl::Status st = handshake_.Check(&in_);  // reads come one at a time
     if (!st.ok()) {
       if (!absl::IsAlreadyExists(st)) {
-        std::lock_guard<std::mutex> t(tally_->mu);
+        drun::MutexLock t(&tally_->mu);
         ++tally_->refused;
         if (tally_->first_error.empty()) tally_->first_error = "server refused: " + std::string(st.message());
       }
@@ -166,26 +165,26 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
       case ServerMessage::kHeartbeat: {
         double rtt = -1;
         {
-          std::lock_guard<std::mutex> l(mu_);
+          drun::MutexLock l(&mu_);
           if (!hb_sent_.empty()) {
             rtt = std::chrono::duration<double>(now - hb_sent_.front()).count();
             hb_sent_.pop_front();
           }
         }
         if (rtt >= 0) {
-          std::lock_guard<std::mutex> t(tally_->mu);
+          drun::MutexLock t(&tally_->mu);
           tally_->hb_rtt.push_back(rtt);
         }
         break;
       }
       case ServerMessage::kWaiting: {
-        std::lock_guard<std::mutex> t(tally_->mu);
+        drun::MutexLock t(&tally_->mu);
         ++tally_->waiting;
         break;
       }
       case ServerMessage::kAssignment: {
         {
-          std::lock_guard<std::mutex> t(tally_->mu);
+          drun::MutexLock t(&tally_->mu);
           ++tally_->assigned;
           const double s = Since(now);
           if (tally_->first_assignment < 0) tally_->first_assignment = s;
@@ -198,7 +197,7 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
       }
       case ServerMessage::kFinish: {
         {
-          std::lock_guard<std::mutex> t(tally_->mu);
+          drun::MutexLock t(&tally_->mu);
           ++tally_->finished;
           tally_->last_finish = std::max(tally_->last_finish, Since(now));
           if (in_.finish().exit_code() != 0 && tally_->first_error.empty()) {
@@ -207,17 +206,17 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
         }
         got_finish_ = true;
         CloseWrites();
-        tally_->cv.notify_all();
+        tally_->cv.SignalAll();
         break;
       }
       case ServerMessage::kReject: {
-        std::lock_guard<std::mutex> t(tally_->mu);
+        drun::MutexLock t(&tally_->mu);
         ++tally_->rejected;
         if (tally_->first_error.empty()) tally_->first_error = "reject: " + in_.reject().message();
         break;
       }
       case ServerMessage::kStop: {
-        std::lock_guard<std::mutex> t(tally_->mu);
+        drun::MutexLock t(&tally_->mu);
         ++tally_->stops;
         break;
       }
@@ -231,7 +230,7 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
     closed_.store(true);
     const bool complete = got_finish_;
     {
-      std::lock_guard<std::mutex> t(tally_->mu);
+      drun::MutexLock t(&tally_->mu);
       ++tally_->done;
       if (!complete) {
         ++tally_->broken;
@@ -241,19 +240,19 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
         }
       }
     }
-    tally_->cv.notify_all();
+    tally_->cv.SignalAll();
   }
 
  private:
   void Enqueue(AgentMessage m) {
-    std::lock_guard<std::mutex> l(mu_);
+    drun::MutexLock l(&mu_);
     if (half_closed_) return;
     out_.push_back(std::move(m));
     PumpLocked();
   }
 
   void CloseWrites() {
-    std::lock_guard<std::mutex> l(mu_);
+    drun::MutexLock l(&mu_);
     close_requested_ = true;
     PumpLocked();
   }
@@ -277,7 +276,7 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
   grpc::ClientContext ctx_;
   ServerMessage in_;
   drun::AgentHandshake handshake_;  // the reactor's read side only
-  std::mutex mu_;
+  drun::Mutex mu_;
   std::deque<AgentMessage> out_;
   std::deque<Clock::time_point> hb_sent_;
   bool writing_ = false;
@@ -412,18 +411,22 @@ int main(int argc, char** argv) {
                                            std::chrono::duration<double>(opt.timeout_s));
   bool timed_out = false;
   {
-    std::unique_lock<std::mutex> l(tally.mu);
-    timed_out = !tally.cv.wait_until(l, deadline, [&] { return tally.done == opt.streams; });
+    drun::MutexLock l(&tally.mu);
+    while (tally.done != opt.streams && tally.cv.WaitUntil(&tally.mu, deadline)) {
+    }
+    timed_out = tally.done != opt.streams;
   }
   if (timed_out) {
     for (auto& a : agents) a->Cancel();
-    std::unique_lock<std::mutex> l(tally.mu);
-    tally.cv.wait_for(l, std::chrono::seconds(30), [&] { return tally.done == opt.streams; });
+    drun::MutexLock l(&tally.mu);
+    const auto bound = Clock::now() + std::chrono::seconds(30);
+    while (tally.done != opt.streams && tally.cv.WaitUntil(&tally.mu, bound)) {
+    }
   }
   stop_heartbeats.store(true);
   heart.join();
 
-  std::lock_guard<std::mutex> l(tally.mu);
+  drun::MutexLock l(&tally.mu);
   std::printf("streams=%d\nchannels=%d\nstarted_s=%.4f\nlast_join_s=%.4f\n", opt.streams,
               opt.channels, started_s, tally.last_join);
   std::printf("waiting=%d\nassigned=%d\nfirst_assignment_s=%.4f\nlast_assignment_s=%.4f\n",

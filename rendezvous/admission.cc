@@ -2,11 +2,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/mutex.h"
 
 namespace drun {
 
 void Admission::SetMembers(const std::vector<std::string>& ips) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   members_ = std::set<std::string>(ips.begin(), ips.end());
   members_.erase("");
 }
@@ -17,7 +18,7 @@ bool Admission::Admits(const std::string& peer_ip, const std::string& local_ip) 
   if (!peer_ip.empty() && (peer_ip == local_ip || IsLoopbackAddress(peer_ip))) return true;
   uint64_t refused;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (members_.count(peer_ip)) return true;
     refused = ++refused_;
   }
@@ -31,7 +32,7 @@ bool Admission::Admits(const std::string& peer_ip, const std::string& local_ip) 
 }
 
 uint64_t Admission::refused() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return refused_;
 }
 

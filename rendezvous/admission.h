@@ -15,13 +15,13 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
+#include "rendezvous/base/mutex.h"
 
 namespace drun {
 
@@ -39,7 +39,7 @@ class Admission {
   uint64_t refused() const;
 
  private:
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::set<std::string> members_ ABSL_GUARDED_BY(mu_);
   uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
   const std::function<void(absl::string_view)> say_;

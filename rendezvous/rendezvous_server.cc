@@ -7,17 +7,14 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -25,10 +22,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "drun/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/base/deadline_queue.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/base/say.h"
 #include "rendezvous/base/tls_relay.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/wake_fd.h"
 #include "rendezvous/first_bytes.h"
 #include "rendezvous/join_auth.h"
 #include "rendezvous/link_liveness.h"
@@ -59,40 +59,28 @@ class Core {
  public:
   explicit Core(RendezvousState::Config config)
       : state_(config), store_(config.fixed_master_port, config.store_bind_addr) {
-    event_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     timer_ = std::thread([this] { TimerLoop(); });
   }
   ~Core() {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     timer_.join();
   }
 
-  int event_fd() const { return event_fd_.get(); }
-  std::optional<RendezvousServer::Event> NextEvent() {
-    std::lock_guard<std::mutex> l(mu_);
-    if (events_.empty()) {
-      uint64_t v;
-      while (read(event_fd_.get(), &v, sizeof v) > 0) {
-      }
-      return std::nullopt;
-    }
-    RendezvousServer::Event e = std::move(events_.front());
-    events_.pop_front();
-    return e;
-  }
+  int event_fd() const { return events_.fd(); }
+  std::optional<RendezvousServer::Event> NextEvent() { return events_.Take(); }
 
   RendezvousState::NodeId Register(Stream* s) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     RendezvousState::NodeId id = ++next_id_;
     streams_[id] = s;
     return id;
   }
   void Unregister(RendezvousState::NodeId id) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     streams_.erase(id);
   }
   // `challenge`: the nonce the stream's Challenge carried (join_auth.h).
@@ -102,12 +90,12 @@ class Core {
   // Connections accepted by drun's own listener reach gRPC as descriptors,
   // and gRPC names such a peer "fd:N": the acceptor notes the address.
   void NotePeer(int fd, std::string host) {
-    std::lock_guard<std::mutex> l(peers_mu_);
+    MutexLock l(&peers_mu_);
     peers_[fd] = std::move(host);
   }
   std::string PeerOf(const std::string& grpc_peer) {
     if (grpc_peer.rfind("fd:", 0) == 0) {
-      std::lock_guard<std::mutex> l(peers_mu_);
+      MutexLock l(&peers_mu_);
       auto it = peers_.find(atoi(grpc_peer.c_str() + 3));
       if (it != peers_.end()) return it->second;
     }
@@ -117,7 +105,7 @@ class Core {
   // The launcher's own `drun stacks` request (RendezvousServer::AskStacks).
   uint64_t refused_connections() const { return store_.refused_connections(); }
   uint64_t AskStacks() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     const uint64_t id = ++local_stacks_id_;
     StartStacks({StacksRelay::Asker::Kind::kLocal, 0, id}, Clock::now());
     WakeTimerIfEarlier();
@@ -130,33 +118,38 @@ class Core {
   void AdoptStoreConnection(UniqueFd fd) { store_.Adopt(std::move(fd)); }  // its own lock, not mu_
 
  private:
-  void Dispatch(RendezvousState::Outbox out);  // mu_ held
-  void WakeTimerIfEarlier();                   // mu_ held
-  std::optional<TimePoint> NextDeadline() const;  // mu_ held
-  void Notify();                                  // mu_ held: events_ grew
-  // mu_ held: `drun stacks` through the relay.
-  void StartStacks(StacksRelay::Asker asker, TimePoint now);
-  void AskNodes(StacksRelay::Asker asker, std::vector<StacksRelay::Member> members, TimePoint now);
-  void DeliverStacks(TimePoint now);
-  void SendHangFound(int64_t round, std::vector<v1::ControlReply> nodes);
+  // The state machine's messages go out; its news (arrivals, losses, the
+  // end) become events. `arrived_addr`: where the nodes that arrive now
+  // are (a Hello's), when known.
+  void Dispatch(RendezvousState::Outbox out, const std::string* arrived_addr = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WakeTimerIfEarlier() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<TimePoint> NextDeadline() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `drun stacks` through the relay.
+  void StartStacks(StacksRelay::Asker asker, TimePoint now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AskNodes(StacksRelay::Asker asker, std::vector<StacksRelay::Member> members, TimePoint now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DeliverStacks(TimePoint now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendHangFound(int64_t round, std::vector<v1::ControlReply> nodes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Every node of the round is quiet (--hang-timeout): ask each for a hang dump.
-  void MaybeCallHang(TimePoint now);
+  void MaybeCallHang(TimePoint now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TimerLoop();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;  // the timer thread waits on it
   RendezvousState state_ ABSL_GUARDED_BY(mu_);
-  RoundStore store_ ABSL_GUARDED_BY(mu_);
+  // Not mu_'s: it has a lock of its own (round_store.h). Apply and SetMembers
+  // run under mu_, in the order the state machine gives; Adopt on the acceptor's thread.
+  RoundStore store_;
   StacksRelay relay_ ABSL_GUARDED_BY(mu_);
   uint64_t local_stacks_id_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<RendezvousState::NodeId, Stream*> streams_ ABSL_GUARDED_BY(mu_);
-  std::deque<RendezvousServer::Event> events_ ABSL_GUARDED_BY(mu_);
+  Mailbox<RendezvousServer::Event> events_;  // to the launcher's loop
   bool finish_reported_ ABSL_GUARDED_BY(mu_) = false;
-  UniqueFd event_fd_;
   RendezvousState::NodeId next_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<TimePoint> timer_waits_for_ ABSL_GUARDED_BY(mu_);  // the timer thread's deadline
-  std::mutex peers_mu_;
+  Mutex peers_mu_;
   std::map<int, std::string> peers_ ABSL_GUARDED_BY(peers_mu_);  // accepted fd -> peer host
   std::thread timer_;
 };
@@ -174,7 +167,7 @@ class Stream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessag
 
   // Called with the core's lock held; takes only this stream's lock.
   void Enqueue(v1::ServerMessage m, bool close_after) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (finished_) return;
     out_.push_back(std::move(m));
     if (close_after) close_after_writes_ = true;
@@ -201,7 +194,7 @@ class Stream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessag
 
   void OnWriteDone(bool ok) override {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       out_.pop_front();
       if (ok && !out_.empty()) {
         StartWrite(&out_.front());
@@ -225,7 +218,7 @@ class Stream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessag
   // deletes this) as soon as it is called.
   void MaybeFinish() {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (finished_) return;
       if (writing_) {
         close_after_writes_ = true;  // finish once the queue drains
@@ -241,7 +234,7 @@ class Stream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessag
   const std::string challenge_;
   RendezvousState::NodeId id_ = 0;
   v1::AgentMessage in_;
-  std::mutex mu_;
+  Mutex mu_;
   std::deque<v1::ServerMessage> out_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool close_after_writes_ ABSL_GUARDED_BY(mu_) = false;
@@ -250,18 +243,14 @@ class Stream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessag
 
 void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const std::string& peer,
                   const std::string& challenge) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   const TimePoint now = Clock::now();
   switch (m.kind_case()) {
     case v1::AgentMessage::kHello: {
       const std::string addr = m.hello().addr().empty() ? peer : m.hello().addr();
-      const size_t first_new = events_.size();
-      Dispatch(state_.OnHello(id, m.hello(), addr, now, challenge));
       // An arrival this Hello caused is this node's: say where it is (launcher/main_net.cc
       // learns the hosting machine's address toward the other nodes from it).
-      for (size_t i = first_new; i < events_.size(); ++i) {
-        if (events_[i].kind == RendezvousServer::Event::kNodeArrived) events_[i].addr = addr;
-      }
+      Dispatch(state_.OnHello(id, m.hello(), addr, now, challenge), &addr);
       break;
     }
     case v1::AgentMessage::kJoin:
@@ -292,9 +281,7 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
       MaybeCallHang(now);
       break;
     case v1::AgentMessage::kNodeReport: {
-      RendezvousServer::Event e{RendezvousServer::Event::kReport, "", {}, 0, {}, m.node_report()};
-      events_.push_back(std::move(e));
-      Notify();
+      events_.Post({RendezvousServer::Event::kReport, "", {}, 0, {}, m.node_report()});
       auto it = streams_.find(id);
       if (it != streams_.end()) {
         v1::ServerMessage ack;
@@ -310,7 +297,7 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
 }
 
 void Core::Lost(RendezvousState::NodeId id) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   const TimePoint now = Clock::now();
   Dispatch(state_.OnLost(id, now));
   relay_.OnLost(id);
@@ -368,8 +355,7 @@ void Core::DeliverStacks(TimePoint now) {
       RendezvousServer::Event e{RendezvousServer::Event::kStacks, "", {}, 0, {}, {}};
       e.stacks_id = d.asker.request_id;
       e.stacks = std::move(d.nodes);
-      events_.push_back(std::move(e));
-      Notify();
+      events_.Post(std::move(e));
       continue;
     }
     auto it = streams_.find(d.asker.node);
@@ -390,20 +376,14 @@ std::optional<TimePoint> Core::NextDeadline() const {
   return std::min(*a, *b);
 }
 
-void Core::Notify() {
-  uint64_t one = 1;
-  ssize_t r = write(event_fd_.get(), &one, sizeof one);
-  (void)r;
-}
-
 void Core::WakeTimerIfEarlier() {
   // Most messages (heartbeats) only move deadlines later: the timer thread
   // needs waking only when something is due before what it waits for.
   std::optional<TimePoint> next = NextDeadline();
-  if (next && (!timer_waits_for_ || *next < *timer_waits_for_)) cv_.notify_one();
+  if (next && (!timer_waits_for_ || *next < *timer_waits_for_)) cv_.Signal();
 }
 
-void Core::Dispatch(RendezvousState::Outbox out) {
+void Core::Dispatch(RendezvousState::Outbox out, const std::string* arrived_addr) {
   if (std::any_of(out.begin(), out.end(), [](const auto& o) { return o.msg.has_assignment(); })) {
     // A round starts: its nodes (and their workers) may reach its store.
     std::vector<std::string> ips;
@@ -422,21 +402,18 @@ void Core::Dispatch(RendezvousState::Outbox out) {
       o.msg.mutable_finish()->set_message(absl::StrCat("cannot start the c10d store: ", s.message()));
     }
   }
-  bool wake = false;
   for (std::string& host : state_.TakeArrivedHosts()) {
-    events_.push_back({RendezvousServer::Event::kNodeArrived, std::move(host), {}, 0, {}, {}});
-    wake = true;
+    RendezvousServer::Event e{RendezvousServer::Event::kNodeArrived, std::move(host), {}, 0, {}, {}};
+    if (arrived_addr) e.addr = *arrived_addr;
+    events_.Post(std::move(e));
   }
   for (std::string& host : state_.TakeLostHosts()) {
-    events_.push_back({RendezvousServer::Event::kNodeLost, std::move(host), {}, 0, {}, {}});
-    wake = true;
+    events_.Post({RendezvousServer::Event::kNodeLost, std::move(host), {}, 0, {}, {}});
   }
   if (state_.finished() && !finish_reported_) {
     finish_reported_ = true;
-    events_.push_back({RendezvousServer::Event::kFinished, "", state_.finish(), 0, {}, {}});
-    wake = true;
+    events_.Post({RendezvousServer::Event::kFinished, "", state_.finish(), 0, {}, {}});
   }
-  if (wake) Notify();
   for (auto& o : out) {
     auto it = streams_.find(o.node);
     if (it == streams_.end()) continue;
@@ -446,14 +423,14 @@ void Core::Dispatch(RendezvousState::Outbox out) {
 }
 
 void Core::TimerLoop() {
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   while (!stop_) {
     std::optional<TimePoint> next = NextDeadline();
     timer_waits_for_ = next;
     if (next) {
-      cv_.wait_until(l, *next);
+      cv_.WaitUntil(&mu_, *next);
     } else {
-      cv_.wait(l);
+      cv_.Wait(&mu_);
     }
     timer_waits_for_.reset();
     if (stop_) break;
@@ -541,9 +518,7 @@ class ServerImpl : public RendezvousServer {
   uint64_t refused_connections() const override { return core_->refused_connections() + tls_refused_; }
   void Shutdown(Duration grace) override {
     if (acceptor_.joinable()) {
-      uint64_t one = 1;
-      ssize_t r = write(stop_fd_.get(), &one, sizeof one);
-      (void)r;
+      stop_.Signal();
       acceptor_.join();
       shutdown(listen_fd_.get(), SHUT_RDWR);  // refuse new connections from now on
       pending_.clear();                 // closes connections still silent
@@ -575,9 +550,8 @@ class ServerImpl : public RendezvousServer {
     server_ = b.BuildAndStart();
     if (!server_) return absl::InternalError("cannot start the rendezvous service");
     epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
-    stop_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!epoll_fd_.valid() || !stop_fd_.valid() || !Watch(listen_fd_.get(), kListenTag, EPOLLIN) ||
-        !Watch(stop_fd_.get(), kStopTag, EPOLLIN)) {
+    if (!epoll_fd_.valid() || !stop_.valid() || !Watch(listen_fd_.get(), kListenTag, EPOLLIN) ||
+        !Watch(stop_.fd(), kStopTag, EPOLLIN)) {
       return absl::InternalError("cannot start the rendezvous listener (epoll)");
     }
     acceptor_ = std::thread([this] { AcceptLoop(); });
@@ -624,7 +598,7 @@ class ServerImpl : public RendezvousServer {
     constexpr int kMaxEvents = 64;
     epoll_event events[kMaxEvents];
     for (;;) {
-      const int n = epoll_wait(epoll_fd_.get(), events, kMaxEvents, MsToFirstExpiry());
+      const int n = epoll_wait(epoll_fd_.get(), events, kMaxEvents, silent_.PollTimeoutMs(Clock::now()));
       if (n < 0 && errno != EINTR) return;
       for (int i = 0; i < n; ++i) {
         const uint64_t tag = events[i].data.u64;
@@ -666,9 +640,8 @@ class ServerImpl : public RendezvousServer {
       const uint64_t id = next_pending_++;
       if (!Watch(fd.get(), id, EPOLLIN | EPOLLRDHUP | EPOLLET)) continue;  // fd closes itself
       waiting++;
-      const TimePoint deadline = Clock::now() + first_bytes_timeout_;
       pending_.emplace(id, PendingConn{std::move(fd), std::move(ip)});
-      expiry_.emplace_back(deadline, id);
+      silent_.Add(id, Clock::now() + first_bytes_timeout_);
     }
   }
 
@@ -716,31 +689,22 @@ class ServerImpl : public RendezvousServer {
     grpc::AddInsecureChannelFromFd(server_.get(), plain->release());
   }
 
-  // Every pending connection has the same timeout, so accept order is
-  // deadline order: the front of expiry_ is the next to expire.
+  // Connections silent past first_bytes_timeout_ are closed.
   void CloseSilent(TimePoint now) {
-    while (!expiry_.empty() && expiry_.front().first <= now) {
-      auto it = pending_.find(expiry_.front().second);  // gone if it was sorted already
+    for (uint64_t id : silent_.TakeDue(now)) {
+      auto it = pending_.find(id);
       if (it != pending_.end()) TakePending(it);  // closes it
-      expiry_.pop_front();
     }
   }
 
   // Takes a connection out of the pending ones.
   PendingConn TakePending(std::map<uint64_t, PendingConn>::iterator it) {
     PendingConn conn = std::move(it->second);
+    silent_.Cancel(it->first);
     pending_.erase(it);
     auto peer = silent_per_peer_.find(conn.peer);
     if (peer != silent_per_peer_.end() && --peer->second <= 0) silent_per_peer_.erase(peer);
     return conn;
-  }
-
-  int MsToFirstExpiry() {
-    while (!expiry_.empty() && pending_.count(expiry_.front().second) == 0) expiry_.pop_front();
-    if (expiry_.empty()) return -1;
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(expiry_.front().first -
-                                                                   Clock::now());
-    return static_cast<int>(std::max<int64_t>(0, left.count()));
   }
 
   const std::shared_ptr<const TlsContext> tls_;  // null without --rdzv-tls
@@ -756,14 +720,14 @@ class ServerImpl : public RendezvousServer {
   std::unique_ptr<grpc::Server> server_;
   UniqueFd listen_fd_;
   UniqueFd epoll_fd_;
-  UniqueFd stop_fd_;  // eventfd: Shutdown() wakes the acceptor with it
+  WakeFd stop_;  // Shutdown() wakes the acceptor with it
   int port_ = 0;
   bool shared_ = false;  // the workers' store is served on this port
   std::thread acceptor_;
   // Acceptor thread only: shared-port connections that have not spoken yet.
   std::map<uint64_t, PendingConn> pending_;
   std::map<std::string, int> silent_per_peer_;  // pending_ by peer address
-  std::deque<std::pair<TimePoint, uint64_t>> expiry_;
+  DeadlineQueue<uint64_t> silent_;  // pending_'s: when each is closed unheard
   uint64_t next_pending_ = kFirstPending;
 };
 

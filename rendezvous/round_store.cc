@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/base/say.h"
 
 namespace drun {
@@ -14,13 +15,13 @@ RoundStore::RoundStore(int port, std::string bind_addr)
       }) {}
 
 void RoundStore::ServeThroughListener(int port) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   port_ = port;
   shared_ = true;
 }
 
 absl::Status RoundStore::Apply(RendezvousState::Outbox* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& o : *out) {
     if (o.msg.has_finish()) {
       StopLocked();
@@ -50,7 +51,7 @@ absl::Status RoundStore::Apply(RendezvousState::Outbox* out) {
 
 void RoundStore::Adopt(UniqueFd fd) {
   if (!admission_.Admit(fd.get())) return;  // fd closes itself
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!shared_ || finished_) return;  // fd closes itself
   if (store_ == nullptr) {
     held_.push_back(std::move(fd));
@@ -60,7 +61,7 @@ void RoundStore::Adopt(UniqueFd fd) {
 }
 
 void RoundStore::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   StopLocked();
 }
 

@@ -24,7 +24,6 @@
 #define DRUN_RENDEZVOUS_ROUND_STORE_H_
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +32,7 @@
 #include "rendezvous/admission.h"
 #include "rendezvous/store/c10d_store.h"
 #include "rendezvous/rendezvous_state.h"
+#include "rendezvous/base/mutex.h"
 
 namespace drun {
 
@@ -73,7 +73,7 @@ class RoundStore {
  private:
   void StopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
+  Mutex mu_;
   int port_ ABSL_GUARDED_BY(mu_) = 0;
   const std::string bind_addr_;
   bool shared_ ABSL_GUARDED_BY(mu_) = false;  // served through the rendezvous listener

@@ -8,12 +8,12 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <mutex>
 #include <set>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/base/unique_fd.h"
 
 namespace drun::stacks {
@@ -95,10 +95,10 @@ absl::StatusOr<std::shared_ptr<const ElfSymbols>> LoadDynamicSymbols(
   using Key = std::tuple<dev_t, ino_t, off_t, int64_t, int64_t, std::string>;
   Key key{st.st_dev,         st.st_ino,          st.st_size,
           st.st_mtim.tv_sec, st.st_mtim.tv_nsec, absl::StrJoin(wanted, ",")};
-  static std::mutex mu;
+  static Mutex mu;
   static auto* cache = new std::map<Key, std::shared_ptr<const ElfSymbols>>();
   {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     auto it = cache->find(key);
     if (it != cache->end()) return it->second;
   }
@@ -110,7 +110,7 @@ absl::StatusOr<std::shared_ptr<const ElfSymbols>> LoadDynamicSymbols(
       Parse(file, std::set<std::string>(wanted.begin(), wanted.end()));
   if (!parsed.ok()) return parsed.status();
   auto result = std::make_shared<const ElfSymbols>(std::move(*parsed));
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   // Bounded: a long-lived agent meets few distinct interpreters.
   if (cache->size() > 64) cache->clear();
   cache->emplace(key, result);

@@ -30,6 +30,7 @@
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/event_loop.h"
+#include "rendezvous/base/poll_set.h"
 #include "rendezvous/base/random.h"
 #include "rendezvous/base/spawn.h"
 #include "rendezvous/base/signal_name.h"
@@ -239,21 +240,22 @@ void StepSupervisor::RelayStdin() {
 }
 
 void StepSupervisor::Run(int signal_fd) {
+  PollSet set;
+  set.Add(signal_fd, POLLIN, [&](short) {
+    const TimePoint now = Clock::now();
+    DrainSignalFd(signal_fd, [&](int sig, const signalfd_siginfo&) { OnSignal(sig, now); });
+  });
+  set.Add(server_->event_fd(), POLLIN, [&](short) { DrainEvents(); });
+  if (control_) set.Add(control_->fd(), POLLIN, [&](short) { control_->OnReadable(); });
+  const PollSet::Id stdin_id = set.Add(stdin_->fd(), POLLIN, [&](short) { RelayStdin(); });
   while (!srun_status_) {
-    pollfd fds[4] = {{signal_fd, POLLIN, 0},
-                     {server_->event_fd(), POLLIN, 0},
-                     {control_ ? control_->fd() : -1, POLLIN, 0},
-                     {escalation_ == 0 ? stdin_->fd() : -1, POLLIN, 0}};
-    if (PollUntil(fds, 4, deadline_) < 0) {
+    set.SetFd(stdin_id, escalation_ == 0 ? stdin_->fd() : -1);  // none once the agents were told to stop
+    if (set.Poll(deadline_) < 0) {
       Say(absl::StrCat("poll failed: ", strerror(errno)));
       kill(step_.pid, SIGTERM);
       break;
     }
     const TimePoint now = Clock::now();
-    DrainSignalFd(signal_fd, [&](int sig, const signalfd_siginfo&) { OnSignal(sig, now); });
-    if (fds[2].revents) control_->OnReadable();
-    if (fds[3].revents) RelayStdin();
-    DrainEvents();
     if (deadline_ && now >= *deadline_) Escalate(now);
     int status;
     if (waitpid(step_.pid, &status, WNOHANG) == step_.pid) srun_status_ = status;

@@ -1,11 +1,11 @@
 #include "launcher/ssh/ssh_console.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "rendezvous/base/mutex.h"
 
 namespace drun {
 
@@ -21,7 +21,7 @@ constexpr std::chrono::milliseconds kHostPartialDelay{5};
 }  // namespace
 
 ConsoleHub::ConsoleHub(int out_fd, int err_fd)
-    : console_(out_fd, err_fd), wake_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+    : console_(out_fd, err_fd) {}
 
 ConsoleHub& ConsoleHub::Get() {
   static ConsoleHub* hub = new ConsoleHub;  // lives to the end; Drain() before exit
@@ -29,7 +29,7 @@ ConsoleHub& ConsoleHub::Get() {
 }
 
 int ConsoleHub::AddSource(int stream) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // No prefix of its own (the agent's lines carry theirs), no colour.
   const int id = console_.AddSource(stream, "", "", -1, /*has_file=*/false);
   // The agent held its partial lines for Console::kPartialDelay already
@@ -39,63 +39,58 @@ int ConsoleHub::AddSource(int stream) {
 }
 
 void ConsoleHub::SetContinuation(int id, absl::string_view cont_prefix) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   console_.SetContinuation(id, cont_prefix);
 }
 
 void ConsoleHub::RemoveSource(int id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   console_.RemoveSource(id);
   console_.Flush();
 }
 
 void ConsoleHub::Write(int id, absl::string_view data) {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   console_.Write(id, data);
   console_.Flush();
   // A console that cannot keep up holds this host's thread (and so its
   // stream), not the launcher's loop; the others wait their turn.
   while (console_.congested()) {
     std::vector<int> fds = console_.BlockedFds();
-    lock.unlock();
+    mu_.Unlock();
     if (!fds.empty()) {
       pollfd p{fds[0], POLLOUT, 0};
       poll(&p, 1, 100);
     }
-    lock.lock();
+    mu_.Lock();
     console_.Flush();
   }
   const bool due = console_.NextDeadline().has_value() || !console_.BlockedFds().empty();
-  lock.unlock();
-  if (due) {
-    uint64_t one = 1;
-    (void)!write(wake_.get(), &one, sizeof one);
-  }
+  mu_.Unlock();
+  if (due) wake_.Signal();
 }
 
 void ConsoleHub::Text(absl::string_view text) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   console_.Text(text);
   console_.Flush();
 }
 
 std::optional<OutClock::time_point> ConsoleHub::Tick() {
-  uint64_t v;
-  while (read(wake_.get(), &v, sizeof v) > 0) {
-  }
-  std::lock_guard<std::mutex> lock(mu_);
+  wake_.Clear();
+  MutexLock lock(&mu_);
   console_.ShowPartials(OutClock::now());
   console_.Flush();
   return console_.NextDeadline();
 }
 
 std::vector<int> ConsoleHub::BlockedFds() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return console_.BlockedFds();
 }
 
 void ConsoleHub::Drain() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   console_.Drain();
 }
 

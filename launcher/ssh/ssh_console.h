@@ -16,7 +16,6 @@
 #ifndef DRUN_LAUNCHER_SSH_SSH_CONSOLE_H_
 #define DRUN_LAUNCHER_SSH_SSH_CONSOLE_H_
 
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +23,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "agent/output.h"
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/wake_fd.h"
 
 namespace drun {
 
@@ -47,16 +48,16 @@ class ConsoleHub {
   // The launcher's loop: readable when a host's write may have set a new
   // deadline; Tick shows the partial lines that are due, writes what the
   // console takes, and returns when to call it next.
-  int wake_fd() const { return wake_.get(); }
+  int wake_fd() const { return wake_.fd(); }
   std::optional<OutClock::time_point> Tick();
   std::vector<int> BlockedFds();
   // Blocks until everything queued is written (before the end's report).
   void Drain();
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   Console console_ ABSL_GUARDED_BY(mu_);
-  UniqueFd wake_;
+  WakeFd wake_;
 };
 
 // One stream (1: stdout, 2: stderr) of one host's agent, into the hub.

@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -14,7 +13,6 @@
 #include <fstream>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -39,9 +37,12 @@
 #include "launcher/ssh/ssh_rsh.h"
 #include "launcher/ssh/ssh_session.h"
 #include "rendezvous/base/clock.h"
+#include "rendezvous/base/mutex.h"
+#include "rendezvous/base/poll_set.h"
 #include "rendezvous/base/random.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/wake_fd.h"
 #include "rendezvous/base/exit_code.h"
 
 namespace drun {
@@ -90,34 +91,8 @@ struct Event {
   std::unique_ptr<SshConnection> conn;  // handed back for the next start
 };
 
-class EventQueue {
- public:
-  EventQueue() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-  int fd() const { return fd_.get(); }
-  void Push(Event e) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      events_.push_back(std::move(e));
-    }
-    uint64_t one = 1;
-    (void)!write(fd_.get(), &one, sizeof one);
-  }
-  std::optional<Event> Pop() {
-    uint64_t v;
-    while (read(fd_.get(), &v, sizeof v) > 0) {
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (events_.empty()) return std::nullopt;
-    Event e = std::move(events_.front());
-    events_.pop_front();
-    return e;
-  }
-
- private:
-  UniqueFd fd_;
-  std::mutex mu_;
-  std::deque<Event> events_ ABSL_GUARDED_BY(mu_);
-};
+// Agents' ends, from the hosts' threads to the launcher's loop.
+using EventQueue = Mailbox<Event>;
 
 // An agent's streams, for the console. Agents' own messages get the host's
 // name; their end-of-job summaries are not printed (launcher_reports_end:
@@ -135,32 +110,42 @@ class HostOutput {
   explicit HostOutput(std::string host) : host_(std::move(host)) {}
   // From the host's thread.
   void Feed(int stream, const char* data, size_t n) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!released_ && stream == 1) ReleaseLocked();
     if (released_) return Stream(stream).Feed(absl::string_view(data, n));
-    auto emit = [&](absl::string_view line) { Hold(stream, line); };
+    // The splitters call back synchronously, under the lock held here.
+    auto emit = [&](absl::string_view line) {
+      mu_.AssertHeld();
+      Hold(stream, line);
+    };
     (stream == 1 ? out_ : err_).Feed(absl::string_view(data, n), emit);
     if (held_.size() > kMaxHeld) ReleaseLocked();  // more than checks print: the job runs
   }
   // The agent ended: what it left unfinished goes out (or is held).
   void Flush() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (released_) {
       streams_[0].reset();
       streams_[1].reset();
       return;
     }
-    out_.Flush([&](absl::string_view line) { Hold(1, line); });
-    err_.Flush([&](absl::string_view line) { Hold(2, line); });
+    out_.Flush([&](absl::string_view line) {
+      mu_.AssertHeld();
+      Hold(1, line);
+    });
+    err_.Flush([&](absl::string_view line) {
+      mu_.AssertHeld();
+      Hold(2, line);
+    });
   }
   // From the launcher's loop: the held lines go out, and every byte after them.
   void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ReleaseLocked();
   }
   // The lines still held (an agent that never joined, or a job never started).
   std::vector<HeldLine> TakeHeld() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return std::exchange(held_, {});
   }
 
@@ -172,19 +157,25 @@ class HostOutput {
     for (const HeldLine& l : held_) Stream(l.stream).Feed(absl::StrCat(l.text, "\n"));
     held_.clear();
     // A partial line the splitters still hold goes on as one.
-    out_.Flush([&](absl::string_view rest) { Stream(1).Feed(rest); });
-    err_.Flush([&](absl::string_view rest) { Stream(2).Feed(rest); });
+    out_.Flush([&](absl::string_view rest) {
+      mu_.AssertHeld();
+      Stream(1).Feed(rest);
+    });
+    err_.Flush([&](absl::string_view rest) {
+      mu_.AssertHeld();
+      Stream(2).Feed(rest);
+    });
   }
   void Hold(int stream, absl::string_view line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     held_.push_back({stream, std::string(line)});
   }
-  HostStream& Stream(int stream) {
+  HostStream& Stream(int stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::unique_ptr<HostStream>& s = streams_[stream == 1 ? 0 : 1];
     if (!s) s = std::make_unique<HostStream>(&ConsoleHub::Get(), stream, host_);
     return *s;
   }
   const std::string host_;
-  std::mutex mu_;
+  Mutex mu_;
   LineSplitter out_ ABSL_GUARDED_BY(mu_), err_ ABSL_GUARDED_BY(mu_);
   bool released_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<HeldLine> held_ ABSL_GUARDED_BY(mu_);
@@ -196,9 +187,9 @@ struct Control {
   // first_input: the notices the agent gets first (stdin's end, once it ended).
   Control(std::string host, std::string first_input)
       : output(std::make_shared<HostOutput>(std::move(host))), early_input(std::move(first_input)) {}
-  std::mutex mu;
+  Mutex mu;
   std::shared_ptr<RemoteProcess> proc ABSL_GUARDED_BY(mu);
-  int level ABSL_GUARDED_BY(mu) = 0;  // 1: stop (close stdin), 2: abort
+  Ending level ABSL_GUARDED_BY(mu) = Ending::kNone;
   const std::shared_ptr<HostOutput> output;
   // The launcher's stdin relayed before the agent's process exists (typed
   // ahead of the start); bounded, and whole notices only.
@@ -207,7 +198,7 @@ struct Control {
   // Relays notices of the launcher's stdin to the agent, in order. `last`:
   // they hold stdin's end, kept even past the bound.
   void Input(const std::string& notices, bool last) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     if (proc) return proc->Send(notices);
     if (early_input.size() + notices.size() <= kMaxEarlyInput || last) early_input += notices;
   }
@@ -217,41 +208,41 @@ struct Control {
   void Forward(int sig) {
     std::shared_ptr<RemoteProcess> p;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       p = proc;
-      if (!p && !IsUserSignal(sig)) level = std::max(level, 1);
+      if (!p && !IsUserSignal(sig)) level = std::max(level, Ending::kStop);
     }
     if (p) p->Signal(sig);
   }
-  void Request(int l) {
+  void Request(Ending l) {
     std::shared_ptr<RemoteProcess> p;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       if (l <= level) return;
       level = l;
       p = proc;
     }
-    if (p) (l >= 2 ? p->Abort() : p->Stop());
+    if (p) (l == Ending::kAbort ? p->Abort() : p->Stop());
   }
   // Publishes the process; false when a stop came first (then it is stopped).
   void Publish(std::shared_ptr<RemoteProcess> p) {
-    int l;
+    Ending l;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       proc = p;
       l = level;
       if (!early_input.empty()) p->Send(std::exchange(early_input, {}));
     }
-    if (l >= 2) p->Abort();
-    else if (l >= 1) p->Stop();
+    if (l == Ending::kAbort) p->Abort();
+    else if (l == Ending::kStop) p->Stop();
   }
-  int Level() {
-    std::lock_guard<std::mutex> lock(mu);
+  Ending Level() {
+    MutexLock lock(&mu);
     return level;
   }
   // The process ended: nothing left to stop.
   void Clear() {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(&mu);
     proc.reset();
   }
 };
@@ -305,7 +296,7 @@ std::shared_ptr<RemoteProcess> StartOverSsh(const LaunchInfo& info,
   v1::AgentLaunch launch = LaunchFor(info);
   launch.set_rdzv_target(Endpoint{dial, info.port}.ToString());
   launch.set_local_addr((*conn)->peer_address());
-  if (control->Level() > 0) return nullptr;
+  if (control->Level() != Ending::kNone) return nullptr;
   auto p = StartSshExec(conn->get(), absl::StrCat(ShellQuote(info.drun), " agent"),
                         EncodeAgentLaunch(launch));
   if (!p.ok()) {
@@ -336,7 +327,7 @@ std::shared_ptr<RemoteProcess> StartOverRsh(const LaunchInfo& info, Control* con
   argv.push_back(HostLabel(info.entry));
   argv.push_back(info.drun);
   argv.push_back("agent");
-  if (control->Level() > 0) return nullptr;
+  if (control->Level() != Ending::kNone) return nullptr;
   auto p = StartRshProcess(argv, EncodeAgentLaunch(launch));
   if (!p.ok()) {
     ev->start_error = std::string(p.status().message());
@@ -365,7 +356,7 @@ void RunAgent(LaunchInfo info, std::unique_ptr<SshConnection> conn,
   }
   proc.reset();  // closes the channel before the connection is handed back
   if (conn && conn->connected()) ev.conn = std::move(conn);
-  queue->Push(std::move(ev));
+  queue->Post(std::move(ev));
 }
 
 std::string DescribeEnd(const Event& e) {
@@ -481,7 +472,7 @@ class SshLauncher {
   void OnBelowMinDue();
   // A stop signal to every agent (they stop their workers with it).
   void ForwardAll(int sig);
-  void StopAll(int level);
+  void StopAll(Ending level);
   void RelayStdin();
   bool AllEnded() const;
   Host* FindHost(const std::string& name);
@@ -497,7 +488,7 @@ class SshLauncher {
   bool started_ = false;  // MIN hosts' agents joined: the job runs
   bool refused_ = false;  // too few hosts passed their checks: nothing ran
   bool finished_ = false;
-  int stop_level_ = 0;
+  Ending stop_level_ = Ending::kNone;
   int stop_signal_ = 0;
   int exit_code_ = 0;
   std::optional<v1::Finish> finish_;
@@ -513,7 +504,7 @@ class SshLauncher {
 };
 
 SshLauncher::~SshLauncher() {
-  StopAll(2);
+  StopAll(Ending::kAbort);
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
   }
@@ -558,7 +549,7 @@ void SshLauncher::Settle(Host& h) {
   // The ended agent's loss has been seen by the rendezvous (or could not be
   // any more): it is now safe to start another agent under the same name.
   if (h.state != State::kSettling) return;
-  if (finished_ || stop_level_ > 0) {
+  if (finished_ || stop_level_ != Ending::kNone) {
     h.state = State::kDone;
     return;
   }
@@ -572,7 +563,7 @@ void SshLauncher::OnEnded(Event e) {
   h.alive = false;
   h.conn = std::move(e.conn);
   if (h.state == State::kExcluded) return;
-  if (finished_ || stop_level_ > 0) {
+  if (finished_ || stop_level_ != Ending::kNone) {
     h.state = State::kDone;
     if (finished_ && !e.start_error.empty() && !e.unreachable) {
       SayLocked(absl::StrCat(h.plan.entry.host, ": ", DescribeEnd(e)));
@@ -632,7 +623,7 @@ void SshLauncher::Retry(Host& h, const std::string& why) {
 // host has its verdict and fewer than MIN can join. A static job with no
 // spare needs every host; hosts beyond MIN that fail do not hold the job up.
 void SshLauncher::CheckStart() {
-  if (started_ || refused_ || finished_ || stop_level_ > 0) return;
+  if (started_ || refused_ || finished_ || stop_level_ != Ending::kNone) return;
   int joined = 0, failed = 0;
   for (const Host& h : hosts_) {
     joined += h.joined ? 1 : 0;
@@ -645,7 +636,7 @@ void SshLauncher::CheckStart() {
                            "; nothing was started"));
     refused_ = true;
     exit_code_ = 1;
-    StopAll(1);
+    StopAll(Ending::kStop);
     return;
   }
   started_ = true;
@@ -678,7 +669,7 @@ void SshLauncher::OnArrived(const std::string& name) {
 }
 
 void SshLauncher::OnLost(const std::string& name) {
-  if (finished_ || stop_level_ > 0) return;
+  if (finished_ || stop_level_ != Ending::kNone) return;
   Host* h = FindHost(name);
   if (!h) return;
   if (h->state == State::kSettling) {
@@ -696,13 +687,13 @@ void SshLauncher::OnLost(const std::string& name) {
     } else {
       SayLocked(absl::StrCat(name, ": the rendezvous lost its agent; starting a new agent there"));
     }
-    h->control->Request(2);
+    h->control->Request(Ending::kAbort);
   }
   CheckViable();
 }
 
 void SshLauncher::CheckViable() {
-  if (finished_ || stop_level_ > 0) return;
+  if (finished_ || stop_level_ != Ending::kNone) return;
   int usable = 0;
   std::vector<std::string> gone;
   for (const Host& h : hosts_) {
@@ -726,7 +717,7 @@ void SshLauncher::CheckViable() {
 // job cannot run on it: when fewer than MIN hosts have an agent in the job for
 // below_min_bound_, the job fails naming the others.
 void SshLauncher::WatchBelowMin() {
-  if (!started_ || finished_ || stop_level_ > 0) return;
+  if (!started_ || finished_ || stop_level_ != Ending::kNone) return;
   int in_job = 0;
   for (const Host& h : hosts_) in_job += h.state == State::kRunning && h.joined && !h.lost_counted;
   if (in_job >= plan_.min_nodes) {
@@ -740,7 +731,7 @@ void SshLauncher::WatchBelowMin() {
 
 void SshLauncher::OnBelowMinDue() {
   below_min_deadline_.reset();
-  if (finished_ || stop_level_ > 0) return;
+  if (finished_ || stop_level_ != Ending::kNone) return;
   int in_job = 0;
   std::vector<std::string> out;
   for (const Host& h : hosts_) {
@@ -761,13 +752,13 @@ void SshLauncher::OnBelowMinDue() {
 }
 
 void SshLauncher::ForwardAll(int sig) {
-  stop_level_ = std::max(stop_level_, 1);
+  stop_level_ = std::max(stop_level_, Ending::kStop);
   for (Host& h : hosts_) {
     if (h.control) h.control->Forward(sig);
   }
 }
 
-void SshLauncher::StopAll(int level) {
+void SshLauncher::StopAll(Ending level) {
   stop_level_ = std::max(stop_level_, level);
   for (Host& h : hosts_) {
     if (h.control) h.control->Request(level);
@@ -818,7 +809,6 @@ absl::StatusOr<SshLauncher::Rendezvous> SshLauncher::PlanJob(const v1::JobSpec& 
 void SshLauncher::AddHosts(const std::string& token, const Rendezvous& rdzv,
                            std::vector<std::string> rsh) {
   const std::string drun = cl_.remote_drun.empty() ? SelfExe() : cl_.remote_drun;
-  static std::mutex known_hosts_mu;
   for (size_t i = 0; i < plan_.hosts.size(); ++i) {
     Host h;
     h.plan = plan_.hosts[i];
@@ -833,7 +823,6 @@ void SshLauncher::AddHosts(const std::string& token, const Rendezvous& rdzv,
     info.target.host = h.plan.entry.host;
     info.target.user = h.plan.entry.user;
     info.target.accept_new = cl_.ssh_accept_new;
-    info.target.known_hosts_mu = &known_hosts_mu;
     hosts_.push_back(std::move(h));
   }
 }
@@ -867,7 +856,7 @@ void SshLauncher::Announce() const {
 // The one deadline a host waits for, if any: its settling; its next try
 // (once the job runs); the bound for its agent to join.
 std::optional<TimePoint> SshLauncher::DeadlineOf(const Host& h) const {
-  const bool going = !finished_ && stop_level_ == 0;
+  const bool going = !finished_ && stop_level_ == Ending::kNone;
   switch (h.state) {
     case State::kSettling:
       return h.settle_deadline;
@@ -892,7 +881,7 @@ void SshLauncher::OnDue(Host& h) {
       break;
     case State::kRunning:  // stuck before the rendezvous: its end fails its pre-flight
       h.join_overdue = true;
-      h.control->Request(2);
+      h.control->Request(Ending::kAbort);
       break;
     default:
       break;
@@ -928,7 +917,7 @@ void SshLauncher::OnStopSignal(int sig, Duration end_bound) {
     if (stop_signal_ == 0) stop_signal_ = sig;
     // The second notice has the agents kill their workers; the drop follows it.
     ForwardAll(sig);
-    StopAll(2);
+    StopAll(Ending::kAbort);
     end_deadline_ = Clock::now() + std::chrono::seconds(5);
   }
 }
@@ -957,47 +946,48 @@ void SshLauncher::DrainServer(RendezvousServer* server, Duration end_bound) {
 // events, the agents' ends, and the deadlines of settling hosts and of the end.
 void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s) {
   const Duration end_bound = SecondsToDuration(grace_s + 15);
+  ConsoleHub& console = ConsoleHub::Get();
+  PollSet set;
+  set.Add(sig_fd, POLLIN, [&](short) {
+    DrainSignalFd(sig_fd, [&](int sig, const signalfd_siginfo&) {
+      if (IsUserSignal(sig)) {
+        for (Host& h : hosts_) {
+          if (h.control) h.control->Forward(sig);
+        }
+      } else {
+        OnStopSignal(sig, end_bound);
+      }
+    });
+  });
+  set.Add(server->event_fd(), POLLIN, [&](short) { DrainServer(server, end_bound); });
+  set.Add(queue_->fd(), POLLIN, [&](short) {
+    while (auto ev = queue_->Take()) OnEnded(std::move(*ev));
+  });
+  if (control_) set.Add(control_->fd(), POLLIN, [&](short) { control_->OnReadable(); });
+  const PollSet::Id stdin_id = set.Add(stdin_.fd(), POLLIN, [&](short) { RelayStdin(); });
+  // The console's wake-ups and its descriptors that are full only end the
+  // wait: Tick() at the top of the loop writes.
+  set.Add(console.wake_fd(), POLLIN, [](short) {});
+  const PollSet::Id blocked_ids[2] = {set.Add(-1, POLLOUT, [](short) {}), set.Add(-1, POLLOUT, [](short) {})};
   for (;;) {
-    if ((finished_ || stop_level_ > 0) && AllEnded()) break;
+    if ((finished_ || stop_level_ != Ending::kNone) && AllEnded()) break;
     const TimePoint now = Clock::now();
     std::optional<TimePoint> deadline = Due(now);
     if (end_deadline_ && (!deadline || *end_deadline_ < *deadline)) deadline = end_deadline_;
     // The console's partial lines that are due; its descriptors that are full.
-    ConsoleHub& console = ConsoleHub::Get();
     if (std::optional<TimePoint> due = console.Tick(); due && (!deadline || *due < *deadline)) {
       deadline = due;
     }
     const std::vector<int> blocked = console.BlockedFds();
-    pollfd fds[8] = {{sig_fd, POLLIN, 0},
-                     {server->event_fd(), POLLIN, 0},
-                     {queue_->fd(), POLLIN, 0},
-                     {control_ ? control_->fd() : -1, POLLIN, 0},
-                     {stdin_.fd(), POLLIN, 0},
-                     {console.wake_fd(), POLLIN, 0},
-                     {blocked.size() > 0 ? blocked[0] : -1, POLLOUT, 0},
-                     {blocked.size() > 1 ? blocked[1] : -1, POLLOUT, 0}};
-    if (PollUntil(fds, 8, deadline) < 0) break;
+    for (size_t i = 0; i < 2; ++i) set.SetFd(blocked_ids[i], i < blocked.size() ? blocked[i] : -1);
+    set.SetFd(stdin_id, stdin_.fd());  // -1 once it ended
+    if (set.Poll(deadline) < 0) break;
     if (end_deadline_ && Clock::now() >= *end_deadline_) {
-      if (stop_level_ >= 2) break;  // dropped everything and still waiting: give up
+      if (stop_level_ == Ending::kAbort) break;  // dropped everything and still waiting: give up
       SayLocked("agents did not end in time; dropping their connections");
-      StopAll(2);
+      StopAll(Ending::kAbort);
       end_deadline_ = Clock::now() + std::chrono::seconds(5);
     }
-    if (fds[0].revents) {
-      DrainSignalFd(sig_fd, [&](int sig, const signalfd_siginfo&) {
-        if (IsUserSignal(sig)) {
-          for (Host& h : hosts_) {
-            if (h.control) h.control->Forward(sig);
-          }
-        } else {
-          OnStopSignal(sig, end_bound);
-        }
-      });
-    }
-    if (fds[3].revents) control_->OnReadable();
-    if (fds[4].revents) RelayStdin();
-    DrainServer(server, end_bound);
-    while (auto ev = queue_->Pop()) OnEnded(std::move(*ev));
   }
 }
 
@@ -1043,7 +1033,7 @@ void SshLauncher::CollectHostLogs(int sig_fd) {
   if (run_dir_.empty() || !report_) return;
   LogCollection c;
   c.run_dir = run_dir_;
-  c.dropped = stop_level_ >= 2;  // a second stop signal, or agents that would not end
+  c.dropped = stop_level_ == Ending::kAbort;  // a second stop signal, or agents that would not end
   c.quiet = quiet_;
   c.sig_fd = sig_fd;
   c.say = [](const std::string& line) { SayLocked(line); };

@@ -5,7 +5,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,10 +17,14 @@
 #include "absl/strings/str_format.h"
 #include "agent/log_layout.h"
 #include "rendezvous/base/event_loop.h"
+#include "rendezvous/base/mutex.h"
+#include "rendezvous/base/poll_set.h"
+#include "rendezvous/base/private_files.h"
 #include "rendezvous/base/quote.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/spawn.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/wake_fd.h"
 
 
 namespace drun {
@@ -109,7 +112,7 @@ void HostLogCopy::Run() {
 void HostLogCopy::Abort(const std::string& why) {
   std::shared_ptr<RemoteProcess> p;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (aborted_.empty()) aborted_ = why;
     p = proc_;
   }
@@ -119,7 +122,7 @@ void HostLogCopy::Abort(const std::string& why) {
 // The remote tar's stdout into a local tar; either one's failure is the copy's.
 absl::Status HostLogCopy::CopyOne(Item& item) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!aborted_.empty()) return absl::CancelledError(aborted_);
   }
   LocalExtract extract;
@@ -128,7 +131,7 @@ absl::Status HostLogCopy::CopyOne(Item& item) {
   if (!started.ok()) return started.status();
   std::shared_ptr<RemoteProcess> proc(std::move(*started));
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!aborted_.empty()) return absl::CancelledError(aborted_);
     proc_ = proc;
   }
@@ -149,7 +152,7 @@ absl::Status HostLogCopy::CopyOne(Item& item) {
   });
   std::string aborted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     proc_.reset();
     aborted = aborted_;
   }
@@ -170,13 +173,12 @@ absl::Status HostLogCopy::CopyOne(Item& item) {
 }
 
 int RunLogCopies(const std::vector<std::unique_ptr<HostLogCopy>>& copies, int sig_fd) {
-  const UniqueFd done_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  Mailbox<size_t> finished;  // the index of each copy that ended
   std::vector<std::thread> threads;
-  for (const auto& c : copies) {
-    threads.emplace_back([c = c.get(), fd = done_fd.get()] {
+  for (size_t i = 0; i < copies.size(); ++i) {
+    threads.emplace_back([c = copies[i].get(), i, &finished] {
       c->Run();
-      uint64_t one = 1;
-      (void)!write(fd, &one, sizeof one);
+      finished.Post(i);
     });
   }
   struct Watch {
@@ -186,16 +188,15 @@ int RunLogCopies(const std::vector<std::unique_ptr<HostLogCopy>>& copies, int si
   std::vector<Watch> watch(copies.size(), Watch{0, Clock::now()});
   size_t done = 0;
   int signal_seen = 0;
+  PollSet set;
+  set.Add(finished.fd(), POLLIN, [&](short) { done += finished.TakeAll().size(); });
+  set.Add(sig_fd, POLLIN, [&](short) {
+    DrainSignalFd(sig_fd, [&](int sig, const signalfd_siginfo&) { signal_seen = sig; });
+    for (const auto& c : copies) c->Abort(absl::StrCat("stopped by ", SignalName(signal_seen)));
+  });
   while (done < copies.size()) {
     // Progress has no event of its own: looked at once a second.
-    pollfd fds[2] = {{done_fd.get(), POLLIN, 0}, {sig_fd, POLLIN, 0}};
-    PollUntil(fds, 2, Clock::now() + std::chrono::seconds(1));
-    uint64_t n = 0;
-    if (read(done_fd.get(), &n, sizeof n) > 0) done += n;
-    if (fds[1].revents) {
-      DrainSignalFd(sig_fd, [&](int sig, const signalfd_siginfo&) { signal_seen = sig; });
-      for (const auto& c : copies) c->Abort(absl::StrCat("stopped by ", SignalName(signal_seen)));
-    }
+    set.Poll(Clock::now() + std::chrono::seconds(1));
     const TimePoint now = Clock::now();
     for (size_t i = 0; i < copies.size(); ++i) {
       const uint64_t b = copies[i]->bytes();

@@ -21,7 +21,6 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,6 +30,7 @@
 #include "drun/v1/rendezvous.pb.h"
 #include "launcher/ssh/ssh_session.h"
 #include "rendezvous/base/clock.h"
+#include "rendezvous/base/mutex.h"
 
 namespace drun {
 
@@ -70,7 +70,7 @@ class HostLogCopy {
   std::vector<Item> items_;
   Starter start_;
   std::atomic<uint64_t> bytes_{0};
-  std::mutex mu_;
+  Mutex mu_;
   std::shared_ptr<RemoteProcess> proc_ ABSL_GUARDED_BY(mu_);
   std::string aborted_ ABSL_GUARDED_BY(mu_);  // why, once aborted
 };

@@ -5,22 +5,18 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
-#include <mutex>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "agent/agent_launch.h"
 #include "rendezvous/base/clock.h"
+#include "rendezvous/base/poll_set.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/spawn.h"
 #include "rendezvous/base/unique_fd.h"
-
 
 namespace drun {
 
@@ -81,7 +77,6 @@ class RshProcess : public RemoteProcess {
     if (!MakePipe(&child_in, &in_) || !MakePipe(&out_, &child_out) || !MakePipe(&err_, &child_err)) {
       return absl::InternalError(absl::StrCat("pipe failed: ", strerror(errno)));
     }
-    wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     // Its own process group: a Ctrl-C on the terminal reaches drun only,
     // which then closes the agents' lifelines in order.
     SpawnStdio stdio;
@@ -111,46 +106,30 @@ class RshProcess : public RemoteProcess {
 
   Outcome Run(const DataFn& on_data, int timeout_ms) override {
     Outcome outcome;
-    const TimePoint deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-    char buf[16384];
+    std::optional<TimePoint> deadline;
+    if (timeout_ms >= 0) deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    PollSet set;
+    PollSet::Id out_id = 0, err_id = 0;
+    out_id = set.Add(out_.get(), POLLIN, [&](short) { ReadOutput(&out_, 1, on_data, &set, out_id); });
+    err_id = set.Add(err_.get(), POLLIN, [&](short) { ReadOutput(&err_, 2, on_data, &set, err_id); });
+    set.Add(requests_.fd(), POLLIN, [&](short) { requests_.Woken(); });  // looked at below
     while (out_.valid() || err_.valid()) {
       WritePending();
-      if (wake_.load() >= 1) in_.reset();
-      if (wake_.load() >= 2 && !killed_) {
+      const Ending ending = requests_.ending();
+      if (ending >= Ending::kStop) in_.reset();
+      if (ending == Ending::kAbort && !killed_) {
         killed_ = true;
         kill(-pid_, SIGKILL);
         outcome.error = "aborted";
       }
-      pollfd fds[3] = {{out_.get(), POLLIN, 0}, {err_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
-      int wait = -1;
-      if (timeout_ms >= 0) {
-        const TimePoint now = Clock::now();
-        if (now >= deadline) {
-          if (!killed_) kill(-pid_, SIGKILL);
-          killed_ = true;
-          outcome.error = absl::StrCat("no answer within ", timeout_ms / 1000.0, " s");
-          wait = 1000;  // the pipes close once it is dead
-        } else {
-          wait = PollTimeoutMs(deadline, now);
-        }
+      std::optional<TimePoint> wait_until = deadline;
+      if (deadline && Clock::now() >= *deadline) {
+        if (!killed_) kill(-pid_, SIGKILL);
+        killed_ = true;
+        outcome.error = absl::StrCat("no answer within ", timeout_ms / 1000.0, " s");
+        wait_until = Clock::now() + std::chrono::seconds(1);  // the pipes close once it is dead
       }
-      int n = poll(fds, 3, wait);
-      if (n < 0 && errno == EINTR) continue;
-      for (int i = 0; i < 2; ++i) {
-        UniqueFd& fd = i == 0 ? out_ : err_;
-        if (!fd.valid() || !fds[i].revents) continue;
-        ssize_t r = read(fd.get(), buf, sizeof buf);
-        if (r > 0) {
-          on_data(i + 1, buf, static_cast<size_t>(r));
-        } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-          fd.reset();
-        }
-      }
-      if (fds[2].revents) {
-        uint64_t v;
-        while (read(wake_fd_.get(), &v, sizeof v) > 0) {
-        }
-      }
+      set.Poll(wait_until);
     }
     int status = 0;
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
@@ -163,25 +142,28 @@ class RshProcess : public RemoteProcess {
     return outcome;
   }
 
-  void Send(absl::string_view notices) override {
-    {
-      std::lock_guard<std::mutex> lock(pending_mu_);
-      pending_.append(notices.data(), notices.size());
-    }
-    Wake(0);
-  }
-  void Stop() override { Wake(1); }
-  void Abort() override { Wake(2); }
+  void Send(absl::string_view notices) override { requests_.Send(notices); }
+  void Stop() override { requests_.Request(Ending::kStop); }
+  void Abort() override { requests_.Request(Ending::kAbort); }
 
  private:
   // Writes what Send() asked for, on Run's thread (which owns in_). A child
   // that is gone fails the write (EPIPE); its end shows on the output pipes.
-  void WritePending() {
-    std::string data;
-    {
-      std::lock_guard<std::mutex> lock(pending_mu_);
-      data.swap(pending_);
+  // One read of a ready output pipe; at its end (or an error) the pipe closes
+  // and leaves the poll set.
+  void ReadOutput(UniqueFd* fd, int stream, const DataFn& on_data, PollSet* set, PollSet::Id id) {
+    char buf[16384];
+    ssize_t r = read(fd->get(), buf, sizeof buf);
+    if (r > 0) {
+      on_data(stream, buf, static_cast<size_t>(r));
+    } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+      set->Remove(id);
+      fd->reset();
     }
+  }
+
+  void WritePending() {
+    const std::string data = requests_.TakeNotices();
     if (data.empty() || !in_.valid()) return;
     size_t off = 0;
     while (off < data.size()) {
@@ -192,19 +174,9 @@ class RshProcess : public RemoteProcess {
     }
   }
 
-  void Wake(int level) {
-    int cur = wake_.load();
-    while (cur < level && !wake_.compare_exchange_weak(cur, level)) {
-    }
-    uint64_t one = 1;
-    (void)!write(wake_fd_.get(), &one, sizeof one);
-  }
-
   pid_t pid_ = -1;
-  UniqueFd in_, out_, err_, wake_fd_;
-  std::atomic<int> wake_{0};
-  std::mutex pending_mu_;
-  std::string pending_ ABSL_GUARDED_BY(pending_mu_);  // notices for its stdin
+  UniqueFd in_, out_, err_;
+  RemoteRequests requests_;  // notices for its stdin, Stop and Abort
   bool killed_ = false;
 };
 

@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,7 +13,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/strip.h"
 #include "rendezvous/base/clock.h"
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/base/unique_fd.h"
 
 namespace drun {
@@ -128,8 +127,9 @@ absl::Status CheckHostKey(ssh_session s, const SshTarget& target) {
     case SSH_KNOWN_HOSTS_UNKNOWN:
     case SSH_KNOWN_HOSTS_NOT_FOUND:
       if (target.accept_new) {
-        std::unique_lock<std::mutex> lock;
-        if (target.known_hosts_mu) lock = std::unique_lock<std::mutex>(*target.known_hosts_mu);
+        // Connections made in parallel (one thread per host) update it one at a time.
+        static Mutex known_hosts_mu;
+        MutexLock lock(&known_hosts_mu);
         if (ssh_session_update_known_hosts(s) != SSH_OK) {
           return absl::PermissionDeniedError(absl::StrCat(
               "cannot add the host key to ", known_hosts, ": ", LastErrorOf(s)));
@@ -237,6 +237,29 @@ absl::StatusOr<CommandResult> RunRemote(RemoteProcess* p, int timeout_ms) {
   return r;
 }
 
+void RemoteRequests::Send(absl::string_view notices) {
+  MutexLock lock(&mu_);
+  notices_.append(notices.data(), notices.size());
+  wake_.Signal();
+}
+
+void RemoteRequests::Request(Ending e) {
+  MutexLock lock(&mu_);
+  if (e <= ending_) return;
+  ending_ = e;
+  wake_.Signal();
+}
+
+std::string RemoteRequests::TakeNotices() {
+  MutexLock lock(&mu_);
+  return std::exchange(notices_, {});
+}
+
+Ending RemoteRequests::ending() const {
+  MutexLock lock(&mu_);
+  return ending_;
+}
+
 namespace {
 
 class SshExec : public RemoteProcess {
@@ -251,8 +274,7 @@ class SshExec : public RemoteProcess {
 
   absl::Status Start(SshConnection* conn, const std::string& command, const std::string& stdin_data) {
     conn_ = conn;
-    wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!wake_fd_.valid()) return absl::InternalError("eventfd failed");
+    if (!requests_.valid()) return absl::InternalError("eventfd failed");
     ssh_session s = conn->session();
     channel_ = ssh_channel_new(s);
     if (channel_ == nullptr) return absl::UnavailableError(conn->LastError());
@@ -286,7 +308,7 @@ class SshExec : public RemoteProcess {
     ssh_session s = conn_->session();
     ssh_event ev = ssh_event_new();
     ssh_event_add_session(ev, s);
-    ssh_event_add_fd(ev, wake_fd_.get(), POLLIN, &SshExec::OnWake, this);
+    ssh_event_add_fd(ev, requests_.fd(), POLLIN, &SshExec::OnWake, this);
     const TimePoint deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     char buf[16384];
     bool eof[2] = {false, false};
@@ -318,12 +340,12 @@ class SshExec : public RemoteProcess {
         outcome_.error = Lost();
         break;
       }
-      const int wake = wake_.load();
-      if (wake >= 2) {
+      const Ending ending = requests_.ending();
+      if (ending == Ending::kAbort) {
         outcome_.error = "aborted";
         break;
       }
-      if (wake >= 1 && !eof_sent) {
+      if (ending == Ending::kStop && !eof_sent) {
         eof_sent = true;
         ssh_channel_send_eof(channel_);
       }
@@ -341,31 +363,21 @@ class SshExec : public RemoteProcess {
         break;
       }
     }
-    ssh_event_remove_fd(ev, wake_fd_.get());
+    ssh_event_remove_fd(ev, requests_.fd());
     ssh_event_remove_session(ev, s);
     ssh_event_free(ev);
     return outcome_;
   }
 
-  void Send(absl::string_view notices) override {
-    {
-      std::lock_guard<std::mutex> lock(pending_mu_);
-      pending_.append(notices.data(), notices.size());
-    }
-    Wake(0);
-  }
-  void Stop() override { Wake(1); }
-  void Abort() override { Wake(2); }
+  void Send(absl::string_view notices) override { requests_.Send(notices); }
+  void Stop() override { requests_.Request(Ending::kStop); }
+  void Abort() override { requests_.Request(Ending::kAbort); }
 
  private:
   // Writes what Send() asked for; on Run's thread, the only one using the
   // session. A failed write is the connection's loss, which Run sees next.
   void WritePending() {
-    std::string data;
-    {
-      std::lock_guard<std::mutex> lock(pending_mu_);
-      data.swap(pending_);
-    }
+    const std::string data = requests_.TakeNotices();
     size_t off = 0;
     while (off < data.size()) {
       const int n = ssh_channel_write(channel_, data.data() + off,
@@ -378,17 +390,9 @@ class SshExec : public RemoteProcess {
     std::string e = conn_->LastError();
     return absl::StrCat("the ssh connection was lost", e.empty() ? "" : ": ", e);
   }
-  void Wake(int level) {
-    int cur = wake_.load();
-    while (cur < level && !wake_.compare_exchange_weak(cur, level)) {
-    }
-    uint64_t one = 1;
-    (void)!write(wake_fd_.get(), &one, sizeof one);
-  }
-  static int OnWake(socket_t fd, int, void*) {
-    uint64_t v;
-    while (read(fd, &v, sizeof v) > 0) {
-    }
+  // libssh's poll found requests_.fd() readable: the loop looks at them next.
+  static int OnWake(socket_t, int, void* self) {
+    static_cast<SshExec*>(self)->requests_.Woken();
     return 0;
   }
   static void OnExitStatus(ssh_session, ssh_channel, int status, void* self) {
@@ -402,10 +406,7 @@ class SshExec : public RemoteProcess {
   SshConnection* conn_ = nullptr;
   ssh_channel channel_ = nullptr;
   ssh_channel_callbacks_struct callbacks_{};
-  UniqueFd wake_fd_;
-  std::atomic<int> wake_{0};
-  std::mutex pending_mu_;
-  std::string pending_ ABSL_GUARDED_BY(pending_mu_);  // notices for the channel
+  RemoteRequests requests_;  // notices for the channel, Stop and Abort
   Outcome outcome_;
 };
 

@@ -10,12 +10,13 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "agent/agent_launch.h"
+#include "rendezvous/base/mutex.h"
+#include "rendezvous/base/wake_fd.h"
 
 struct ssh_session_struct;
 struct ssh_channel_struct;
@@ -29,8 +30,6 @@ struct SshTarget {
   // A host that is off is reported within this (unless ~/.ssh/config's
   // ConnectTimeout says otherwise).
   int connect_timeout_s = 5;
-  // Serialises known_hosts updates of connections made in parallel.
-  std::mutex* known_hosts_mu = nullptr;
 };
 
 struct CommandResult {
@@ -69,6 +68,37 @@ class SshConnection {
   ssh_session_struct* session_ = nullptr;
   std::string local_address_;
   std::string peer_address_;
+};
+
+// How far a remote process is asked to end; a later request never lowers it.
+enum class Ending {
+  kNone,
+  kStop,   // close its standard input (the agent stops its workers and leaves)
+  kAbort,  // drop it at once (kill the --rsh child, or leave the ssh channel)
+};
+
+// What other threads ask of a RemoteProcess while its Run() loop (one
+// thread) owns the process: notices for its standard input, in order, and
+// an Ending. fd() is readable after either; the loop then calls Woken()
+// (fd() quiet again), takes the notices and looks at ending(): what it
+// was woken for, by name.
+class RemoteRequests {
+ public:
+  bool valid() const { return wake_.valid(); }
+  int fd() const { return wake_.fd(); }
+  // Any thread.
+  void Send(absl::string_view notices);
+  void Request(Ending e);
+  // Run()'s thread.
+  void Woken() const { wake_.Clear(); }
+  std::string TakeNotices();  // the notices sent since the last call
+  Ending ending() const;
+
+ private:
+  WakeFd wake_;
+  mutable Mutex mu_;
+  std::string notices_ ABSL_GUARDED_BY(mu_);
+  Ending ending_ ABSL_GUARDED_BY(mu_) = Ending::kNone;
 };
 
 // A remote command whose standard input stays open: the remote `drun agent`

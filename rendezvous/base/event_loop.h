@@ -1,7 +1,10 @@
-// The two halves every poll + signalfd + deadline loop of drun repeats (the
-// agent's, the ssh launcher's, the Slurm launcher's): wait until a descriptor
-// is readable or the deadline passes, then take every pending signal off the
-// signalfd. The loops keep their own state machines; only the waiting is here.
+// The two halves of a poll + signalfd + deadline loop: wait until a
+// descriptor is readable or the deadline passes (PollUntil, for a loop that
+// still reads its own pollfd array: the agent's, drun-net's wait), then take
+// every pending signal off the signalfd (DrainSignalFd, in every loop). A new
+// loop registers its descriptors with their handlers in a PollSet
+// (poll_set.h) instead of PollUntil. The loops keep their own state
+// machines; only the waiting is here.
 #ifndef DRUN_RENDEZVOUS_BASE_EVENT_LOOP_H_
 #define DRUN_RENDEZVOUS_BASE_EVENT_LOOP_H_
 

@@ -1,3 +1,4 @@
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/base/tls_relay.h"
 
 #include <errno.h>
@@ -5,7 +6,6 @@
 #include <openssl/x509.h>
 #include <poll.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -291,12 +291,11 @@ absl::StatusOr<std::unique_ptr<TlsRelay>> TlsRelay::Start(Options options) {
   std::unique_ptr<TlsRelay> relay(new TlsRelay);
   relay->options_ = std::move(options);
   relay->epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
-  relay->wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = 0;
-  if (!relay->epoll_fd_.valid() || !relay->wake_fd_.valid() ||
-      epoll_ctl(relay->epoll_fd_.get(), EPOLL_CTL_ADD, relay->wake_fd_.get(), &ev) != 0) {
+  if (!relay->epoll_fd_.valid() || !relay->wake_.valid() ||
+      epoll_ctl(relay->epoll_fd_.get(), EPOLL_CTL_ADD, relay->wake_.fd(), &ev) != 0) {
     return absl::InternalError(absl::StrCat("cannot start the TLS relay: ", strerror(errno)));
   }
   TlsRelay* r = relay.get();
@@ -307,12 +306,10 @@ absl::StatusOr<std::unique_ptr<TlsRelay>> TlsRelay::Start(Options options) {
 TlsRelay::~TlsRelay() {
   if (!thread_.joinable()) return;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
   }
-  uint64_t one = 1;
-  ssize_t w = write(wake_fd_.get(), &one, sizeof one);
-  (void)w;
+  wake_.Signal();
   thread_.join();
 }
 
@@ -343,19 +340,17 @@ absl::StatusOr<UniqueFd> TlsRelay::Add(UniqueFd tcp, SslPtr ssl, bool handshake,
   c->peer = std::move(peer);
   c->on_broken = std::move(on_broken);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     c->id = next_id_++;
     incoming_.push_back(std::move(c));
     ++count_;
   }
-  uint64_t one = 1;
-  ssize_t w = write(wake_fd_.get(), &one, sizeof one);
-  (void)w;
+  wake_.Signal();
   return theirs;
 }
 
 size_t TlsRelay::connections() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return count_;
 }
 
@@ -363,18 +358,16 @@ void TlsRelay::Loop() {
   constexpr int kMaxEvents = 64;
   epoll_event events[kMaxEvents];
   for (;;) {
-    const int n = epoll_wait(epoll_fd_.get(), events, kMaxEvents, MsToNextExpiry());
+    const int n = epoll_wait(epoll_fd_.get(), events, kMaxEvents, handshakes_.PollTimeoutMs(Clock::now()));
     if (n < 0 && errno != EINTR) return;
     for (int i = 0; i < n; ++i) {
       if (events[i].data.u64 != 0) {
         Service(events[i].data.u64);
         continue;
       }
-      uint64_t v;
-      while (read(wake_fd_.get(), &v, sizeof v) > 0) {
-      }
+      wake_.Clear();
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(&mu_);
         if (stop_) return;
       }
       TakeIncoming();
@@ -388,7 +381,7 @@ void TlsRelay::Loop() {
 void TlsRelay::TakeIncoming() {
   std::vector<std::unique_ptr<Conn>> fresh;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     fresh.swap(incoming_);
   }
   const TimePoint deadline = Clock::now() + options_.handshake_timeout;
@@ -400,7 +393,7 @@ void TlsRelay::TakeIncoming() {
     ev.data.u64 = id;
     epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, c->tcp.get(), &ev);
     epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, c->plain.get(), &ev);
-    if (c->handshaking) expiry_.emplace_back(deadline, id);
+    if (c->handshaking) handshakes_.Add(id, deadline);
     conns_.emplace(id, std::move(c));
     Service(id);
   }
@@ -422,6 +415,7 @@ void TlsRelay::Service(uint64_t id) {
       return;
     }
     c.handshaking = false;
+    handshakes_.Cancel(id);
     c.to_tls.assign(1, kTlsAccepted);  // before anything of the caller's
   }
   if (!Pump(c)) {
@@ -431,9 +425,8 @@ void TlsRelay::Service(uint64_t id) {
 }
 
 void TlsRelay::ExpireHandshakes(TimePoint now) {
-  while (!expiry_.empty() && expiry_.front().first <= now) {
-    auto it = conns_.find(expiry_.front().second);
-    expiry_.pop_front();
+  for (uint64_t id : handshakes_.TakeDue(now)) {
+    auto it = conns_.find(id);
     if (it == conns_.end() || !it->second->handshaking) continue;
     if (options_.on_refused) {
       options_.on_refused(it->second->peer, TlsFailure::kTimeout,
@@ -443,16 +436,12 @@ void TlsRelay::ExpireHandshakes(TimePoint now) {
   }
 }
 
-int TlsRelay::MsToNextExpiry() const {
-  if (expiry_.empty()) return -1;
-  return PollTimeoutMs(expiry_.front().first, Clock::now());
-}
-
 void TlsRelay::Drop(std::map<uint64_t, std::unique_ptr<Conn>>::iterator it) {
+  handshakes_.Cancel(it->first);
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->second->tcp.get(), nullptr);
   epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->second->plain.get(), nullptr);
   conns_.erase(it);  // closes both descriptors, frees the SSL
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   --count_;
 }
 

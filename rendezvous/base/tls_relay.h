@@ -41,7 +41,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,7 +48,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "rendezvous/base/clock.h"
+#include "rendezvous/base/deadline_queue.h"
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/wake_fd.h"
 
 namespace drun {
 
@@ -137,21 +139,20 @@ class TlsRelay {
   void TakeIncoming();
   void Service(uint64_t id);
   void ExpireHandshakes(TimePoint now);
-  int MsToNextExpiry() const;
   void Drop(std::map<uint64_t, std::unique_ptr<Conn>>::iterator it);
 
   Options options_;
   UniqueFd epoll_fd_;
-  UniqueFd wake_fd_;  // eventfd: new connections, or stop
+  WakeFd wake_;  // new connections, or stop
   std::thread thread_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::unique_ptr<Conn>> incoming_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   size_t count_ ABSL_GUARDED_BY(mu_) = 0;  // incoming_ + conns_
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   // The relay's thread only.
   std::map<uint64_t, std::unique_ptr<Conn>> conns_;
-  std::deque<std::pair<TimePoint, uint64_t>> expiry_;  // handshakes, in deadline order
+  DeadlineQueue<uint64_t> handshakes_;  // conns_ still in their handshake: when each fails
 };
 
 }  // namespace drun

@@ -8,7 +8,6 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "rendezvous/store/c10d_store_state.h"
+#include "rendezvous/base/mutex.h"
 
 namespace drun {
 namespace {
@@ -146,13 +146,13 @@ c10d_store::ParserLimits StoreLimitsForThisMachine() {
 class C10dStoreServer::Loop : public c10d_store::ReplySink {
  public:
   // `listen_fd` may be invalid (a store fed only by Adopt). The listener, epoll and every
-  // connection close themselves (UniqueFd); `wake_fd` is the server's.
-  Loop(C10dStoreServer* owner, Options options, UniqueFd listen_fd, UniqueFd epoll_fd, int wake_fd)
+  // connection close themselves (UniqueFd); `wake` is the server's.
+  Loop(C10dStoreServer* owner, Options options, UniqueFd listen_fd, UniqueFd epoll_fd, const WakeFd* wake)
       : owner_(owner),
         options_(std::move(options)),
         listen_fd_(std::move(listen_fd)),
         epoll_fd_(std::move(epoll_fd)),
-        wake_fd_(wake_fd),
+        wake_(wake),
         read_buf_(new char[kReadChunk]) {
     // Held in reserve so that, out of descriptors, we can still accept and drop a client
     // instead of spinning on a listening socket that stays readable.
@@ -219,13 +219,11 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
 
   // The wake eventfd: descriptors handed in by Adopt(), or Stop().
   void OnWake() {
-    uint64_t count;
-    ssize_t ignored = read(wake_fd_, &count, sizeof(count));
-    (void)ignored;
+    wake_->Clear();
     std::vector<UniqueFd> fds;
     bool stop;
     {
-      std::lock_guard<std::mutex> lock(owner_->adopt_mu_);
+      MutexLock lock(&owner_->adopt_mu_);
       fds.swap(owner_->adopted_);
       stop = owner_->stopped_;
     }
@@ -396,7 +394,7 @@ class C10dStoreServer::Loop : public c10d_store::ReplySink {
   Options options_;
   UniqueFd listen_fd_;
   UniqueFd epoll_fd_;
-  int wake_fd_;  // C10dStoreServer's
+  const WakeFd* wake_;  // C10dStoreServer's
   UniqueFd spare_fd_;
   bool stopping_ = false;
   ConnId next_id_ = kFirstConnId;
@@ -441,9 +439,9 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::StartWithoutLi
 absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Launch(UniqueFd listener,
                                                                           int port,
                                                                           Options options) {
+  std::unique_ptr<C10dStoreServer> server(new C10dStoreServer());
   UniqueFd epoll_fd(epoll_create1(EPOLL_CLOEXEC));
-  UniqueFd wake_fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!epoll_fd.valid() || !wake_fd.valid()) {
+  if (!epoll_fd.valid() || !server->wake_.valid()) {
     int err = errno;
     return absl::InternalError(absl::StrCat("c10d store: epoll/eventfd: ", ErrnoText(err)));
   }
@@ -454,14 +452,11 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Launch(UniqueF
     epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, listener.get(), &ev);
   }
   ev.data.u64 = kWakeTag;
-  epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &ev);
+  epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, server->wake_.fd(), &ev);
 
-  std::unique_ptr<C10dStoreServer> server(new C10dStoreServer());
   server->port_ = port;
-  const int wake = wake_fd.get();
-  server->wake_fd_ = std::move(wake_fd);
   server->loop_ = std::make_unique<Loop>(server.get(), std::move(options), std::move(listener),
-                                         std::move(epoll_fd), wake);
+                                         std::move(epoll_fd), &server->wake_);
   Loop* loop = server->loop_.get();
   server->thread_ = std::thread([loop] {
     pthread_setname_np(pthread_self(), "drun-c10dstore");  // visible in top -H / gdb
@@ -472,12 +467,10 @@ absl::StatusOr<std::unique_ptr<C10dStoreServer>> C10dStoreServer::Launch(UniqueF
 
 absl::Status C10dStoreServer::Adopt(UniqueFd fd) {
   {
-    std::lock_guard<std::mutex> lock(adopt_mu_);
+    MutexLock lock(&adopt_mu_);
     if (!stopped_) {
       adopted_.push_back(std::move(fd));
-      uint64_t one = 1;
-      ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
-      (void)ignored;
+      wake_.Signal();
       return absl::OkStatus();
     }
   }
@@ -485,24 +478,21 @@ absl::Status C10dStoreServer::Adopt(UniqueFd fd) {
 }
 
 void C10dStoreServer::Stop() {
-  std::lock_guard<std::mutex> lock(stop_mu_);
+  MutexLock lock(&stop_mu_);
   {
     // From here Adopt() refuses; the loop takes what is queued with the stop.
-    std::lock_guard<std::mutex> adopt_lock(adopt_mu_);
+    MutexLock adopt_lock(&adopt_mu_);
     stopped_ = true;
   }
   if (!thread_.joinable()) return;
-  uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_.get(), &one, sizeof(one));
-  (void)ignored;
+  wake_.Signal();
   thread_.join();
   loop_.reset();  // closes the listener and every connection
   {
     // Only if the loop ended on an error before taking them.
-    std::lock_guard<std::mutex> adopt_lock(adopt_mu_);
+    MutexLock adopt_lock(&adopt_mu_);
     adopted_.clear();  // each closes itself
   }
-  wake_fd_.reset();
   connections_.store(0, std::memory_order_relaxed);
 }
 

@@ -30,14 +30,15 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/wake_fd.h"
 #include "absl/strings/string_view.h"
 #include "rendezvous/store/c10d_store_parser.h"
 
@@ -102,13 +103,13 @@ class C10dStoreServer {
                                                                  Options options);
 
   int port_ = 0;
-  UniqueFd wake_fd_;
+  WakeFd wake_;  // Adopt() and Stop() wake the loop
   std::unique_ptr<Loop> loop_;
   std::thread thread_;
-  std::mutex stop_mu_;  // serializes Stop()
+  Mutex stop_mu_;  // serializes Stop()
   // Descriptors handed in by Adopt(), not yet taken by the loop; `stopped_` once Stop() has
   // begun (Adopt then refuses, so no descriptor is left behind in the queue).
-  std::mutex adopt_mu_;
+  Mutex adopt_mu_;
   std::vector<UniqueFd> adopted_ ABSL_GUARDED_BY(adopt_mu_);
   bool stopped_ ABSL_GUARDED_BY(adopt_mu_) = false;
   std::atomic<size_t> connections_{0};

@@ -1,7 +1,9 @@
 // The lifeline's signal notices (agent/agent_launch.h): what a launcher writes
 // after the launch message is what the agent decodes, however the bytes are
-// split, and a real --rsh child's standard input carries them in order.
+// split, and a real --rsh child's standard input carries them in order; what
+// other threads ask of a remote process (RemoteRequests) wakes its loop.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -150,6 +152,40 @@ TEST(LifelineTest, RshChildReceivesTheNoticesThenEof) {
   LifelineDecoder d;
   d.Feed(out.data() + 6, out.size() - 6, &got);
   EXPECT_EQ(got, (std::vector<int>{SIGTERM, SIGTERM}));
+}
+
+TEST(LifelineTest, AnAbortEndsARunningRshChild) {
+  // cat would wait for its standard input forever: the Abort asked once its
+  // first bytes came (from Run's own thread, as a callback may) kills it.
+  auto p = StartRshProcess({"/bin/cat"}, "launch");
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto outcome = (*p)->Run([&](int stream, const char* d, size_t n) { (*p)->Abort(); });
+  EXPECT_EQ(outcome.error, "aborted");
+  EXPECT_EQ(outcome.exit_signal, "KILL");
+}
+
+TEST(RemoteRequestsTest, WakesOnNoticesAndEndingsThatNeverLower) {
+  RemoteRequests r;
+  ASSERT_TRUE(r.valid());
+  auto readable = [&] {
+    pollfd p{r.fd(), POLLIN, 0};
+    return poll(&p, 1, 0) == 1;
+  };
+  EXPECT_FALSE(readable());
+  r.Send("a");
+  r.Send("b");
+  EXPECT_TRUE(readable());
+  r.Woken();
+  EXPECT_FALSE(readable());
+  EXPECT_EQ(r.TakeNotices(), "ab");
+  EXPECT_EQ(r.TakeNotices(), "");
+  EXPECT_EQ(r.ending(), Ending::kNone);
+  r.Request(Ending::kAbort);
+  EXPECT_TRUE(readable());
+  r.Woken();
+  r.Request(Ending::kStop);  // lower: ignored, and no wake-up
+  EXPECT_FALSE(readable());
+  EXPECT_EQ(r.ending(), Ending::kAbort);
 }
 
 // The agent's own pre-flight (CheckLaunchHere): the launcher's version, the

@@ -5,12 +5,11 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "rendezvous/base/mutex.h"
 #include "rendezvous/store/c10d_store.h"
 
 namespace drun {
@@ -76,22 +75,24 @@ TEST_F(LibTorchClientTest, PrefixStoreJoinsKeys) {
 class Events {
  public:
   void Add(c10::optional<std::string> old_value, c10::optional<std::string> new_value) {
-    std::lock_guard<std::mutex> lock(mu_);
+    drun::MutexLock lock(&mu_);
     events_.push_back(std::string(old_value ? "'" + *old_value + "'" : "None") + "->" +
                       (new_value ? "'" + *new_value + "'" : "None"));
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   // Waits (bounded) until n events arrived; returns them.
   std::vector<std::string> WaitFor(size_t n) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::seconds(20), [&] { return events_.size() >= n; });
+    drun::MutexLock lock(&mu_);
+    const auto deadline = drun::Clock::now() + std::chrono::seconds(20);
+    while (events_.size() < n && cv_.WaitUntil(&mu_, deadline)) {
+    }
     return events_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<std::string> events_;
+  drun::Mutex mu_;
+  drun::CondVar cv_;
+  std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);
 };
 
 TEST_F(LibTorchClientTest, WatchKeyReportsCreateUpdateDelete) {
