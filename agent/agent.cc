@@ -276,21 +276,18 @@ int Agent::Run() {
   TimePoint now = Clock::now();
   started_ = now;
   SendHello(now);
-  std::vector<pollfd> fds;
+  RegisterFixedFds();
   while (machine_.state() != AgentMachine::State::kDone) {
     Converse(now);
     if (machine_.state() == AgentMachine::State::kDone) break;
     console_.Flush();
-    const PollSet set = BuildPollSet(&fds);
-    const int n = PollUntil(fds.data(), fds.size(), NextDeadline());
+    RegisterTurnFds();
+    const int n = poll_.Poll(NextDeadline());  // runs the ready descriptors' handlers
     now = Clock::now();
     if (n < 0) {
       Log(absl::StrCat("poll failed: ", strerror(errno)));
       exit_code_ = 1;
       break;
-    }
-    for (const pollfd& p : fds) {
-      if (p.revents) Dispatch(p, set, now);
     }
     OnWake(now);
   }
@@ -385,27 +382,10 @@ std::optional<TimePoint> Agent::NextDeadline() const {
   return deadline;
 }
 
-// What this turn of the loop waits on, into `fds`; the returned set says
-// which of them are stdin and blocked console descriptors.
-Agent::PollSet Agent::BuildPollSet(std::vector<pollfd>* fds) {
-  PollSet set;
-  fds->clear();
-  fds->push_back({signal_fd_.get(), POLLIN, 0});
-  if (rdzv_->wakeup_fd() >= 0) fds->push_back({rdzv_->wakeup_fd(), POLLIN, 0});
-  if (opt_.lifeline_fd >= 0) fds->push_back({opt_.lifeline_fd, POLLIN, 0});
-  set.read_stdin = opt_.lifeline_fd < 0 && forward_stdin_ && !stdin_eof_ && group_ &&
-                  group_->WantsStdin();
-  if (set.read_stdin) fds->push_back({0, POLLIN, 0});
-  if (control_) fds->push_back({control_->fd(), POLLIN, 0});
-  if (dump_) fds->push_back({dump_->done_fd(), POLLIN, 0});
-  set.console_fds = console_.BlockedFds();
-  for (int fd : set.console_fds) fds->push_back({fd, POLLOUT, 0});
-  if (group_) group_->AppendPollFds(fds);
-  return set;
-}
-
-void Agent::Dispatch(const pollfd& p, const PollSet& set, TimePoint now) {
-  if (p.fd == signal_fd_.get()) {
+// The descriptors of every turn, each with its handler (rendezvous/base/poll_set.h).
+void Agent::RegisterFixedFds() {
+  poll_.Add(signal_fd_.get(), POLLIN, [this](short) {
+    const TimePoint now = Clock::now();
     DrainSignalFd(signal_fd_.get(), [&](int sig, const signalfd_siginfo& si) {
       if (sig == SIGCHLD) {
         ReapChildren(now);
@@ -413,19 +393,35 @@ void Agent::Dispatch(const pollfd& p, const PollSet& set, TimePoint now) {
         HandleSignal(sig, now, static_cast<pid_t>(si.ssi_pid));
       }
     });
-  } else if (p.fd == opt_.lifeline_fd) {
-    ReadLifeline(now);
-  } else if (control_ && p.fd == control_->fd()) {
-    OnControl(now);
-  } else if (dump_ && p.fd == dump_->done_fd()) {
-    OnDumpDone(now);
-  } else if (set.read_stdin && p.fd == 0) {
-    PumpStdin();
-  } else if (std::find(set.console_fds.begin(), set.console_fds.end(), p.fd) !=
-             set.console_fds.end()) {
-    // Writable again: the flush at the top of the loop sends the queue.
-  } else if (group_ && p.fd != rdzv_->wakeup_fd()) {
-    group_->OnReady(p.fd, p.revents);
+  });
+  // The rendezvous client's messages are read by Converse at the loop's top.
+  poll_.Add(rdzv_->wakeup_fd(), POLLIN, [](short) {});
+}
+
+// This turn's other descriptors, which come and go with the lifeline, stdin,
+// the control socket, a dump, the console's blocked outputs and the group's
+// pipes: last turn's are dropped and these registered anew.
+void Agent::RegisterTurnFds() {
+  for (PollSet::Id id : turn_fds_) poll_.Remove(id);
+  turn_fds_.clear();
+  auto add = [&](int fd, short events, PollSet::Handler handler) {
+    turn_fds_.push_back(poll_.Add(fd, events, std::move(handler)));
+  };
+  if (opt_.lifeline_fd >= 0) add(opt_.lifeline_fd, POLLIN, [this](short) { ReadLifeline(Clock::now()); });
+  if (opt_.lifeline_fd < 0 && forward_stdin_ && !stdin_eof_ && group_ && group_->WantsStdin()) {
+    add(0, POLLIN, [this](short) { PumpStdin(); });
+  }
+  if (control_) add(control_->fd(), POLLIN, [this](short) { OnControl(Clock::now()); });
+  if (dump_) add(dump_->done_fd(), POLLIN, [this](short) { OnDumpDone(Clock::now()); });
+  // Writable again: the flush at the loop's top sends the queue.
+  for (int fd : console_.BlockedFds()) add(fd, POLLOUT, [](short) {});
+  if (!group_) return;
+  pipe_fds_.clear();
+  group_->AppendPollFds(&pipe_fds_);
+  for (const pollfd& p : pipe_fds_) {
+    add(p.fd, p.events, [this, fd = p.fd](short revents) {
+      if (group_) group_->OnReady(fd, revents);
+    });
   }
 }
 

@@ -35,6 +35,7 @@
 #include "agent/worker_env.h"
 #include "agent/worker_group.h"
 #include "drun/v1/rendezvous.pb.h"
+#include "rendezvous/base/poll_set.h"
 #include "rendezvous/base/unique_fd.h"
 
 namespace drun {
@@ -92,18 +93,13 @@ class Agent {
   static void BlockHandledSignals();
 
  private:
-  // Which of a turn's poll descriptors are stdin and blocked console outputs.
-  struct PollSet {
-    bool read_stdin = false;
-    std::vector<int> console_fds;
-  };
   // The steps of Run(), in order.
   int Start();
   void SendHello(TimePoint now);
   void Converse(TimePoint now);
   std::optional<TimePoint> NextDeadline() const;
-  PollSet BuildPollSet(std::vector<pollfd>* fds);
-  void Dispatch(const pollfd& p, const PollSet& set, TimePoint now);
+  void RegisterFixedFds();
+  void RegisterTurnFds();
   void OnWake(TimePoint now);
   int Finish();
 
@@ -197,6 +193,9 @@ class Agent {
   std::optional<v1::Assignment> assignment_;
   LifelineDecoder lifeline_;
   UniqueFd signal_fd_;
+  PollSet poll_;                       // the loop's descriptors and their handlers
+  std::vector<PollSet::Id> turn_fds_;  // this turn's registrations (RegisterTurnFds)
+  std::vector<pollfd> pipe_fds_;       // the group's pipes this turn
   LogLayout logs_;  // where the log and error files go (made in PrepareOutputs)
   bool forward_stdin_ = false;  // --stdin names a rank (or all): some worker reads drun's stdin
   bool stdin_eof_ = false;
