@@ -174,8 +174,8 @@ bool Agent::PrepareLogDir() {
   const std::string& root = opt_.spec.log_dir();
   if (int err = MakePrivateDirs(root); err != 0) return LogDirFailed(root, err);
   if (access(root.c_str(), W_OK | X_OK) != 0) return LogDirFailed(root, errno);
-  const bool many = opt_.spec.max_nodes() > 1 || opt_.host_in_prefix;
-  if (many && opt_.spec.log_run_dir().empty() && opt_.spec.run_id() == kDefaultRunId) return true;
+  const bool many = SpansNodes(opt_.spec) || opt_.host_in_prefix;
+  if (many && opt_.spec.log_run_dir().empty() && RunId::Of(opt_.spec).is_default()) return true;
   return ClaimLogDir(opt_.spec.log_run_dir());
 }
 
@@ -187,12 +187,12 @@ bool Agent::ClaimLogDir(const std::string& run_dir) {
   std::error_code ec;
   const fs::path root = fs::absolute(opt_.spec.log_dir(), ec);
   std::string base;
-  const bool unique = run_dir.empty() && opt_.spec.run_id() == kDefaultRunId;
+  const bool unique = run_dir.empty() && RunId::Of(opt_.spec).is_default();
   if (int err = MakeRunDir(root.string(), run_dir.empty() ? opt_.spec.run_id() : run_dir, unique, &base);
       err != 0) {
     return LogDirFailed(base, err);
   }
-  if (opt_.spec.max_nodes() > 1 || opt_.host_in_prefix) {
+  if (SpansNodes(opt_.spec) || opt_.host_in_prefix) {
     // Nodes may share the file system (and a host name): each claims a
     // directory of its own with an exclusive mkdir.
     std::string node = (fs::path(base) / opt_.hostname).string();
@@ -219,7 +219,7 @@ void Agent::SayLogDir() {
   if (opt_.launcher_reports_end) return;
   const StdSpec redirects = FromProto(opt_.spec.redirects());
   bool hidden = false;
-  for (int lr = 0; lr < opt_.nproc.count; ++lr) hidden = hidden || redirects.ForRank(lr) != 0;
+  for (int lr = 0; lr < opt_.nproc.count; ++lr) hidden = hidden || redirects.ForRank(lr).any();
   Info(absl::StrCat("logs in ", log_base_, "/",
                     hidden ? " (what --redirects sends there is not shown here)" : ""));
 }
@@ -339,7 +339,7 @@ int Agent::Start() {
                        "): root causes will show exit codes only"));
     }
   }
-  status_tty_ = isatty(2) && !opt_.spec.quiet() && opt_.spec.max_nodes() > 1;
+  status_tty_ = isatty(2) && !opt_.spec.quiet() && SpansNodes(opt_.spec);
   OpenControl();
   return 0;
 }
@@ -368,7 +368,7 @@ void Agent::SendHello(TimePoint now) {
   h->set_local_world_size(opt_.nproc.count);
   h->set_requested_node_rank(opt_.spec.node_rank());
   h->set_addr(opt_.advertise_addr);
-  h->set_version("0.1.0");
+  h->set_version(opt_.version);
   rdzv_->Send(hello, now);
   SendJoin(now);
 }
@@ -539,7 +539,7 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
 }
 
 void Agent::OnStop(const v1::Stop& stop, TimePoint now) {
-  if (opt_.spec.max_nodes() > 1 || opt_.spec.max_restarts() > 0) {
+  if (SpansNodes(opt_.spec) || opt_.spec.max_restarts() > 0) {
     Info(absl::StrCat("stopping round ", stop.round(), ": ", stop.reason()));
   }
   // Stopping on a signal already: the workers have it and their grace,
@@ -593,7 +593,7 @@ void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
     ShowStatus(now);
     return;
   }
-  if (opt_.spec.max_nodes() <= 1) return;
+  if (!SpansNodes(opt_.spec)) return;
   // The server's words are about nodes; in Slurm's task mode its members are tasks.
   const bool for_members = w.kind() == v1::Waiting::WAITING_FOR_NODES;
   std::string text = absl::StrCat("waiting: ", w.joined(), " of ", w.min_nodes(), "..", w.max_nodes(), " ",
@@ -671,7 +671,7 @@ void Agent::StartWorkers(TimePoint now) {
   const StdSpec redirects = FromProto(spec.redirects());
   StdSpec tee = FromProto(spec.tee());
   // --log-dir alone keeps both streams of every rank (and shows them too).
-  if (!spec.log_dir().empty() && !spec.has_redirects() && !spec.has_tee()) tee.all = 3;
+  if (!spec.log_dir().empty() && !spec.has_redirects() && !spec.has_tee()) tee.all = Streams::Both();
   const std::vector<int> filter(spec.local_ranks_filter().begin(), spec.local_ranks_filter().end());
   const std::string python = PythonInterpreter(spec, opt_.base_env);
 
@@ -721,13 +721,13 @@ void Agent::StartWorkers(TimePoint now) {
 void Agent::PlaceOutputs(const StdSpec& redirects, const StdSpec& tee,
                          const std::vector<int>& filter, WorkerLaunch* l) const {
   const int lr = l->local_rank;
-  const int to_file = redirects.ForRank(lr) | tee.ForRank(lr);
+  const Streams to_file = redirects.ForRank(lr) | tee.ForRank(lr);
   if (!log_base_.empty()) {
     // torchrun's layout: LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/{error.json,stdout.log,...}.
     const std::string dir = AttemptDir(lr);
     l->error_file = dir + "/error.json";
-    if (to_file & 1) l->stdout_file = dir + "/stdout.log";
-    if (to_file & 2) l->stderr_file = dir + "/stderr.log";
+    if (to_file.out) l->stdout_file = dir + "/stdout.log";
+    if (to_file.err) l->stderr_file = dir + "/stderr.log";
   } else if (!tmp_dir_.empty()) {
     // No log directory (so no log files either): the error file lives flat
     // in this agent's private temporary directory, which no one else sees;
@@ -735,8 +735,8 @@ void Agent::PlaceOutputs(const StdSpec& redirects, const StdSpec& tee,
     l->error_file = absl::StrCat(tmp_dir_, "/error-", assignment_->round(), "-", lr, ".json");
   }
   const bool shown = filter.empty() || std::find(filter.begin(), filter.end(), lr) != filter.end();
-  l->console_stdout = shown && !(redirects.ForRank(lr) & 1);
-  l->console_stderr = shown && !(redirects.ForRank(lr) & 2);
+  l->console_stdout = shown && !redirects.ForRank(lr).out;
+  l->console_stderr = shown && !redirects.ForRank(lr).err;
 }
 
 // The workers could not be started at all: that is the round's failure.
