@@ -851,7 +851,8 @@ absl::Status CheckIfaceOnce(const CommandLine& cl) {
 }
 
 absl::Status ResolveEnv(const Sources& src, CommandLine* cl) {
-  cl->forward_env = src.job().multi.count("x") ? src.job().multi.at("x") : std::vector<std::string>{};
+  const std::string x = Def(Opt::kX).name;  // the job file's x: list
+  cl->forward_env = src.job().multi.count(x) ? src.job().multi.at(x) : std::vector<std::string>{};
   for (const auto& x : src.tokens().x) cl->forward_env.push_back(x);
   const Tokens& t = src.tokens();
   for (size_t k = 0; k < t.x.size(); ++k) {
@@ -1063,7 +1064,7 @@ void FillResolved(const Sources& src, CommandLine* cl) {
       r.options[name] = v->value;
     }
   }
-  if (!cl->forward_env.empty()) r.multi["x"] = cl->forward_env;
+  if (!cl->forward_env.empty()) r.multi[Def(Opt::kX).name] = cl->forward_env;
   for (const auto& [k, v] : src.job().env) r.env[k] = v;
   if (!cl->host_entries.empty()) r.host_entries = cl->host_entries;
 }

@@ -2,6 +2,9 @@
 // --nproc_per_node), their PET_<NAME> environment equivalents (drun's own
 // flags read DRUN_<NAME>), and drun's additions. The command line wins over
 // the environment. The result is a JobSpec plus what only the launcher needs.
+// Every option is a row of one table (OptionInfo): its value rule, its default
+// and its job-file key. Defaults are applied here, once, into the JobSpec; the
+// rest of drun reads the JobSpec and supplies none of its own.
 #ifndef DRUN_LAUNCHER_CLI_H_
 #define DRUN_LAUNCHER_CLI_H_
 
