@@ -180,7 +180,7 @@ bool Agent::PrepareOutputs() {
       return false;
     }
   }
-  logs_ = LogLayout(opt_.spec, opt_.hostname, opt_.spec.max_nodes() > 1 || opt_.host_in_prefix);
+  logs_ = LogLayout(opt_.spec, opt_.hostname, SpansNodes(opt_.spec) || opt_.host_in_prefix);
   if (!logs_.keeps_logs()) {
     // Error files need a home even when no logs are kept; removed at exit.
     if (absl::Status st = logs_.MakeTemporary(); !st.ok()) {
@@ -318,7 +318,7 @@ int Agent::Start() {
   // lifeline notices.
   forward_stdin_ = opt_.spec.stdin_target().mode() != v1::JobSpec::StdinTarget::NONE;
   stdin_tty_ = opt_.lifeline_fd < 0 && isatty(0);
-  status_tty_ = isatty(2) && !opt_.spec.quiet() && opt_.spec.max_nodes() > 1;
+  status_tty_ = isatty(2) && !opt_.spec.quiet() && SpansNodes(opt_.spec);
   OpenControl();
   return 0;
 }
@@ -347,7 +347,7 @@ void Agent::SendHello(TimePoint now) {
   h->set_local_world_size(opt_.nproc.count);
   h->set_requested_node_rank(opt_.spec.node_rank());
   h->set_addr(opt_.advertise_addr);
-  h->set_version("0.1.0");
+  h->set_version(opt_.version);
   rdzv_->Send(hello, now);
   Apply(machine_.Start(now), now);
 }
@@ -511,7 +511,7 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
 }
 
 void Agent::OnStop(const v1::Stop& stop, TimePoint now) {
-  if (opt_.spec.max_nodes() > 1 || opt_.spec.max_restarts() > 0) {
+  if (SpansNodes(opt_.spec) || opt_.spec.max_restarts() > 0) {
     Info(absl::StrCat("stopping round ", stop.round(), ": ", stop.reason()));
   }
   Apply(machine_.OnStop(now), now);
@@ -533,7 +533,7 @@ void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
     ShowStatus(now);
     return;
   }
-  if (opt_.spec.max_nodes() <= 1) return;
+  if (!SpansNodes(opt_.spec)) return;
   // The server's words are about nodes; in Slurm's task mode its members are tasks.
   const bool for_members = w.kind() == v1::Waiting::WAITING_FOR_NODES;
   std::string text = absl::StrCat("waiting: ", w.joined(), " of ", w.min_nodes(), "..", w.max_nodes(), " ",
@@ -601,7 +601,7 @@ void Agent::StartWorkers(TimePoint now) {
   const StdSpec redirects = FromProto(spec.redirects());
   StdSpec tee = FromProto(spec.tee());
   // --log-dir alone keeps both streams of every rank (and shows them too).
-  if (!spec.log_dir().empty() && !spec.has_redirects() && !spec.has_tee()) tee.all = 3;
+  if (!spec.log_dir().empty() && !spec.has_redirects() && !spec.has_tee()) tee.all = Streams::Both();
   const std::vector<int> filter(spec.local_ranks_filter().begin(), spec.local_ranks_filter().end());
   const std::string python = PythonInterpreter(spec, opt_.base_env);
 
@@ -668,8 +668,8 @@ void Agent::PlaceOutputs(const StdSpec& redirects, const StdSpec& tee,
   if (to_file & 1) l->stdout_file = std::move(files.stdout_log);
   if (to_file & 2) l->stderr_file = std::move(files.stderr_log);
   const bool shown = filter.empty() || std::find(filter.begin(), filter.end(), lr) != filter.end();
-  l->console_stdout = shown && !(redirects.ForRank(lr) & 1);
-  l->console_stderr = shown && !(redirects.ForRank(lr) & 2);
+  l->console_stdout = shown && !redirects.ForRank(lr).out;
+  l->console_stderr = shown && !redirects.ForRank(lr).err;
 }
 
 // The workers could not be started at all: that is the round's failure.

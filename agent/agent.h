@@ -26,6 +26,7 @@
 #include "agent/log_layout.h"
 #include "agent/agent_launch.h"
 #include "agent/agent_machine.h"
+#include "agent/agent_options.h"
 #include "agent/nproc.h"
 #include "agent/output.h"
 #include "agent/process.h"
@@ -39,43 +40,6 @@
 #include "rendezvous/base/unique_fd.h"
 
 namespace drun {
-
-// torchrun's default run id, when no --rdzv-id is given.
-inline constexpr char kDefaultRunId[] = "none";
-
-struct AgentOptions {
-  v1::JobSpec spec;
-  std::string hostname;
-  NprocPlan nproc;
-  EnvMap base_env;
-  // Console prefix style: "[rank3]: " on one node, "[host:rank3]: " on many.
-  bool host_in_prefix = false;
-  std::string advertise_addr;  // Hello.addr; empty: the server uses the peer address
-  // The interface given to the workers as GLOO_SOCKET_IFNAME and
-  // NCCL_SOCKET_IFNAME (launcher/node.h ChooseSocketIface).
-  SocketIface socket_iface;
-  // A remote agent's ssh channel or srun's stdin, after the launch message:
-  // the launcher's forwarded stop signals come on it (agent_launch.h), and
-  // its EOF without a signal first means "the launcher is gone": stop the
-  // workers with SIGHUP and exit. -1: none.
-  int lifeline_fd = -1;
-  bool summary = false;     // --summary: print the table even on success
-  std::string report_path;  // --report FILE
-  // The node that hosts the rendezvous: how many connections its store
-  // refused (for the report). Null elsewhere.
-  std::function<uint64_t()> refused_connections;
-  bool quiet = false;       // --quiet: no progress lines of drun's own
-  // A launcher (ssh, --launcher slurm) prints the job's end for every host:
-  // no outcome line, table or root cause of this agent's own.
-  bool launcher_reports_end = false;
-  // Where `drun stacks` finds this agent (agent/control_socket.h); empty: nowhere.
-  std::string control_dir;
-  // Reads where a worker is; empty: stack dumps are not available.
-  CaptureFn capture;
-  // Slurm's task mode: each member of the rendezvous is a task (one worker),
-  // and the progress lines say "tasks", not "nodes".
-  bool members_are_tasks = false;
-};
 
 // The root-cause summary every node prints on a failed job, as lines each
 // starting with "drun: ". brief (--quiet): three lines at most.

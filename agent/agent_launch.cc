@@ -84,8 +84,8 @@ RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::
   c.last_call_timeout = SecondsToDuration(spec.last_call_timeout_s());
   // Links are watched by the kernel (link_liveness.h); the server's own
   // heartbeat rule only catches a stuck agent process.
-  c.keepalive_timeout = ProcessSilenceTimeout(std::chrono::milliseconds(
-      static_cast<int64_t>(1000 * (spec.keepalive_timeout_s() > 0 ? spec.keepalive_timeout_s() : 2))));
+  c.keepalive_timeout = ProcessSilenceTimeout(
+      std::chrono::milliseconds(static_cast<int64_t>(1000 * spec.keepalive_timeout_s())));
   c.spec = spec;
   return c;
 }

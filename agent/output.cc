@@ -112,10 +112,15 @@ bool StdinIncludes(const v1::JobSpec::StdinTarget& target, int rank) {
   }
 }
 
-int StdSpec::ForRank(int local_rank) const {
+std::optional<Streams> Streams::FromDigit(int digit) {
+  if (digit < 0 || digit > 3) return std::nullopt;
+  return Streams{(digit & 1) != 0, (digit & 2) != 0};
+}
+
+Streams StdSpec::ForRank(int local_rank) const {
   if (!has_per_rank) return all;
   auto it = per_rank.find(local_rank);
-  return it == per_rank.end() ? 0 : it->second;
+  return it == per_rank.end() ? Streams::None() : it->second;
 }
 
 absl::StatusOr<StdSpec> ParseStdSpec(absl::string_view value) {
@@ -129,19 +134,21 @@ absl::StatusOr<StdSpec> ParseStdSpec(absl::string_view value) {
   if (value.empty()) return spec;
   if (value.find(':') == absl::string_view::npos) {
     int v;
-    if (!absl::SimpleAtoi(value, &v) || v < 0 || v > 3) return bad();
-    spec.all = v;
+    std::optional<Streams> streams;
+    if (!absl::SimpleAtoi(value, &v) || !(streams = Streams::FromDigit(v))) return bad();
+    spec.all = *streams;
     return spec;
   }
   spec.has_per_rank = true;
   for (absl::string_view part : absl::StrSplit(value, ',')) {
     std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, absl::MaxSplits(':', 1));
     int rank, v;
+    std::optional<Streams> streams;
     if (!absl::SimpleAtoi(kv.first, &rank) || !absl::SimpleAtoi(kv.second, &v) || rank < 0 ||
-        v < 0 || v > 3) {
+        !(streams = Streams::FromDigit(v))) {
       return bad();
     }
-    spec.per_rank[rank] = v;
+    spec.per_rank[rank] = *streams;
   }
   return spec;
 }

@@ -82,14 +82,32 @@ class RawTail {
   std::string bytes_;
 };
 
-// torchrun's -r/--redirects and -t/--tee values: "0".."3" for every local
-// rank, or "0:1,2:3" per local rank (ranks not listed get 0).
-// Bit 1 = stdout, bit 2 = stderr.
+// Which of a worker's two streams a -r/-t value names. torchrun spells them
+// as a digit, 0 (none), 1 (stdout), 2 (stderr) or 3 (both): FromDigit and
+// ToDigit are the only places that read or write that encoding (the JobSpec
+// carries the digit, agent/std_streams.h).
+struct Streams {
+  bool out = false;
+  bool err = false;
+  static Streams None() { return {}; }
+  static Streams Both() { return {true, true}; }
+  // 0..3; nullopt for anything else.
+  static std::optional<Streams> FromDigit(int digit);
+  int ToDigit() const { return (out ? 1 : 0) | (err ? 2 : 0); }
+  bool any() const { return out || err; }
+  Streams operator|(Streams o) const { return {out || o.out, err || o.err}; }
+  bool operator==(Streams o) const { return out == o.out && err == o.err; }
+};
+
+// torchrun's -r/--redirects and -t/--tee values: one Streams for every local
+// rank ("3"), or per local rank ("0:1,2:3"; ranks not listed get none).
 struct StdSpec {
-  int all = 0;
-  std::map<int, int> per_rank;
+  Streams all;
+  std::map<int, Streams> per_rank;
   bool has_per_rank = false;
-  int ForRank(int local_rank) const;
+  Streams ForRank(int local_rank) const;
+  // Whether any rank's streams go to log files (a per-rank value does, even "0:0").
+  bool NamesLogFiles() const { return has_per_rank || all.any(); }
 };
 absl::StatusOr<StdSpec> ParseStdSpec(absl::string_view value);
 

@@ -60,8 +60,7 @@ Duration Seconds(double s) {
 // own process: it cannot lose it to a cut link, and a slow answer from a busy
 // server is no reason to end the job for every node.
 void SetLiveness(const v1::JobSpec& spec, bool in_process_server, GrpcClientOptions* copt) {
-  const auto link = std::chrono::milliseconds(static_cast<int64_t>(
-      1000 * (spec.keepalive_timeout_s() > 0 ? spec.keepalive_timeout_s() : 2)));
+  const auto link = std::chrono::milliseconds(static_cast<int64_t>(1000 * spec.keepalive_timeout_s()));
   const auto silence = ProcessSilenceTimeout(link);
   copt->link_timeout = link;
   copt->heartbeat = silence / 4;
@@ -101,25 +100,23 @@ int AgentMain() {
   auto client = ConnectRendezvous(copt, &stop_signal);
   if (!client.ok()) return FailConnect(client.status(), stop_signal);
 
-  AgentOptions options;
-  options.spec = spec;
-  options.hostname = launch->hostname().empty() ? Hostname() : launch->hostname();
-  options.nproc = *nproc;
-  options.host_in_prefix = true;
-  options.lifeline_fd = 0;
-  options.launcher_reports_end = launch->launcher_reports_end();
-  options.quiet = spec.quiet();
-  EnableStacks(options.base_env, &options);
-  options.advertise_addr = launch->local_addr();
-  if (options.advertise_addr.empty()) {
+  AgentSetup setup;
+  setup.role = AgentRole::kLaunched;
+  setup.spec = spec;
+  setup.nproc = *nproc;
+  setup.hostname = launch->hostname();
+  setup.launcher_reports_end = launch->launcher_reports_end();
+  setup.advertise_addr = launch->local_addr();
+  if (setup.advertise_addr.empty()) {
     auto ep = ParseEndpoint(copt.target, 0);
     auto ip = ep.ok() ? ResolveHost(ep->host) : absl::StatusOr<std::string>(ep.status());
-    if (ip.ok()) options.advertise_addr = RouteSourceAddress(*ip, ep->port);
+    if (ip.ok()) setup.advertise_addr = RouteSourceAddress(*ip, ep->port);
   }
-  auto iface = ChooseSocketIface(spec, options.advertise_addr, /*many_nodes=*/true);
+  auto iface = ChooseSocketIface(spec, setup.advertise_addr, /*many_nodes=*/true);
   if (!iface.ok()) return Fail(kExitBadInput, std::string(iface.status().message()));
-  options.socket_iface = *iface;
-  options.base_env = std::move(env);
+  setup.socket_iface = *iface;
+  setup.env = std::move(env);
+  AgentOptions options = MakeAgentOptions(std::move(setup));
   // Not destroyed: see QuickExit.
   Agent* agent = new Agent(std::move(options), std::move(client.value()), &guardian);
   int code = agent->Run();
@@ -170,7 +167,7 @@ HostDecision DecideHost(const v1::JobSpec& spec, const Endpoint& ep, const std::
 // the address that faces them instead. An endpoint written as an address, or
 // as localhost, is taken as meant (RendezvousBindAddress).
 bool OwnNameOnLoopback(const v1::JobSpec& spec, const Endpoint& ep, const std::string& advertise_addr) {
-  return spec.max_nodes() > 1 && spec.local_addr().empty() && IsLoopbackAddress(advertise_addr) &&
+  return SpansNodes(spec) && spec.local_addr().empty() && IsLoopbackAddress(advertise_addr) &&
          !NumericSockAddr(ep).ok() && NamesThisMachine(ep.host);
 }
 
@@ -180,8 +177,8 @@ bool OwnNameOnLoopback(const v1::JobSpec& spec, const Endpoint& ep, const std::s
 // one machine), so this is a notice, not an error. A loopback address written
 // as such (127.0.0.1:PORT) is taken as meant, without a notice.
 void NoteLoopbackEndpoint(const CommandLine& cl, const v1::JobSpec& spec, const Endpoint& ep, const std::string& ip) {
-  if (spec.max_nodes() < 2 || !IsLoopbackAddress(ip) || NumericSockAddr(ep).ok() || NamesThisMachine(ep.host)) return;
-  Say(absl::StrCat(cl.Describe("rdzv-endpoint"), " is this machine's loopback (", ip,
+  if (!SpansNodes(spec) || !IsLoopbackAddress(ip) || NumericSockAddr(ep).ok() || NamesThisMachine(ep.host)) return;
+  Say(absl::StrCat(cl.Describe(Opt::kRdzvEndpoint), " is this machine's loopback (", ip,
                    "): only nodes started on this machine can join; for nodes on other machines name "
                    "this one as they reach it (--rdzv-endpoint ", Hostname(), ":", ep.port, ")"));
 }
@@ -283,15 +280,14 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   Agent::BlockHandledSignals();
 
   auto ep = ParseEndpoint(spec.rdzv_endpoint(), 29400);
-  if (!ep.ok()) QuickExit(Fail(kExitBadInput, absl::StrCat(cl.Describe("rdzv-endpoint"), ": ", ep.status().message())));
+  if (!ep.ok()) QuickExit(Fail(kExitBadInput, absl::StrCat(cl.Describe(Opt::kRdzvEndpoint), ": ", ep.status().message())));
   auto ip = ResolveHost(ep->host);
   if (!ip.ok()) QuickExit(Fail(kExitLauncherFailed, absl::StrCat("rendezvous endpoint: ", ip.status().message())));
 
   if (slurm == SlurmMode::kOff) NoteLoopbackEndpoint(cl, spec, *ep, *ip);
 
-  AgentOptions options;
-  options.advertise_addr = AdvertiseAddress(spec, env, *ep, *ip, slurm);
-  auto iface = ChooseSocketIface(spec, options.advertise_addr, spec.max_nodes() > 1);
+  std::string advertise_addr = AdvertiseAddress(spec, env, *ep, *ip, slurm);
+  auto iface = ChooseSocketIface(spec, advertise_addr, SpansNodes(spec));
   if (!iface.ok()) QuickExit(Fail(kExitBadInput, std::string(iface.status().message())));
   // The host names the run's log directory for every node (Assignment.spec);
   // a node that does not host takes the host's choice.
@@ -300,34 +296,34 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   }
   std::unique_ptr<RendezvousServer> server = HostRendezvous(spec, token, *ep, *ip, slurm);
   if (!server) spec.clear_log_run_dir();
-  if (server && slurm == SlurmMode::kOff && OwnNameOnLoopback(spec, *ep, options.advertise_addr)) {
+  if (server && slurm == SlurmMode::kOff && OwnNameOnLoopback(spec, *ep, advertise_addr)) {
     std::string toward = AwaitAddressTowardOtherNodes(*server, spec, ep->port);
     if (!toward.empty()) {
-      options.advertise_addr = toward;
-      iface = ChooseSocketIface(spec, options.advertise_addr, /*many_nodes=*/true);
+      advertise_addr = toward;
+      iface = ChooseSocketIface(spec, advertise_addr, /*many_nodes=*/true);
     }
   }
-  options.socket_iface = *iface;
   GrpcClientOptions copt;
   copt.target = ep->ToString();
   copt.token = token;
   copt.tls = std::move(tls);
-  copt.connect_timeout = Seconds(spec.read_timeout_s() > 0 ? spec.read_timeout_s() : 60);
+  copt.connect_timeout = Seconds(spec.read_timeout_s());
   SetLiveness(spec, /*in_process_server=*/server != nullptr, &copt);
   int stop_signal = 0;
   auto client = ConnectRendezvous(copt, &stop_signal);
   if (!client.ok()) QuickExit(FailConnect(client.status(), stop_signal));
 
-  options.spec = spec;
-  options.hostname = Hostname();
-  options.nproc = *nproc;
-  options.host_in_prefix = spec.max_nodes() > 1;
-  options.base_env = std::move(env);
-  options.summary = cl.summary;
-  options.report_path = cl.report_path;
-  options.quiet = spec.quiet();
-  EnableStacks(options.base_env, &options);
-  options.members_are_tasks = slurm == SlurmMode::kPerTask;
+  AgentSetup setup;
+  setup.role = AgentRole::kNetworkNode;
+  setup.spec = spec;
+  setup.nproc = *nproc;
+  setup.env = std::move(env);
+  setup.advertise_addr = advertise_addr;
+  setup.socket_iface = *iface;
+  setup.summary = cl.summary;
+  setup.report_path = cl.report_path;
+  setup.members_are_tasks = slurm == SlurmMode::kPerTask;
+  AgentOptions options = MakeAgentOptions(std::move(setup));
   if (server) options.refused_connections = [s = server.get()] { return s->refused_connections(); };
   auto agent = std::make_unique<Agent>(std::move(options), std::move(client.value()), &guardian);
   const int code = agent->Run();

@@ -16,6 +16,7 @@
 #include "agent/nproc.h"
 #include "agent/output.h"
 #include "agent/process.h"
+#include "agent/std_streams.h"
 #include "agent/stacks/rank_capture.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/exit_code.h"
@@ -45,8 +46,7 @@ int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::
   if (workers_here) {
     if (absl::Status st = CheckEntrypoint(*spec, env); !st.ok()) return Fail(kExitBadInput, std::string(st.message()));
   }
-  const bool logs = spec->redirects().all() != 0 || spec->redirects().has_per_rank() ||
-                    spec->tee().all() != 0 || spec->tee().has_per_rank();
+  const bool logs = FromProto(spec->redirects()).NamesLogFiles() || FromProto(spec->tee()).NamesLogFiles();
   if (logs && spec->log_dir().empty()) {
     // Like torchrun: log files need a directory; keep it and say where (a
     // node's own agent says it with the run's directory: Agent::SayLogDir).
@@ -67,14 +67,31 @@ absl::StatusOr<std::string> MakeLocalRunDir(const v1::JobSpec& spec) {
                                    "; give a directory you can write here"));
 }
 
-void EnableStacks(const EnvMap& env, AgentOptions* options) {
-  options->capture = CaptureRank;
-  absl::StatusOr<std::string> dir = ControlDir(env, /*create=*/true);
+AgentOptions MakeAgentOptions(AgentSetup setup) {
+  AgentOptions o;
+  const bool launched = setup.role == AgentRole::kLaunched;
+  o.host_in_prefix = launched || SpansNodes(setup.spec);
+  o.lifeline_fd = launched ? 0 : -1;  // the launch message came on standard input
+  o.launcher_reports_end = launched && setup.launcher_reports_end;
+  o.quiet = setup.spec.quiet();
+  o.spec = std::move(setup.spec);
+  o.hostname = setup.hostname.empty() ? Hostname() : std::move(setup.hostname);
+  o.nproc = std::move(setup.nproc);
+  o.base_env = std::move(setup.env);
+  o.advertise_addr = std::move(setup.advertise_addr);
+  o.socket_iface = std::move(setup.socket_iface);
+  o.summary = setup.summary;
+  o.report_path = std::move(setup.report_path);
+  o.members_are_tasks = setup.members_are_tasks;
+  o.version = DrunVersion();
+  o.capture = CaptureRank;
+  absl::StatusOr<std::string> dir = ControlDir(o.base_env, /*create=*/true);
   if (dir.ok()) {
-    options->control_dir = *dir;
+    o.control_dir = *dir;
   } else {
     Say(absl::StrCat("drun stacks will not find this job: ", dir.status().message()));
   }
+  return o;
 }
 
 absl::StatusOr<SocketIface> ChooseSocketIface(const v1::JobSpec& spec, const std::string& advertise_addr,
@@ -111,18 +128,17 @@ void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const st
   config.keepalive_timeout = Duration::zero();  // one process: nothing to lose
   if (spec.agent_store() && spec.master_addr().empty()) config.fixed_master_addr.clear();
 
-  AgentOptions options;
-  options.spec = spec;
-  options.hostname = Hostname();
-  options.nproc = *nproc;
-  options.base_env = std::move(env);
-  options.summary = cl.summary;
-  options.report_path = cl.report_path;
-  options.quiet = spec.quiet();
-  EnableStacks(options.base_env, &options);
   auto iface = ChooseSocketIface(spec, "", /*many_nodes=*/false);
   if (!iface.ok()) QuickExit(Fail(kExitBadInput, std::string(iface.status().message())));
-  options.socket_iface = *iface;
+  AgentSetup setup;
+  setup.role = AgentRole::kSingleNode;
+  setup.spec = spec;
+  setup.nproc = *nproc;
+  setup.env = std::move(env);
+  setup.socket_iface = *iface;
+  setup.summary = cl.summary;
+  setup.report_path = cl.report_path;
+  AgentOptions options = MakeAgentOptions(std::move(setup));
   // One machine: the store needs no other interface than the one workers dial.
   auto rdzv = std::make_unique<LocalRendezvous>(
       std::move(config), spec.master_addr().empty() ? "127.0.0.1" : spec.master_addr());

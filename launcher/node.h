@@ -8,6 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "agent/agent.h"
+#include "agent/agent_options.h"
+#include "agent/nproc.h"
 #include "agent/worker_env.h"
 #include "launcher/job/cli.h"
 
@@ -23,9 +25,37 @@ int Fail(int code, const std::string& message);
 
 std::string Hostname();
 
-// Lets `drun stacks` find this node's agent (its control socket) and read its
-// workers' stacks; says in one line why not when the control directory is unusable.
-void EnableStacks(const EnvMap& env, AgentOptions* options);
+// How this process runs its agent.
+enum class AgentRole {
+  kSingleNode,   // RunSingleNode: the rendezvous is in this process
+  kNetworkNode,  // a node typed on every node (static, c10d) or a task of an srun step
+  kLaunched,     // `drun agent`, started by the ssh launcher or --launcher slurm: its
+                 // launcher is on standard input (the lifeline) and prints the job's end
+};
+
+// What the modes give MakeAgentOptions; everything else follows from them.
+struct AgentSetup {
+  AgentRole role = AgentRole::kSingleNode;
+  v1::JobSpec spec;  // resolved: every default is in it (launcher/job/cli.h)
+  NprocPlan nproc;
+  // drun's own environment: the workers' base, and where `drun stacks` looks
+  // for this agent ($XDG_RUNTIME_DIR/drun, else /tmp/drun-UID).
+  EnvMap env;
+  std::string hostname;  // "": this machine's (Hostname())
+  std::string advertise_addr;
+  SocketIface socket_iface;
+  // --summary and --report of this process's command line; a launched agent
+  // has none (its launcher writes the table and the report).
+  bool summary = false;
+  std::string report_path;
+  bool launcher_reports_end = false;  // kLaunched: as the AgentLaunch says
+  bool members_are_tasks = false;     // kNetworkNode in Slurm's task mode
+};
+
+// The one AgentOptions of this process, for every mode. The control directory
+// (drun stacks) is chosen from the same environment the agent keeps, and made;
+// when it is unusable, says so in one line and leaves control_dir empty.
+AgentOptions MakeAgentOptions(AgentSetup setup);
 
 // The interface of the workers' gloo and NCCL sockets on this node: the one
 // --iface picks; else, on many nodes, the one holding `advertise_addr` (this

@@ -10,8 +10,6 @@
 
 namespace drun {
 
-std::string VersionWords() { return "drun 0.1.0"; }
-
 std::string VersionText() {
   return absl::StrCat(VersionWords(), " (gRPC ", grpc::Version(), ", protobuf ",
                       google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION),

@@ -471,8 +471,7 @@ class ServerImpl : public RendezvousServer {
  public:
   ServerImpl(RendezvousState::Config config, Options options, std::shared_ptr<const TlsContext> tls)
       : tls_(std::move(tls)),
-        link_timeout_(std::chrono::milliseconds(static_cast<int64_t>(
-            1000 * (config.spec.keepalive_timeout_s() > 0 ? config.spec.keepalive_timeout_s() : 2)))),
+        link_timeout_(std::chrono::milliseconds(static_cast<int64_t>(1000 * config.spec.keepalive_timeout_s()))),
         first_bytes_timeout_(options.first_bytes_timeout),
         fixed_master_port_(config.fixed_master_port),
         core_(std::make_unique<Core>(std::move(config))),

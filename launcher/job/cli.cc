@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <optional>
 
 #include "absl/strings/ascii.h"
@@ -13,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "agent/agent_options.h"
 #include "agent/cpu_placement.h"
 #include "agent/handled_signals.h"
 #include "agent/nproc.h"
@@ -32,15 +35,25 @@ using EnvMap = std::map<std::string, std::string>;
 namespace {
 
 enum class Kind { kFlag, kValue };
+enum class EnvTwin { kTorchrun, kDrun, kNone };  // PET_<NAME>, DRUN_<NAME>, none
+
+// A job file sets the option under its own name, or not at all (the options
+// that act on the command line itself).
+constexpr bool kInJobFile = true;
+constexpr bool kCommandOnly = false;
 
 struct OptionDef {
+  Opt id;
   const char* name;  // canonical, dashed
   char short_name;
   Kind kind;
   const char* group;
   const char* metavar;
   const char* help;
-  bool torchrun;  // env twin is PET_<NAME> (torchrun's), else DRUN_<NAME>
+  EnvTwin env;
+  ValueRule rule;
+  const char* default_value;  // "": none (OptionInfo::default_value)
+  bool in_job_file;
 };
 
 // An --env-file or token file is a few lines; anything bigger is the wrong file.
@@ -52,90 +65,174 @@ constexpr const char kOut[] = "output";
 constexpr const char kSsh[] = "ssh";
 constexpr const char kSlurm[] = "slurm";
 
-// The order here is the order of --help.
+constexpr double kNoLimit = std::numeric_limits<double>::infinity();
+constexpr ValueRule kFlagRule{ValueRule::kFlag, 0, 0, false, "true or false"};
+constexpr ValueRule kTextRule{ValueRule::kText, 0, 0, false, "text"};
+constexpr ValueRule kCountRule{ValueRule::kInt, 0, 1 << 30, false, "a whole number of 0 or more"};
+constexpr ValueRule kPortRule{ValueRule::kInt, 1, 65535, false, "a TCP port number (1-65535)"};
+constexpr ValueRule kSecondsRule{ValueRule::kSeconds, 0, kNoLimit, false, "a number of seconds (0 or more)"};
+constexpr ValueRule kPositiveSecondsRule{ValueRule::kSeconds, 0, kNoLimit, true,
+                                         "a number of seconds above 0"};
+
+// The order here is the order of --help (and of Opt).
 const OptionDef kOptions[] = {
-    {"config", 0, Kind::kValue, kJob, "FILE",
-     "read options from a YAML job file (docs/config.md); the command line and environment win", false},
-    {"print-config", 0, Kind::kFlag, kJob, nullptr, "print the resolved job as a YAML job file and exit", false},
-    {"nnodes", 0, Kind::kValue, kJob, "N|MIN:MAX", "number of nodes, or an elastic range (default 1)", true},
-    {"nproc-per-node", 0, Kind::kValue, kJob, "N|cpu|gpu|auto|gpu:LIST",
-     "workers per node; gpu:1,3,5 runs one worker per listed GPU (default 1)", true},
-    {"standalone", 0, Kind::kFlag, kJob, nullptr,
-     "single-node job with an in-process rendezvous and a random run id", true},
-    {"module", 'm', Kind::kFlag, kJob, nullptr, "run the entrypoint as a Python module (python -m)", true},
-    {"no-python", 0, Kind::kFlag, kJob, nullptr, "run the entrypoint as a program, without Python", true},
-    {"run-path", 0, Kind::kFlag, kJob, nullptr,
-     "accepted for torchrun compatibility: the script runs as python3 -u SCRIPT either way", true},
-    {"max-restarts", 0, Kind::kValue, kJob, "N", "restarts of the whole job before failing (default 0)", true},
-    {"restart-policy", 0, Kind::kValue, kJob, "unless-repeated|always",
+    {Opt::kConfig, "config", 0, Kind::kValue, kJob, "FILE",
+     "read options from a YAML job file (docs/config.md); the command line and environment win",
+     EnvTwin::kDrun, kTextRule, "", kCommandOnly},
+    {Opt::kPrintConfig, "print-config", 0, Kind::kFlag, kJob, nullptr,
+     "print the resolved job as a YAML job file and exit", EnvTwin::kNone, kFlagRule, "", kCommandOnly},
+    {Opt::kNnodes, "nnodes", 0, Kind::kValue, kJob, "N|MIN:MAX", "number of nodes, or an elastic range (default 1)",
+     EnvTwin::kTorchrun, kTextRule, "1", kInJobFile},
+    {Opt::kNprocPerNode, "nproc-per-node", 0, Kind::kValue, kJob, "N|cpu|gpu|auto|gpu:LIST",
+     "workers per node; gpu:1,3,5 runs one worker per listed GPU (default 1)", EnvTwin::kTorchrun, kTextRule, "1",
+     kInJobFile},
+    {Opt::kStandalone, "standalone", 0, Kind::kFlag, kJob, nullptr,
+     "single-node job with an in-process rendezvous and a random run id", EnvTwin::kTorchrun, kFlagRule, "",
+     kInJobFile},
+    {Opt::kModule, "module", 'm', Kind::kFlag, kJob, nullptr, "run the entrypoint as a Python module (python -m)",
+     EnvTwin::kTorchrun, kFlagRule, "", kInJobFile},
+    {Opt::kNoPython, "no-python", 0, Kind::kFlag, kJob, nullptr, "run the entrypoint as a program, without Python",
+     EnvTwin::kTorchrun, kFlagRule, "", kInJobFile},
+    {Opt::kRunPath, "run-path", 0, Kind::kFlag, kJob, nullptr,
+     "accepted for torchrun compatibility: the script runs as python3 -u SCRIPT either way", EnvTwin::kTorchrun,
+     kFlagRule, "", kInJobFile},
+    {Opt::kMaxRestarts, "max-restarts", 0, Kind::kValue, kJob, "N",
+     "restarts of the whole job before failing (default 0)", EnvTwin::kTorchrun, kCountRule, "0", kInJobFile},
+    {Opt::kRestartPolicy, "restart-policy", 0, Kind::kValue, kJob, "unless-repeated|always",
      "unless-repeated (default) ends the job when the same rank fails the same way twice in a row; "
-     "always restarts every failure while --max-restarts lasts", false},
-    {"role", 0, Kind::kValue, kJob, "NAME", "worker role, ROLE_NAME (default 'default')", true},
-    {"node-setup", 0, Kind::kValue, kJob, "CMD",
-     "run CMD (/bin/sh -c) once per node before the workers start; they start only if it exits 0", false},
-    {"no-agent-store", 0, Kind::kFlag, kJob, nullptr,
+     "always restarts every failure while --max-restarts lasts", EnvTwin::kDrun, kTextRule, "unless-repeated",
+     kInJobFile},
+    {Opt::kRole, "role", 0, Kind::kValue, kJob, "NAME", "worker role, ROLE_NAME (default 'default')",
+     EnvTwin::kTorchrun, kTextRule, "default", kInJobFile},
+    {Opt::kNodeSetup, "node-setup", 0, Kind::kValue, kJob, "CMD",
+     "run CMD (/bin/sh -c) once per node before the workers start; they start only if it exits 0", EnvTwin::kDrun,
+     kTextRule, "", kInJobFile},
+    {Opt::kNoAgentStore, "no-agent-store", 0, Kind::kFlag, kJob, nullptr,
      "let rank 0 host the c10d store (torchrun 1.13's way) instead of drun serving a fresh one per round",
-     false},
-    {"x", 'x', Kind::kValue, kJob, "VAR[=VALUE]",
-     "give every worker VAR (this shell's value, or VALUE), on every node; repeatable (mpirun's -x)", false},
-    {"env-file", 0, Kind::kValue, kJob, "FILE", "give every worker the VAR=VALUE lines of FILE", false},
-    {"shutdown-timeout", 0, Kind::kValue, kJob, "SECONDS",
-     "grace between forwarding a stop signal and SIGKILL (default 30)", false},
-    {"hang-timeout", 0, Kind::kValue, kJob, "SECONDS",
+     EnvTwin::kDrun, kFlagRule, "", kInJobFile},
+    {Opt::kX, "x", 'x', Kind::kValue, kJob, "VAR[=VALUE]",
+     "give every worker VAR (this shell's value, or VALUE), on every node; repeatable (mpirun's -x)",
+     EnvTwin::kNone, kTextRule, "", kInJobFile},
+    {Opt::kEnvFile, "env-file", 0, Kind::kValue, kJob, "FILE", "give every worker the VAR=VALUE lines of FILE",
+     EnvTwin::kDrun, kTextRule, "", kInJobFile},
+    {Opt::kShutdownTimeout, "shutdown-timeout", 0, Kind::kValue, kJob, "SECONDS",
+     "grace between forwarding a stop signal and SIGKILL (default 30)", EnvTwin::kDrun, kSecondsRule, "30",
+     kInJobFile},
+    {Opt::kHangTimeout, "hang-timeout", 0, Kind::kValue, kJob, "SECONDS",
      "when no rank prints or uses CPU for SECONDS, show every rank's stack and end the job (exit 124) "
-     "or restart it if restarts are left (default 0: off)", false},
-    {"signals-to-handle", 0, Kind::kValue, kJob, "SIG,...",
+     "or restart it if restarts are left (default 0: off)",
+     EnvTwin::kDrun, kSecondsRule, "0", kInJobFile},
+    {Opt::kSignalsToHandle, "signals-to-handle", 0, Kind::kValue, kJob, "SIG,...",
      "the signals drun passes to the workers (default SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2); "
-     "one left out keeps its default action on drun itself", true},
-    {"virtual-local-rank", 0, Kind::kFlag, kJob, nullptr,
-     "every worker gets LOCAL_RANK=0 and sees only its own GPU, through CUDA_VISIBLE_DEVICES", true},
-    {"numa-binding", 0, Kind::kValue, kJob, "node|socket|exclusive|core-complex",
+     "one left out keeps its default action on drun itself", EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
+    {Opt::kVirtualLocalRank, "virtual-local-rank", 0, Kind::kFlag, kJob, nullptr,
+     "every worker gets LOCAL_RANK=0 and sees only its own GPU, through CUDA_VISIBLE_DEVICES",
+     EnvTwin::kTorchrun, kFlagRule, "", kInJobFile},
+    {Opt::kNumaBinding, "numa-binding", 0, Kind::kValue, kJob, "node|socket|exclusive|core-complex",
      "bind each worker to the CPUs near its GPU (without GPUs: its share of the node); exclusive: a "
-     "disjoint share of whole cores each, OMP_NUM_THREADS to match (docs/semantics.md)", true},
-    {"monitor-interval", 0, Kind::kValue, kJob, "SECONDS", "accepted for torchrun compatibility; drun is event driven", true},
-    {"start-method", 0, Kind::kValue, kJob, "spawn|fork|forkserver", "accepted for torchrun compatibility", true},
-    {"run-id", 0, Kind::kValue, kRdzv, "ID", "job id, TORCHELASTIC_RUN_ID (same as --rdzv-id)", false},
-    {"rdzv-id", 0, Kind::kValue, kRdzv, "ID", "job id shared by all nodes (default: random with --standalone, else 'none')", true},
-    {"rdzv-backend", 0, Kind::kValue, kRdzv, "c10d|static", "rendezvous backend", true},
-    {"rdzv-endpoint", 0, Kind::kValue, kRdzv, "HOST:PORT", "rendezvous server address", true},
-    {"rdzv-conf", 0, Kind::kValue, kRdzv, "K=V,...", "rendezvous settings (join_timeout, last_call_timeout, close_timeout, is_host)", true},
-    {"node-rank", 0, Kind::kValue, kRdzv, "N", "this node's rank in a static rendezvous", true},
-    {"master-addr", 0, Kind::kValue, kRdzv, "ADDR",
-     "node 0 of a static job (--node-rank), MASTER_ADDR of the workers (default: 127.0.0.1)", true},
-    {"master-port", 0, Kind::kValue, kRdzv, "PORT",
-     "MASTER_PORT given to the workers, in every mode (default: a free port)", true},
-    {"local-addr", 0, Kind::kValue, kRdzv, "ADDR", "address of this node as others should reach it", true},
-    {"iface", 0, Kind::kValue, kRdzv, "NAME|CIDR",
+     "disjoint share of whole cores each, OMP_NUM_THREADS to match (docs/semantics.md)", EnvTwin::kTorchrun,
+     kTextRule, "", kInJobFile},
+    {Opt::kMonitorInterval, "monitor-interval", 0, Kind::kValue, kJob, "SECONDS",
+     "accepted for torchrun compatibility; drun is event driven", EnvTwin::kTorchrun, kSecondsRule, "",
+     kInJobFile},
+    {Opt::kStartMethod, "start-method", 0, Kind::kValue, kJob, "spawn|fork|forkserver",
+     "accepted for torchrun compatibility", EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
+    {Opt::kRunId, "run-id", 0, Kind::kValue, kRdzv, "ID", "job id, TORCHELASTIC_RUN_ID (same as --rdzv-id)",
+     EnvTwin::kDrun, kTextRule, "", kInJobFile},
+    {Opt::kRdzvId, "rdzv-id", 0, Kind::kValue, kRdzv, "ID",
+     "job id shared by all nodes (default: random with --standalone, else 'none')", EnvTwin::kTorchrun, kTextRule,
+     "", kInJobFile},
+    {Opt::kRdzvBackend, "rdzv-backend", 0, Kind::kValue, kRdzv, "c10d|static", "rendezvous backend",
+     EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
+    {Opt::kRdzvEndpoint, "rdzv-endpoint", 0, Kind::kValue, kRdzv, "HOST:PORT", "rendezvous server address",
+     EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
+    {Opt::kRdzvConf, "rdzv-conf", 0, Kind::kValue, kRdzv, "K=V,...",
+     "rendezvous settings (join_timeout, last_call_timeout, close_timeout, is_host)", EnvTwin::kTorchrun,
+     kTextRule, "", kInJobFile},
+    {Opt::kNodeRank, "node-rank", 0, Kind::kValue, kRdzv, "N", "this node's rank in a static rendezvous",
+     EnvTwin::kTorchrun, kCountRule, "", kInJobFile},
+    {Opt::kMasterAddr, "master-addr", 0, Kind::kValue, kRdzv, "ADDR",
+     "node 0 of a static job (--node-rank), MASTER_ADDR of the workers (default: 127.0.0.1)", EnvTwin::kTorchrun,
+     kTextRule, "", kInJobFile},
+    {Opt::kMasterPort, "master-port", 0, Kind::kValue, kRdzv, "PORT",
+     "MASTER_PORT given to the workers, in every mode (default: a free port)", EnvTwin::kTorchrun, kPortRule, "",
+     kInJobFile},
+    {Opt::kLocalAddr, "local-addr", 0, Kind::kValue, kRdzv, "ADDR", "address of this node as others should reach it",
+     EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
+    {Opt::kIface, "iface", 0, Kind::kValue, kRdzv, "NAME|CIDR",
      "interface of the workers' gloo and NCCL sockets, by name or subnet (default on many nodes: the one "
-     "each node reaches the rendezvous through)", false},
-    {"rdzv-token-file", 0, Kind::kValue, kRdzv, "FILE",
-     "file holding the job token (else $DRUN_RDZV_TOKEN), mode 0600; nodes without it are rejected", false},
-    {"rdzv-tls", 0, Kind::kValue, kRdzv, "CERT,KEY,CA",
+     "each node reaches the rendezvous through)",
+     EnvTwin::kDrun, kTextRule, "", kInJobFile},
+    {Opt::kRdzvTokenFile, "rdzv-token-file", 0, Kind::kValue, kRdzv, "FILE",
+     "file holding the job token (else $DRUN_RDZV_TOKEN), mode 0600; nodes without it are rejected",
+     EnvTwin::kDrun, kTextRule, "", kInJobFile},
+    {Opt::kRdzvTls, "rdzv-tls", 0, Kind::kValue, kRdzv, "CERT,KEY,CA",
      "TLS with client certificates on the rendezvous channel: this node's certificate, its key (mode "
-     "0600) and the CA that signs every node's; the same paths on every host", false},
-    {"log-dir", 0, Kind::kValue, kOut, "DIR",
-     "keep workers' output in <DIR>/<run_id>_<unique>/[<host>/]attempt_<n>/<local_rank>/{stdout,stderr}.log (both streams unless -r/-t say otherwise), a fresh run directory for every run, one for all its nodes; over ssh every host's files are also collected into this DIR at the end", true},
-    {"redirects", 'r', Kind::kValue, kOut, "0-3|R:0-3,...",
-     "send workers' stdout (1), stderr (2) or both (3) to log files only", true},
-    {"tee", 't', Kind::kValue, kOut, "0-3|R:0-3,...", "copy workers' stdout (1), stderr (2) or both (3) to log files", true},
-    {"local-ranks-filter", 0, Kind::kValue, kOut, "R,...", "show only these local ranks on the console", true},
-    {"stdin", 0, Kind::kValue, kOut, "RANK|all|none", "which global ranks read drun's stdin (default 0; the others read end-of-file)", false},
-    {"summary", 0, Kind::kFlag, kOut, nullptr,
-     "print the per-rank table (exit, attempts, wall time, peak RSS) at exit; always on failure", false},
-    {"report", 0, Kind::kValue, kOut, "FILE", "write the run's summary and rendezvous timings as JSON", false},
-    {"quiet", 'q', Kind::kFlag, kOut, nullptr, "print nothing of drun's own but the outcome of a failed job", false},
-    {"hostfile", 0, Kind::kValue, kSsh, "FILE",
-     "start one agent per host of FILE over ssh (mpirun syntax: host [slots=N] [max_slots=N])", false},
-    {"host", 'H', Kind::kValue, kSsh, "HOST[:N],...", "the same for a list of hosts (mpirun's -H)", false},
-    {"remote-drun", 0, Kind::kValue, kSsh, "PATH", "drun's path on the hosts (default: this drun's path)", false},
-    {"ssh-accept-new", 0, Kind::kFlag, kSsh, nullptr,
-     "accept and remember unknown host keys (StrictHostKeyChecking=accept-new)", false},
-    {"rsh", 0, Kind::kValue, kSsh, "CMD", "start agents with CMD HOST ... instead of libssh (e.g. 'ssh -p 2222')", false},
-    {"launcher", 0, Kind::kValue, kSlurm, "local|ssh|slurm",
-     "how agents start: slurm runs srun inside an allocation (default: from the other options)", false},
-    {"help", 'h', Kind::kFlag, "", nullptr, "show this help and exit", false},
-    {"version", 0, Kind::kFlag, "", nullptr, "show drun's version and its libraries' and exit", false},
+     "0600) and the CA that signs every node's; the same paths on every host",
+     EnvTwin::kDrun, kTextRule, "", kInJobFile},
+    {Opt::kLogDir, "log-dir", 0, Kind::kValue, kOut, "DIR",
+     "keep workers' output in <DIR>/<run_id>_<unique>/[<host>/]attempt_<n>/<local_rank>/{stdout,stderr}.log "
+     "(both streams unless -r/-t say otherwise), a fresh run directory for every run, one for all its nodes; "
+     "over ssh every host's files are also collected into this DIR at the end",
+     EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
+    {Opt::kRedirects, "redirects", 'r', Kind::kValue, kOut, "0-3|R:0-3,...",
+     "send workers' stdout (1), stderr (2) or both (3) to log files only", EnvTwin::kTorchrun, kTextRule, "",
+     kInJobFile},
+    {Opt::kTee, "tee", 't', Kind::kValue, kOut, "0-3|R:0-3,...",
+     "copy workers' stdout (1), stderr (2) or both (3) to log files", EnvTwin::kTorchrun, kTextRule, "",
+     kInJobFile},
+    {Opt::kLocalRanksFilter, "local-ranks-filter", 0, Kind::kValue, kOut, "R,...",
+     "show only these local ranks on the console", EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
+    {Opt::kStdin, "stdin", 0, Kind::kValue, kOut, "RANK|all|none",
+     "which global ranks read drun's stdin (default 0; the others read end-of-file)", EnvTwin::kDrun, kTextRule,
+     "0", kInJobFile},
+    {Opt::kSummary, "summary", 0, Kind::kFlag, kOut, nullptr,
+     "print the per-rank table (exit, attempts, wall time, peak RSS) at exit; always on failure", EnvTwin::kDrun,
+     kFlagRule, "", kInJobFile},
+    {Opt::kReport, "report", 0, Kind::kValue, kOut, "FILE", "write the run's summary and rendezvous timings as JSON",
+     EnvTwin::kDrun, kTextRule, "", kInJobFile},
+    {Opt::kQuiet, "quiet", 'q', Kind::kFlag, kOut, nullptr,
+     "print nothing of drun's own but the outcome of a failed job", EnvTwin::kDrun, kFlagRule, "", kInJobFile},
+    {Opt::kHostfile, "hostfile", 0, Kind::kValue, kSsh, "FILE",
+     "start one agent per host of FILE over ssh (mpirun syntax: host [slots=N] [max_slots=N])", EnvTwin::kDrun,
+     kTextRule, "", kInJobFile},
+    {Opt::kHost, "host", 'H', Kind::kValue, kSsh, "HOST[:N],...", "the same for a list of hosts (mpirun's -H)",
+     EnvTwin::kDrun, kTextRule, "", kInJobFile},
+    {Opt::kRemoteDrun, "remote-drun", 0, Kind::kValue, kSsh, "PATH",
+     "drun's path on the hosts (default: this drun's path)", EnvTwin::kDrun, kTextRule, "", kInJobFile},
+    {Opt::kSshAcceptNew, "ssh-accept-new", 0, Kind::kFlag, kSsh, nullptr,
+     "accept and remember unknown host keys (StrictHostKeyChecking=accept-new)", EnvTwin::kDrun, kFlagRule, "",
+     kInJobFile},
+    {Opt::kRsh, "rsh", 0, Kind::kValue, kSsh, "CMD",
+     "start agents with CMD HOST ... instead of libssh (e.g. 'ssh -p 2222')", EnvTwin::kDrun, kTextRule, "",
+     kInJobFile},
+    {Opt::kLauncher, "launcher", 0, Kind::kValue, kSlurm, "local|ssh|slurm",
+     "how agents start: slurm runs srun inside an allocation (default: from the other options)", EnvTwin::kDrun,
+     kTextRule, "", kInJobFile},
+    {Opt::kHelp, "help", 'h', Kind::kFlag, "", nullptr, "show this help and exit", EnvTwin::kNone, kFlagRule, "",
+     kCommandOnly},
+    {Opt::kVersion, "version", 0, Kind::kFlag, "", nullptr, "show drun's version and its libraries' and exit",
+     EnvTwin::kNone, kFlagRule, "", kCommandOnly},
 };
+
+const OptionDef& Def(Opt id) { return kOptions[static_cast<size_t>(id)]; }
+
+// --rdzv-conf's keys (torchrun's names), each with its rule and default.
+struct ConfKeyDef {
+  const char* key;
+  ValueRule rule;
+  const char* default_value;
+};
+constexpr ConfKeyDef kRdzvConfKeys[] = {
+    {"join_timeout", kSecondsRule, "600"},
+    {"last_call_timeout", kSecondsRule, "30"},
+    {"close_timeout", kSecondsRule, "30"},
+    {"read_timeout", kPositiveSecondsRule, "60"},
+    {"is_host", kFlagRule, ""},
+    {"keep_alive_interval", kPositiveSecondsRule, "0.5"},
+    {"keep_alive_max_attempt", {ValueRule::kInt, 1, 1000, false, "a count of 1 or more"}, "4"},
+};
+constexpr const char kJoinTimeoutAlias[] = "timeout";  // torchrun's older name of join_timeout
 
 // torchrun 2.x options that drun refuses, each with its reason (docs/migrating.md).
 struct RefusedOption {
@@ -180,28 +277,21 @@ const OptionDef* FindShort(char c) {
   return nullptr;
 }
 
-// Options that only the command line (or a job file) sets: a stray DRUN_VERSION or
-// DRUN_HELP in a CI job's environment must not change what every drun does, and -x is
-// repeatable (its environment is the variables themselves).
-bool CommandLineOnly(const OptionDef& o) {
-  for (const char* n : {"help", "version", "print-config", "x"}) {
-    if (std::string(o.name) == n) return true;
-  }
-  return false;
-}
-
-// The option's environment twin; "" for a command-line-only option.
+// The option's environment twin; "" for an option that only the command line
+// (or a job file) sets: a stray DRUN_VERSION or DRUN_HELP in a CI job's
+// environment must not change what every drun does, and -x is repeatable (its
+// environment is the variables themselves).
 std::string EnvName(const OptionDef& o) {
-  if (CommandLineOnly(o)) return "";
+  if (o.env == EnvTwin::kNone) return "";
   std::string n = absl::AsciiStrToUpper(o.name);
   std::replace(n.begin(), n.end(), '-', '_');
-  return absl::StrCat(o.torchrun ? "PET_" : "DRUN_", n);
+  return absl::StrCat(o.env == EnvTwin::kTorchrun ? "PET_" : "DRUN_", n);
 }
 
 // Other spellings of an option's variable, read after EnvName: the Kubeflow
 // training operator writes PET_N_PROC_PER_NODE in some versions.
 std::vector<std::string> EnvAliases(const OptionDef& o) {
-  if (std::string(o.name) == "nproc-per-node") return {"PET_N_PROC_PER_NODE"};
+  if (o.id == Opt::kNprocPerNode) return {"PET_N_PROC_PER_NODE"};
   return {};
 }
 
@@ -241,7 +331,7 @@ std::string RandomRunId() { return RandomHex(6); }
 
 // The command line split into options and the entrypoint.
 struct Tokens {
-  std::map<std::string, std::string> given;  // canonical name -> value ("1" for flags)
+  std::map<Opt, std::string> given;          // option -> value ("1" for flags)
   std::vector<std::string> x;                // -x values, in order
   std::vector<size_t> x_args;                // the argument holding each (the value ends it)
   std::vector<std::string> rest;             // entrypoint and its arguments
@@ -296,7 +386,7 @@ absl::StatusOr<Tokens> Tokenize(const std::vector<std::string>& args) {
     }
     if (o->kind == Kind::kFlag) {
       if (value) return Bad(absl::StrCat("--", o->name, " takes no value; write just --", o->name));
-      t.given[o->name] = "1";
+      t.given[o->id] = "1";
       continue;
     }
     if (!value) {
@@ -304,12 +394,12 @@ absl::StatusOr<Tokens> Tokenize(const std::vector<std::string>& args) {
       if (!v.ok()) return v.status();
       value = *v;
     }
-    if (std::string(o->name) == "x") {  // repeatable
+    if (o->id == Opt::kX) {  // repeatable
       t.x.push_back(*value);
       t.x_args.push_back(i);
       continue;
     }
-    t.given[o->name] = *value;
+    t.given[o->id] = *value;
   }
   t.rest.assign(args.begin() + static_cast<long>(std::min(i, args.size())), args.end());
   return t;
@@ -328,40 +418,56 @@ class Sources {
   Sources(const Tokens& t, const EnvMap& env, const JobFile& job, std::string job_path)
       : t_(t), env_(env), job_(job), job_path_(std::move(job_path)) {}
 
-  std::optional<Valued> Get(const std::string& name) const {
-    const OptionDef* o = FindLong(name);
-    if (auto it = t_.given.find(name); it != t_.given.end()) {
-      return Valued{it->second, {Origin::kCommandLine, absl::StrCat("--", name), it->second}};
+  std::optional<Valued> Get(Opt id) const {
+    const OptionDef& o = Def(id);
+    if (auto it = t_.given.find(id); it != t_.given.end()) {
+      return Valued{it->second, {Origin::kCommandLine, absl::StrCat("--", o.name), it->second}};
     }
-    std::vector<std::string> vars = {EnvName(*o)};
-    for (auto& alias : EnvAliases(*o)) vars.push_back(alias);
+    std::vector<std::string> vars = {EnvName(o)};
+    for (auto& alias : EnvAliases(o)) vars.push_back(alias);
     for (const std::string& var : vars) {
       if (var.empty()) continue;
       if (auto e = env_.find(var); e != env_.end()) {
         return Valued{e->second, {Origin::kEnvironment, var, e->second}};
       }
     }
-    if (auto f = job_.options.find(name); f != job_.options.end()) {
+    if (!o.in_job_file) return std::nullopt;
+    if (auto f = job_.options.find(o.name); f != job_.options.end()) {
       return Valued{f->second, {Origin::kJobFile, job_path_, f->second}};
     }
     return std::nullopt;
   }
-  std::optional<std::string> Value(const std::string& name) const {
-    auto v = Get(name);
-    return v ? std::optional<std::string>(v->value) : std::nullopt;
+  // The value given, else the option's default (OptionInfo::default_value),
+  // else nullopt. Only for options whose value has no rule to check.
+  std::optional<std::string> Value(Opt id) const {
+    if (auto v = Get(id)) return v->value;
+    if (*Def(id).default_value) return std::string(Def(id).default_value);
+    return std::nullopt;
   }
   // A flag's value; a value that is not a boolean is an error naming its source.
-  absl::StatusOr<bool> Flag(const std::string& name) const {
-    auto v = Get(name);
+  absl::StatusOr<bool> Flag(Opt id) const {
+    auto v = Get(id);
     if (!v) return false;
     bool b;
     if (!ParseBool(v->value, &b)) {
-      return Bad(absl::StrCat(Label(v->origin, name), "='", v->value, "' is not a boolean; write 1 or 0"));
+      return Bad(absl::StrCat(Label(v->origin, id), "='", v->value, "' is not a boolean; write 1 or 0"));
     }
     return b;
   }
+  // The value given, checked by the option's rule (CheckValue), else its
+  // default; nullopt when neither.
+  absl::StatusOr<std::optional<std::string>> Checked(Opt id) const {
+    const OptionDef& o = Def(id);
+    auto v = Get(id);
+    if (!v) return *o.default_value ? std::optional<std::string>(o.default_value) : std::nullopt;
+    if (absl::Status st = CheckValue(o.rule, v->value); !st.ok()) {
+      return Bad(absl::StrCat(Label(v->origin, id), " ", st.message()));
+    }
+    return std::optional<std::string>(absl::StripAsciiWhitespace(v->value));
+  }
   // How a message names the option as the user gave it.
-  static std::string Label(const Origin& o, const std::string& name) {
+  static std::string Label(const Origin& o, Opt id) {
+    const char* name = Def(id).name;
     switch (o.kind) {
       case Origin::kEnvironment:
         return o.name;
@@ -371,10 +477,6 @@ class Sources {
         break;
     }
     return absl::StrCat("--", name);
-  }
-  std::string Label(const std::string& name) const {
-    auto v = Get(name);
-    return v ? Label(v->origin, name) : absl::StrCat("--", name);
   }
   const Tokens& tokens() const { return t_; }
   const JobFile& job() const { return job_; }
@@ -387,46 +489,27 @@ class Sources {
   std::string job_path_;
 };
 
-absl::StatusOr<double> ParseSeconds(const std::string& label, const std::string& v) {
-  double d;
-  if (!absl::SimpleAtod(v, &d) || d < 0) {
-    return Bad(absl::StrCat(label, ": '", v, "' is not a number of seconds; write e.g. 30 or 0.5"));
-  }
-  return d;
-}
-
-absl::StatusOr<int> ParseInt(const std::string& label, const std::string& v, int lo, int hi,
-                             const std::string& what) {
-  int n;
-  if (!absl::SimpleAtoi(v, &n) || n < lo || n > hi) {
-    return Bad(absl::StrCat(label, ": '", v, "' is not ", what));
-  }
-  return n;
-}
-
-// Reads an integer option when given; `set` receives it.
+// Reads an integer option (its value, else its default) when it has one; `set` receives it.
 template <typename Set>
-absl::Status IntOption(const Sources& src, const char* name, int lo, int hi, const char* what, Set set) {
-  auto v = src.Get(name);
-  if (!v) return absl::OkStatus();
-  auto n = ParseInt(Sources::Label(v->origin, name), v->value, lo, hi, what);
-  if (!n.ok()) return n.status();
-  set(*n);
+absl::Status IntOption(const Sources& src, Opt id, Set set) {
+  auto v = src.Checked(id);
+  if (!v.ok()) return v.status();
+  int n = 0;
+  if (*v && absl::SimpleAtoi(**v, &n)) set(n);
   return absl::OkStatus();
 }
 
 template <typename Set>
-absl::Status SecondsOption(const Sources& src, const char* name, Set set) {
-  auto v = src.Get(name);
-  if (!v) return absl::OkStatus();
-  auto d = ParseSeconds(Sources::Label(v->origin, name), v->value);
-  if (!d.ok()) return d.status();
-  set(*d);
+absl::Status SecondsOption(const Sources& src, Opt id, Set set) {
+  auto v = src.Checked(id);
+  if (!v.ok()) return v.status();
+  double d = 0;
+  if (*v && absl::SimpleAtod(**v, &d)) set(d);
   return absl::OkStatus();
 }
 
 absl::StatusOr<JobFile> LoadConfig(const Tokens& t, const EnvMap& env, std::string* path) {
-  if (auto it = t.given.find("config"); it != t.given.end()) {
+  if (auto it = t.given.find(Opt::kConfig); it != t.given.end()) {
     *path = it->second;
   } else if (auto e = env.find("DRUN_CONFIG"); e != env.end()) {
     *path = e->second;
@@ -436,9 +519,11 @@ absl::StatusOr<JobFile> LoadConfig(const Tokens& t, const EnvMap& env, std::stri
 }
 
 absl::Status ResolveNodes(const Sources& src, CommandLine* cl) {
-  int min_nodes = 1, max_nodes = 1;
-  if (auto v = src.Get("nnodes")) {
-    const std::string label = Sources::Label(v->origin, "nnodes");
+  int min_nodes = 0, max_nodes = 0;
+  absl::SimpleAtoi(Def(Opt::kNnodes).default_value, &min_nodes);
+  max_nodes = min_nodes;
+  if (auto v = src.Get(Opt::kNnodes)) {
+    const std::string label = Sources::Label(v->origin, Opt::kNnodes);
     std::vector<std::string> parts = absl::StrSplit(v->value, ':');
     const std::string hint = "write a number like 2, or a range MIN:MAX like 2:4";
     if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &min_nodes) || min_nodes < 1 ||
@@ -450,7 +535,7 @@ absl::Status ResolveNodes(const Sources& src, CommandLine* cl) {
       return Bad(absl::StrCat(label, " ", v->value, ": the minimum is larger than the maximum; ", hint));
     }
     if (cl->standalone && max_nodes > 1) {
-      return Bad(absl::StrCat("--standalone runs one node, but ", cl->Describe("nnodes"),
+      return Bad(absl::StrCat("--standalone runs one node, but ", cl->Describe(Opt::kNnodes),
                               " asks for more: drop --standalone and give --rdzv-endpoint HOST:PORT"));
     }
   }
@@ -462,15 +547,15 @@ absl::Status ResolveNodes(const Sources& src, CommandLine* cl) {
 // --nproc-per-node, or mpirun's -N (per node) / -np (the whole job's count).
 absl::Status ResolveNproc(const Sources& src, CommandLine* cl) {
   const Tokens& t = src.tokens();
-  auto given = src.Get("nproc-per-node");
-  std::string nproc = given ? given->value : "1";
+  auto given = src.Get(Opt::kNprocPerNode);
+  std::string nproc = given ? given->value : Def(Opt::kNprocPerNode).default_value;
   if (t.mpi_kind != MpiCount::kNone) {
     int n;
     if (!absl::SimpleAtoi(t.mpi_value, &n) || n < 1) {
       return Bad(absl::StrCat(t.mpi_spelling, " '", t.mpi_value, "' is not a number of processes"));
     }
     if (given) {
-      return Bad(absl::StrCat(t.mpi_spelling, " and ", given->origin.Describe("nproc-per-node"),
+      return Bad(absl::StrCat(t.mpi_spelling, " and ", given->origin.Describe(Opt::kNprocPerNode),
                               " both set the number of workers; give only --nproc-per-node"));
     }
     const int nodes = cl->spec.max_nodes();
@@ -487,7 +572,7 @@ absl::Status ResolveNproc(const Sources& src, CommandLine* cl) {
   cl->spec.set_nproc_per_node(nproc);
   if (absl::Status st = ValidateNprocSpec(nproc); !st.ok() && !absl::IsFailedPrecondition(st)) {
     if (given && given->origin.kind != Origin::kCommandLine) {
-      return Bad(absl::StrCat(Sources::Label(given->origin, "nproc-per-node"), ": ", st.message()));
+      return Bad(absl::StrCat(Sources::Label(given->origin, Opt::kNprocPerNode), ": ", st.message()));
     }
     return st;
   }
@@ -495,11 +580,11 @@ absl::Status ResolveNproc(const Sources& src, CommandLine* cl) {
 }
 
 absl::Status ResolveEntrypointKind(const Sources& src, CommandLine* cl) {
-  auto module = src.Flag("module");
+  auto module = src.Flag(Opt::kModule);
   if (!module.ok()) return module.status();
-  auto no_python = src.Flag("no-python");
+  auto no_python = src.Flag(Opt::kNoPython);
   if (!no_python.ok()) return no_python.status();
-  auto run_path = src.Flag("run-path");  // runs the script as the default does
+  auto run_path = src.Flag(Opt::kRunPath);  // runs the script as the default does
   if (!run_path.ok()) return run_path.status();
   if (*module && *no_python) {
     return Bad("--module and --no-python exclude each other; use one of them");
@@ -509,44 +594,40 @@ absl::Status ResolveEntrypointKind(const Sources& src, CommandLine* cl) {
   return absl::OkStatus();
 }
 
+// --restart-policy: which failed rounds --max-restarts restarts
+// (rendezvous/failure_repeat.h).
 absl::Status ResolveRestartPolicy(const Sources& src, v1::JobSpec* s) {
-  const std::optional<std::string> v = src.Value("restart-policy");
-  if (!v || *v == "unless-repeated") {
+  const std::string v = src.Value(Opt::kRestartPolicy).value_or("");
+  if (v == "unless-repeated") {
     s->set_restart_policy(v1::JobSpec::RESTART_UNLESS_REPEATED);
-  } else if (*v == "always") {
+  } else if (v == "always") {
     s->set_restart_policy(v1::JobSpec::RESTART_ALWAYS);
   } else {
-    return Bad(absl::StrCat("--restart-policy must be unless-repeated or always, not '", *v, "'"));
+    return Bad(absl::StrCat("--restart-policy must be unless-repeated or always, not '", v, "'"));
   }
   return absl::OkStatus();
 }
 
 absl::Status ResolveSupervision(const Sources& src, CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
-  if (auto st = IntOption(src, "max-restarts", 0, 1 << 30, "a number of restarts (0 or more)",
-                          [&](int n) { s.set_max_restarts(n); });
-      !st.ok()) {
-    return st;
-  }
+  if (auto st = IntOption(src, Opt::kMaxRestarts, [&](int n) { s.set_max_restarts(n); }); !st.ok()) return st;
   if (auto st = ResolveRestartPolicy(src, &s); !st.ok()) return st;
-  auto no_agent_store = src.Flag("no-agent-store");
+  auto no_agent_store = src.Flag(Opt::kNoAgentStore);
   if (!no_agent_store.ok()) return no_agent_store.status();
   s.set_agent_store(!*no_agent_store);
-  s.set_role(src.Value("role").value_or("default"));
-  s.set_node_setup(src.Value("node-setup").value_or(""));
-  s.set_shutdown_timeout_s(30);
-  if (auto st = SecondsOption(src, "shutdown-timeout", [&](double d) { s.set_shutdown_timeout_s(d); });
+  s.set_role(src.Value(Opt::kRole).value_or(""));
+  s.set_node_setup(src.Value(Opt::kNodeSetup).value_or(""));
+  if (auto st = SecondsOption(src, Opt::kShutdownTimeout, [&](double d) { s.set_shutdown_timeout_s(d); });
       !st.ok()) {
     return st;
   }
-  if (auto st = SecondsOption(src, "hang-timeout", [&](double d) { s.set_hang_timeout_s(d); });
-      !st.ok()) {
+  if (auto st = SecondsOption(src, Opt::kHangTimeout, [&](double d) { s.set_hang_timeout_s(d); }); !st.ok()) {
     return st;
   }
-  if (auto st = SecondsOption(src, "monitor-interval", [](double) {}); !st.ok()) return st;
-  if (auto v = src.Get("start-method")) {
+  if (auto st = SecondsOption(src, Opt::kMonitorInterval, [](double) {}); !st.ok()) return st;
+  if (auto v = src.Get(Opt::kStartMethod)) {
     if (v->value != "spawn" && v->value != "fork" && v->value != "forkserver") {
-      return Bad(absl::StrCat(Sources::Label(v->origin, "start-method"), ": '", v->value,
+      return Bad(absl::StrCat(Sources::Label(v->origin, Opt::kStartMethod), ": '", v->value,
                               "' is not valid; write spawn, fork or forkserver"));
     }
   }
@@ -558,31 +639,35 @@ absl::Status ResolveSupervision(const Sources& src, CommandLine* cl) {
 // agent/cpu_placement.h).
 absl::Status ResolveWorkerPlacement(const Sources& src, CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
-  if (auto v = src.Get("signals-to-handle")) {
+  if (auto v = src.Get(Opt::kSignalsToHandle)) {
     auto list = ParseSignalList(v->value);
-    if (!list.ok()) return Bad(absl::StrCat(Sources::Label(v->origin, "signals-to-handle"), ": ", list.status().message()));
+    if (!list.ok()) {
+      return Bad(absl::StrCat(Sources::Label(v->origin, Opt::kSignalsToHandle), ": ", list.status().message()));
+    }
     // The ssh and Slurm launchers forward the six signals themselves.
     if (cl->launcher != Launcher::kLocal && *list != ForwardableSignals()) {
-      return Bad(absl::StrCat(cl->Describe("signals-to-handle"), " applies to a node's own drun; with ",
+      return Bad(absl::StrCat(cl->Describe(Opt::kSignalsToHandle), " applies to a node's own drun; with ",
                               cl->launcher == Launcher::kSsh ? "--hostfile/-H" : "--launcher slurm",
                               " the launcher forwards ", SignalListText(ForwardableSignals())));
     }
     s.mutable_signals_to_handle()->Assign(list->begin(), list->end());
   }
-  auto virtual_local_rank = src.Flag("virtual-local-rank");
+  auto virtual_local_rank = src.Flag(Opt::kVirtualLocalRank);
   if (!virtual_local_rank.ok()) return virtual_local_rank.status();
   s.set_virtual_local_rank(*virtual_local_rank);
-  if (auto v = src.Get("numa-binding")) {
+  if (auto v = src.Get(Opt::kNumaBinding)) {
     auto mode = ParseNumaBinding(v->value);
-    if (!mode.ok()) return Bad(absl::StrCat(Sources::Label(v->origin, "numa-binding"), ": ", mode.status().message()));
+    if (!mode.ok()) {
+      return Bad(absl::StrCat(Sources::Label(v->origin, Opt::kNumaBinding), ": ", mode.status().message()));
+    }
     s.set_numa_binding(*mode);
   }
   return absl::OkStatus();
 }
 
 absl::Status ResolveRunId(const Sources& src, CommandLine* cl) {
-  auto run_id = src.Value("run-id");
-  auto rdzv_id = src.Value("rdzv-id");
+  auto run_id = src.Value(Opt::kRunId);
+  auto rdzv_id = src.Value(Opt::kRdzvId);
   if (run_id && rdzv_id && *run_id != *rdzv_id) {
     return Bad("--run-id and --rdzv-id name the same thing; give only one of them");
   }
@@ -590,69 +675,73 @@ absl::Status ResolveRunId(const Sources& src, CommandLine* cl) {
     cl->spec.set_run_id(run_id ? *run_id : *rdzv_id);
     if (cl->spec.run_id().empty()) return Bad("--run-id: the id must not be empty");
   } else {
-    cl->spec.set_run_id(cl->standalone ? RandomRunId() : "none");
+    cl->spec.set_run_id((cl->standalone ? RunId::Named(RandomRunId()) : RunId::Default()).text());
   }
   return absl::OkStatus();
 }
 
-// One --rdzv-conf KEY=VALUE into its typed field.
+const ConfKeyDef* FindConfKey(const std::string& k) {
+  const std::string key = k == kJoinTimeoutAlias ? "join_timeout" : k;
+  for (const ConfKeyDef& c : kRdzvConfKeys) {
+    if (key == c.key) return &c;
+  }
+  return nullptr;
+}
+
+// One checked --rdzv-conf value (or a default) into its typed field.
+void SetRdzvConf(const std::string& key, const std::string& v, v1::JobSpec* s, int* max_attempts) {
+  double d = 0;
+  if (key == "is_host") {
+    bool b = false;
+    ParseBool(v, &b);
+    s->set_host_role(b ? v1::JobSpec::HOST_ROLE_HOST : v1::JobSpec::HOST_ROLE_CLIENT);
+  } else if (key == "keep_alive_max_attempt") {
+    absl::SimpleAtoi(v, max_attempts);
+  } else if (absl::SimpleAtod(v, &d)) {
+    if (key == "join_timeout") s->set_join_timeout_s(d);
+    if (key == "last_call_timeout") s->set_last_call_timeout_s(d);
+    if (key == "close_timeout") s->set_close_timeout_s(d);
+    if (key == "read_timeout") s->set_read_timeout_s(d);
+    if (key == "keep_alive_interval") s->set_keepalive_interval_s(d);
+  }
+}
+
+// One --rdzv-conf KEY=VALUE, checked by its key's rule.
 absl::Status ApplyRdzvConf(const std::string& label, const std::string& k, const std::string& v,
                            v1::JobSpec* s, int* max_attempts) {
-  const std::string what = absl::StrCat(label, " ", k);
-  if (k == "is_host") {
-    bool b;
-    if (!ParseBool(v, &b)) return Bad(absl::StrCat(what, "='", v, "': write true or false"));
-    s->set_host_role(b ? v1::JobSpec::HOST_ROLE_HOST : v1::JobSpec::HOST_ROLE_CLIENT);
-    return absl::OkStatus();
+  const ConfKeyDef* c = FindConfKey(k);
+  if (c == nullptr) {
+    std::vector<std::string> known;
+    for (const ConfKeyDef& d : kRdzvConfKeys) known.push_back(d.key);
+    return Bad(absl::StrCat(label, ": unknown key '", k, "'; known: ", absl::StrJoin(known, ", ")));
   }
-  if (k == "keep_alive_max_attempt") {
-    auto n = ParseInt(what, v, 1, 1000, "a count of 1 or more");
-    if (!n.ok()) return n.status();
-    *max_attempts = *n;
-    return absl::OkStatus();
+  if (absl::Status st = CheckValue(c->rule, v); !st.ok()) {
+    return Bad(absl::StrCat(label, " ", k, " ", st.message()));
   }
-  auto d = ParseSeconds(what, v);
-  if (!d.ok()) return d.status();
-  if (k == "join_timeout" || k == "timeout") {
-    s->set_join_timeout_s(*d);
-  } else if (k == "last_call_timeout") {
-    s->set_last_call_timeout_s(*d);
-  } else if (k == "close_timeout") {
-    s->set_close_timeout_s(*d);
-  } else if (k == "read_timeout") {
-    s->set_read_timeout_s(*d);
-  } else if (k == "keep_alive_interval") {
-    s->set_keepalive_interval_s(*d);
-  } else {
-    return Bad(absl::StrCat(label, ": unknown key '", k, "'; known: join_timeout, last_call_timeout, "
-                            "close_timeout, read_timeout, is_host, keep_alive_interval, keep_alive_max_attempt"));
-  }
+  SetRdzvConf(c->key, std::string(absl::StripAsciiWhitespace(v)), s, max_attempts);
   return absl::OkStatus();
 }
 
 absl::Status ResolveRdzvConf(const Sources& src, CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
-  s.set_join_timeout_s(600);
-  s.set_last_call_timeout_s(30);
-  s.set_close_timeout_s(30);
-  s.set_read_timeout_s(60);
-  s.set_keepalive_interval_s(0.5);
-  s.set_keepalive_timeout_s(2);
-  auto v = src.Get("rdzv-conf");
-  if (!v) return absl::OkStatus();
-  const std::string label = Sources::Label(v->origin, "rdzv-conf");
-  int max_attempts = 4;
-  bool keepalive_given = false;
-  for (absl::string_view kv : absl::StrSplit(v->value, ',', absl::SkipEmpty())) {
-    std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    if (p.first.empty() || kv.find('=') == absl::string_view::npos) {
-      return Bad(absl::StrCat(label, ": '", kv,
-                              "' is not KEY=VALUE; write e.g. join_timeout=600,last_call_timeout=30"));
-    }
-    if (auto st = ApplyRdzvConf(label, p.first, p.second, &s, &max_attempts); !st.ok()) return st;
-    keepalive_given |= p.first == "keep_alive_interval" || p.first == "keep_alive_max_attempt";
+  int max_attempts = 0;
+  for (const ConfKeyDef& c : kRdzvConfKeys) {
+    if (*c.default_value) SetRdzvConf(c.key, c.default_value, &s, &max_attempts);
   }
-  if (keepalive_given) s.set_keepalive_timeout_s(s.keepalive_interval_s() * max_attempts);
+  auto v = src.Get(Opt::kRdzvConf);
+  if (v) {
+    const std::string label = Sources::Label(v->origin, Opt::kRdzvConf);
+    for (absl::string_view kv : absl::StrSplit(v->value, ',', absl::SkipEmpty())) {
+      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      if (p.first.empty() || kv.find('=') == absl::string_view::npos) {
+        return Bad(absl::StrCat(label, ": '", kv,
+                                "' is not KEY=VALUE; write e.g. join_timeout=600,last_call_timeout=30"));
+      }
+      if (auto st = ApplyRdzvConf(label, p.first, p.second, &s, &max_attempts); !st.ok()) return st;
+    }
+  }
+  // The link's keep-alive timeout (rendezvous/link_liveness.h): its probes' interval x their count.
+  s.set_keepalive_timeout_s(s.keepalive_interval_s() * max_attempts);
   return absl::OkStatus();
 }
 
@@ -670,9 +759,9 @@ std::string AbsolutePath(const std::string& path) {
 // certificate's is checked by OpenSSL when drun-net loads them (main_net.cc):
 // the light drun links no libssl.
 absl::Status ResolveTls(const Sources& src, CommandLine* cl) {
-  auto v = src.Get("rdzv-tls");
+  auto v = src.Get(Opt::kRdzvTls);
   if (!v) return absl::OkStatus();
-  const std::string label = Sources::Label(v->origin, "rdzv-tls");
+  const std::string label = Sources::Label(v->origin, Opt::kRdzvTls);
   const std::vector<std::string> parts = absl::StrSplit(v->value, ',');
   if (parts.size() != 3 || std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
     return Bad(absl::StrCat(label, " '", v->value,
@@ -702,31 +791,23 @@ absl::Status ResolveTls(const Sources& src, CommandLine* cl) {
 absl::Status ResolveRendezvous(const Sources& src, CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
   if (auto st = ResolveRunId(src, cl); !st.ok()) return st;
-  if (auto v = src.Get("rdzv-backend")) {
+  if (auto v = src.Get(Opt::kRdzvBackend)) {
     if (v->value != "c10d" && v->value != "static") {
-      return Bad(absl::StrCat(Sources::Label(v->origin, "rdzv-backend"), ": '", v->value,
+      return Bad(absl::StrCat(Sources::Label(v->origin, Opt::kRdzvBackend), ": '", v->value,
                               "' is not available; drun serves its own rendezvous: write c10d or static"));
     }
     s.set_rdzv_backend(v->value == "static" ? v1::JobSpec::STATIC : v1::JobSpec::C10D);
   }
-  s.set_rdzv_endpoint(src.Value("rdzv-endpoint").value_or(""));
+  s.set_rdzv_endpoint(src.Value(Opt::kRdzvEndpoint).value_or(""));
   if (auto st = ResolveRdzvConf(src, cl); !st.ok()) return st;
   s.set_node_rank(-1);
-  if (auto st = IntOption(src, "node-rank", 0, 1 << 30, "a node rank (0 or more)",
-                          [&](int n) { s.set_node_rank(n); });
-      !st.ok()) {
-    return st;
-  }
-  s.set_master_addr(src.Value("master-addr").value_or(""));
-  if (auto st = IntOption(src, "master-port", 1, 65535, "a TCP port (1-65535)",
-                          [&](int n) { s.set_master_port(n); });
-      !st.ok()) {
-    return st;
-  }
-  s.set_local_addr(src.Value("local-addr").value_or(""));
-  if (auto v = src.Get("iface")) {
+  if (auto st = IntOption(src, Opt::kNodeRank, [&](int n) { s.set_node_rank(n); }); !st.ok()) return st;
+  s.set_master_addr(src.Value(Opt::kMasterAddr).value_or(""));
+  if (auto st = IntOption(src, Opt::kMasterPort, [&](int n) { s.set_master_port(n); }); !st.ok()) return st;
+  s.set_local_addr(src.Value(Opt::kLocalAddr).value_or(""));
+  if (auto v = src.Get(Opt::kIface)) {
     if (auto c = ParseIfaceChoice(v->value); !c.ok()) {
-      return Bad(absl::StrCat(Sources::Label(v->origin, "iface"), ": ", c.status().message()));
+      return Bad(absl::StrCat(Sources::Label(v->origin, Opt::kIface), ": ", c.status().message()));
     }
     s.set_iface(v->value);
   }
@@ -735,32 +816,35 @@ absl::Status ResolveRendezvous(const Sources& src, CommandLine* cl) {
 
 absl::Status ResolveOutput(const Sources& src, CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
-  s.set_log_dir(src.Value("log-dir").value_or(""));
-  for (const char* name : {"redirects", "tee"}) {
-    auto v = src.Get(name);
+  s.set_log_dir(src.Value(Opt::kLogDir).value_or(""));
+  for (Opt id : {Opt::kRedirects, Opt::kTee}) {
+    auto v = src.Get(id);
     if (!v) continue;
     auto spec = ParseStdSpec(v->value);
-    if (!spec.ok()) return Bad(absl::StrCat(Sources::Label(v->origin, name), ": ", spec.status().message()));
-    *(std::string(name) == "redirects" ? s.mutable_redirects() : s.mutable_tee()) = ToProto(*spec);
+    if (!spec.ok()) return Bad(absl::StrCat(Sources::Label(v->origin, id), ": ", spec.status().message()));
+    *(id == Opt::kRedirects ? s.mutable_redirects() : s.mutable_tee()) = ToProto(*spec);
   }
-  if (auto v = src.Get("local-ranks-filter")) {
+  if (auto v = src.Get(Opt::kLocalRanksFilter)) {
     auto f = ParseRankList(v->value);
     if (!f.ok()) {
-      return Bad(absl::StrCat(Sources::Label(v->origin, "local-ranks-filter"), ": ", f.status().message()));
+      return Bad(absl::StrCat(Sources::Label(v->origin, Opt::kLocalRanksFilter), ": ", f.status().message()));
     }
     for (int r : *f) s.add_local_ranks_filter(r);
   }
-  if (auto v = src.Get("stdin")) {
+  if (auto v = src.Get(Opt::kStdin)) {
     auto t = ParseStdinTarget(v->value);
-    if (!t.ok()) return Bad(absl::StrCat(Sources::Label(v->origin, "stdin"), ": ", t.status().message()));
+    if (!t.ok()) return Bad(absl::StrCat(Sources::Label(v->origin, Opt::kStdin), ": ", t.status().message()));
     *s.mutable_stdin_target() = *t;
+  } else {
+    *s.mutable_stdin_target() = *ParseStdinTarget(Def(Opt::kStdin).default_value);
   }
-  for (const char* name : {"summary", "quiet"}) {
-    auto b = src.Flag(name);
-    if (!b.ok()) return b.status();
-    if (std::string(name) == "summary") cl->summary = *b; else s.set_quiet(*b);
-  }
-  cl->report_path = src.Value("report").value_or("");
+  auto summary = src.Flag(Opt::kSummary);
+  if (!summary.ok()) return summary.status();
+  cl->summary = *summary;
+  auto quiet = src.Flag(Opt::kQuiet);
+  if (!quiet.ok()) return quiet.status();
+  s.set_quiet(*quiet);
+  cl->report_path = src.Value(Opt::kReport).value_or("");
   return absl::OkStatus();
 }
 
@@ -768,35 +852,35 @@ absl::Status ResolveHosts(const Sources& src, CommandLine* cl) {
   const JobFile& job = src.job();
   // A path or host list that is given but empty names nothing: say so rather than fall
   // back to a job file's hosts: (--print-config would then write both).
-  for (const char* name : {"rdzv-token-file", "hostfile", "host", "env-file"}) {
-    if (auto v = src.Get(name); v && v->value.empty()) {
-      return Bad(absl::StrCat(Sources::Label(v->origin, name), " is empty; give a ",
-                              std::string(name) == "host" ? "host list" : "file name", " or drop it"));
+  for (Opt id : {Opt::kRdzvTokenFile, Opt::kHostfile, Opt::kHost, Opt::kEnvFile}) {
+    if (auto v = src.Get(id); v && v->value.empty()) {
+      return Bad(absl::StrCat(Sources::Label(v->origin, id), " is empty; give a ",
+                              id == Opt::kHost ? "host list" : "file name", " or drop it"));
     }
   }
-  cl->token_file = src.Value("rdzv-token-file").value_or("");
-  cl->hostfile = src.Value("hostfile").value_or("");
-  cl->hosts = src.Value("host").value_or("");
+  cl->token_file = src.Value(Opt::kRdzvTokenFile).value_or("");
+  cl->hostfile = src.Value(Opt::kHostfile).value_or("");
+  cl->hosts = src.Value(Opt::kHost).value_or("");
   if (cl->hostfile.empty() && cl->hosts.empty() && !job.hosts.empty()) {
     cl->hosts = absl::StrJoin(job.hosts, ",");
     cl->host_entries = job.host_entries;
     for (auto& h : cl->host_entries) h.line = 0;  // lines of the YAML file, not a host file
   }
-  cl->remote_drun = src.Value("remote-drun").value_or("");
-  cl->rsh = src.Value("rsh").value_or("");
-  auto accept_new = src.Flag("ssh-accept-new");
+  cl->remote_drun = src.Value(Opt::kRemoteDrun).value_or("");
+  cl->rsh = src.Value(Opt::kRsh).value_or("");
+  auto accept_new = src.Flag(Opt::kSshAcceptNew);
   if (!accept_new.ok()) return accept_new.status();
   cl->ssh_accept_new = *accept_new;
   if (!cl->hostfile.empty() && !cl->hosts.empty()) {
     return Bad("--hostfile and -H/--host both name the hosts; give only one of them");
   }
   const bool have_hosts = !cl->hostfile.empty() || !cl->hosts.empty();
-  if (auto v = src.Get("launcher")) {
+  if (auto v = src.Get(Opt::kLauncher)) {
     if (v->value == "local") cl->launcher = Launcher::kLocal;
     else if (v->value == "ssh") cl->launcher = Launcher::kSsh;
     else if (v->value == "slurm") cl->launcher = Launcher::kSlurm;
     else {
-      return Bad(absl::StrCat(Sources::Label(v->origin, "launcher"), ": '", v->value,
+      return Bad(absl::StrCat(Sources::Label(v->origin, Opt::kLauncher), ": '", v->value,
                               "' is not valid; write local, ssh or slurm"));
     }
   } else {
@@ -819,7 +903,7 @@ absl::Status CheckIfaceOnce(const CommandLine& cl) {
   if (cl.spec.iface().empty()) return absl::OkStatus();
   for (const char* k : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
     if (cl.spec.env().count(k)) {
-      return Bad(absl::StrCat(cl.Describe("iface"), " and ", k, " given to the workers both choose the "
+      return Bad(absl::StrCat(cl.Describe(Opt::kIface), " and ", k, " given to the workers both choose the "
                               "interface: give one of them"));
     }
   }
@@ -827,7 +911,8 @@ absl::Status CheckIfaceOnce(const CommandLine& cl) {
 }
 
 absl::Status ResolveEnv(const Sources& src, CommandLine* cl) {
-  cl->forward_env = src.job().multi.count("x") ? src.job().multi.at("x") : std::vector<std::string>{};
+  const std::string x = Def(Opt::kX).name;  // the job file's x: list
+  cl->forward_env = src.job().multi.count(x) ? src.job().multi.at(x) : std::vector<std::string>{};
   for (const auto& x : src.tokens().x) cl->forward_env.push_back(x);
   const Tokens& t = src.tokens();
   for (size_t k = 0; k < t.x.size(); ++k) {
@@ -837,7 +922,7 @@ absl::Status ResolveEnv(const Sources& src, CommandLine* cl) {
       cl->secret_args.push_back({t.x_args[k], t.x[k].size() - eq - 1});
     }
   }
-  cl->env_file = src.Value("env-file").value_or("");
+  cl->env_file = src.Value(Opt::kEnvFile).value_or("");
   std::optional<std::pair<std::string, std::string>> env_file;
   if (!cl->env_file.empty()) {
     absl::StatusOr<std::string> text = ReadSmallFile(cl->env_file, kMaxEnvFileBytes, "--env-file");
@@ -853,8 +938,8 @@ absl::Status ResolveEnv(const Sources& src, CommandLine* cl) {
 
 // Options that say "the command line configures the rendezvous itself"; under
 // srun, none of them given means drun configures itself from SLURM_*.
-constexpr const char* kRendezvousOptions[] = {"rdzv-endpoint", "rdzv-backend", "node-rank",
-                                              "master-addr", "master-port"};
+constexpr Opt kRendezvousOptions[] = {Opt::kRdzvEndpoint, Opt::kRdzvBackend, Opt::kNodeRank,
+                                      Opt::kMasterAddr, Opt::kMasterPort};
 
 }  // namespace
 
@@ -885,7 +970,7 @@ JobMode NodeMode(const CommandLine& cl) {
   const v1::JobSpec& s = cl.spec;
   if (cl.standalone) return JobMode::kSingleNode;
   if (s.rdzv_backend() == v1::JobSpec::STATIC) return JobMode::kStatic;
-  if (s.max_nodes() > 1 || !s.rdzv_endpoint().empty()) return JobMode::kC10d;
+  if (SpansNodes(s) || !s.rdzv_endpoint().empty()) return JobMode::kC10d;
   return JobMode::kSingleNode;
 }
 
@@ -896,7 +981,7 @@ JobMode DecideMode(const CommandLine& cl, const EnvMap& env) {
   if (cl.launcher == Launcher::kSlurm) return JobMode::kSlurmLauncher;
   if (!cl.standalone && (env.count("SLURM_STEP_ID") || env.count("SLURM_STEPID"))) {
     bool configured = false;
-    for (const char* o : kRendezvousOptions) configured |= cl.Explicit(o);
+    for (Opt o : kRendezvousOptions) configured |= cl.Explicit(o);
     if (!configured) return JobMode::kSrunStep;  // slurm_env decides the rest
   }
   return NodeMode(cl);
@@ -905,7 +990,7 @@ JobMode DecideMode(const CommandLine& cl, const EnvMap& env) {
 // --standalone replaces the rendezvous: any option that configures one is a contradiction.
 absl::Status CheckStandalone(const CommandLine& cl) {
   if (!cl.standalone) return absl::OkStatus();
-  for (const char* o : {"rdzv-endpoint", "rdzv-backend", "node-rank"}) {
+  for (Opt o : {Opt::kRdzvEndpoint, Opt::kRdzvBackend, Opt::kNodeRank}) {
     if (cl.Explicit(o)) {
       return Bad(absl::StrCat("--standalone runs its own rendezvous on this machine, so ", cl.Describe(o),
                               " would be ignored: drop one of them"));
@@ -921,7 +1006,7 @@ absl::Status CheckSingleNodeMaster(const CommandLine& cl) {
   if (addr.empty()) return absl::OkStatus();
   auto ip = ResolveHost(addr);
   if (ip.ok() && IsLocalAddress(*ip)) return absl::OkStatus();
-  return Bad(absl::StrCat(cl.Describe("master-addr"), " is not an address of this machine, and a "
+  return Bad(absl::StrCat(cl.Describe(Opt::kMasterAddr), " is not an address of this machine, and a "
                           "single-node job runs every worker here: drop it (MASTER_ADDR is then "
                           "127.0.0.1), or give --nnodes and --node-rank for a multi-node job"));
 }
@@ -932,22 +1017,25 @@ absl::Status CheckSingleNodeMaster(const CommandLine& cl) {
 // derived from it when none is given.
 absl::Status ResolveStaticMaster(const EnvMap& env, CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
-  if (s.rdzv_endpoint().empty() && !cl->Explicit("master-addr")) {
+  if (s.rdzv_endpoint().empty() && !cl->Explicit(Opt::kMasterAddr)) {
     if (auto it = env.find("MASTER_ADDR"); it != env.end() && !it->second.empty()) {
       s.set_master_addr(it->second);
-      cl->origins["master-addr"] = Origin{Origin::kEnvironment, "MASTER_ADDR", it->second};
+      cl->origins[Opt::kMasterAddr] = Origin{Origin::kEnvironment, "MASTER_ADDR", it->second};
     }
   }
-  const bool addr_from_env = cl->Explicit("master-addr") && cl->origins["master-addr"].name == "MASTER_ADDR";
-  if (!cl->Explicit("master-port") && addr_from_env) {
+  const bool addr_from_env = cl->Explicit(Opt::kMasterAddr) && cl->origins[Opt::kMasterAddr].name == "MASTER_ADDR";
+  if (!cl->Explicit(Opt::kMasterPort) && addr_from_env) {
     if (auto it = env.find("MASTER_PORT"); it != env.end()) {
-      auto n = ParseInt("MASTER_PORT", it->second, 1, 65535, "a TCP port (1-65535)");
-      if (!n.ok()) return n.status();
-      s.set_master_port(*n);
-      cl->origins["master-port"] = Origin{Origin::kEnvironment, "MASTER_PORT", it->second};
+      if (absl::Status st = CheckValue(Def(Opt::kMasterPort).rule, it->second); !st.ok()) {
+        return Bad(absl::StrCat("MASTER_PORT ", st.message()));
+      }
+      int port = 0;
+      absl::SimpleAtoi(absl::StripAsciiWhitespace(it->second), &port);
+      s.set_master_port(port);
+      cl->origins[Opt::kMasterPort] = Origin{Origin::kEnvironment, "MASTER_PORT", it->second};
     }
   }
-  if (s.max_nodes() > 1 && s.master_addr().empty() && s.rdzv_endpoint().empty()) {
+  if (SpansNodes(s) && s.master_addr().empty() && s.rdzv_endpoint().empty()) {
     return Bad("a static rendezvous needs --master-addr (the node with --node-rank 0)");
   }
   if (s.rdzv_endpoint().empty()) {
@@ -967,12 +1055,12 @@ absl::Status CheckStatic(CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
   const int max_nodes = s.max_nodes();
   if (s.min_nodes() != max_nodes) {
-    return Bad(absl::StrCat("a static rendezvous has a fixed size, but ", cl->Describe("nnodes"),
+    return Bad(absl::StrCat("a static rendezvous has a fixed size, but ", cl->Describe(Opt::kNnodes),
                             " is a range: write --nnodes N, or use --rdzv-backend c10d"));
   }
   if (s.node_rank() < 0 && max_nodes > 1) return Bad("a static rendezvous needs --node-rank on every node");
   if (s.node_rank() >= max_nodes) {
-    return Bad(absl::StrCat(cl->Describe("node-rank"), " is out of range for ", cl->Describe("nnodes"),
+    return Bad(absl::StrCat(cl->Describe(Opt::kNodeRank), " is out of range for ", cl->Describe(Opt::kNnodes),
                             "; write 0..", max_nodes - 1));
   }
   return absl::OkStatus();
@@ -983,13 +1071,13 @@ absl::Status CheckStatic(CommandLine* cl) {
 // launchers do not honour yet: refused, never silently dropped.
 absl::Status CheckRemoteModes(const CommandLine& cl) {
   const bool remote = cl.mode == JobMode::kSsh || cl.mode == JobMode::kSlurmLauncher;
-  if ((remote || cl.mode == JobMode::kC10d) && cl.Explicit("master-addr")) {
-    return Bad(absl::StrCat(cl.Describe("master-addr"), " names node 0 of a static job (--node-rank); "
+  if ((remote || cl.mode == JobMode::kC10d) && cl.Explicit(Opt::kMasterAddr)) {
+    return Bad(absl::StrCat(cl.Describe(Opt::kMasterAddr), " names node 0 of a static job (--node-rank); "
                             "in ", JobModeName(cl.mode), " mode the workers' MASTER_ADDR is the machine "
                             "that hosts the rendezvous and the store: drop --master-addr"));
   }
-  if (cl.mode == JobMode::kSsh && cl.Explicit("local-addr")) {
-    return Bad(absl::StrCat(cl.Describe("local-addr"), " has no meaning with --hostfile/-H: each host's "
+  if (cl.mode == JobMode::kSsh && cl.Explicit(Opt::kLocalAddr)) {
+    return Bad(absl::StrCat(cl.Describe(Opt::kLocalAddr), " has no meaning with --hostfile/-H: each host's "
                             "address is the one its ssh connection uses; drop it"));
   }
   return absl::OkStatus();
@@ -1010,12 +1098,12 @@ absl::Status ResolveMode(const EnvMap& env, CommandLine* cl) {
     auto ep = ParseEndpoint(s.rdzv_endpoint(), 29400);
     if (ep.ok() && ep->port == s.master_port()) {
       return Bad(absl::StrCat("--no-agent-store lets rank 0 bind MASTER_PORT ", s.master_port(),
-                              ", which is also the rendezvous port of ", cl->Describe("rdzv-endpoint"),
+                              ", which is also the rendezvous port of ", cl->Describe(Opt::kRdzvEndpoint),
                               ": give them different ports"));
     }
   }
   if (cl->mode == JobMode::kC10d && s.rdzv_endpoint().empty()) {
-    return Bad(absl::StrCat(cl->Describe("nnodes"),
+    return Bad(absl::StrCat(cl->Describe(Opt::kNnodes),
                             " needs --rdzv-endpoint HOST:PORT (the node that hosts the rendezvous)"));
   }
   return CheckRemoteModes(*cl);
@@ -1026,19 +1114,17 @@ void FillResolved(const Sources& src, CommandLine* cl) {
   JobFile& r = cl->resolved;
   for (const auto& o : kOptions) {
     const std::string name = o.name;
-    if (name == "help" || name == "version" || name == "config" || name == "print-config" || name == "x") {
-      continue;
-    }
+    if (!o.in_job_file || o.id == Opt::kX) continue;  // -x: below, in order
     if (o.kind == Kind::kFlag) {
-      auto b = src.Flag(o.name);
+      auto b = src.Flag(o.id);
       if (b.ok() && *b) r.options[name] = "1";
-    } else if (name == "nproc-per-node") {
-      if (cl->Explicit(name) || src.tokens().mpi_kind != MpiCount::kNone) r.options[name] = cl->spec.nproc_per_node();
-    } else if (auto v = src.Value(o.name)) {
-      r.options[name] = *v;
+    } else if (o.id == Opt::kNprocPerNode) {
+      if (cl->Explicit(o.id) || src.tokens().mpi_kind != MpiCount::kNone) r.options[name] = cl->spec.nproc_per_node();
+    } else if (auto v = src.Get(o.id)) {
+      r.options[name] = v->value;
     }
   }
-  if (!cl->forward_env.empty()) r.multi["x"] = cl->forward_env;
+  if (!cl->forward_env.empty()) r.multi[Def(Opt::kX).name] = cl->forward_env;
   for (const auto& [k, v] : src.job().env) r.env[k] = v;
   if (!cl->host_entries.empty()) r.host_entries = cl->host_entries;
 }
@@ -1069,14 +1155,14 @@ absl::Status ResolveEntrypoint(const Sources& src, CommandLine* cl) {
 
 void RecordOrigins(const Sources& src, CommandLine* cl) {
   for (const auto& o : kOptions) {
-    if (auto v = src.Get(o.name)) {
-      cl->origins[o.name] = v->origin;
-    } else if (std::string(o.name) == "x" && (!src.tokens().x.empty() || src.job().multi.count("x"))) {
-      cl->origins["x"] = Origin{src.tokens().x.empty() ? Origin::kJobFile : Origin::kCommandLine, "-x", ""};
+    if (auto v = src.Get(o.id)) {
+      cl->origins[o.id] = v->origin;
+    } else if (o.id == Opt::kX && (!src.tokens().x.empty() || src.job().multi.count(o.name))) {
+      cl->origins[Opt::kX] = Origin{src.tokens().x.empty() ? Origin::kJobFile : Origin::kCommandLine, "-x", ""};
     }
   }
   if (src.tokens().mpi_kind != MpiCount::kNone) {
-    cl->origins["nproc-per-node"] = Origin{Origin::kCommandLine, src.tokens().mpi_spelling, src.tokens().mpi_value};
+    cl->origins[Opt::kNprocPerNode] = Origin{Origin::kCommandLine, src.tokens().mpi_spelling, src.tokens().mpi_value};
   }
 }
 
@@ -1094,21 +1180,21 @@ const char* JobModeName(JobMode mode) {
   return "?";
 }
 
-std::string Origin::Describe(const std::string& option) const {
+std::string Origin::Describe(Opt option) const {
   switch (kind) {
     case kEnvironment:
       return absl::StrCat(name, "=", value, " (environment)");
     case kJobFile:
-      return absl::StrCat(option, ": ", value, " (", name, ")");
+      return absl::StrCat(Def(option).name, ": ", value, " (", name, ")");
     case kCommandLine:
       break;
   }
   return value.empty() || value == "1" ? name : absl::StrCat(name, " ", value);
 }
 
-std::string CommandLine::Describe(const std::string& option) const {
+std::string CommandLine::Describe(Opt option) const {
   auto it = origins.find(option);
-  return it == origins.end() ? absl::StrCat("--", option) : it->second.Describe(option);
+  return it == origins.end() ? absl::StrCat("--", Def(option).name) : it->second.Describe(option);
 }
 
 void HideSecrets(const CommandLine& cl, int argc, char** argv) {
@@ -1133,9 +1219,9 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
 
   CommandLine cl;
   RecordOrigins(src, &cl);
-  for (auto [field, name] : {std::pair<bool*, const char*>{&cl.help, "help"}, {&cl.version, "version"},
-                             {&cl.standalone, "standalone"}, {&cl.print_config, "print-config"}}) {
-    auto b = src.Flag(name);
+  for (auto [field, id] : {std::pair<bool*, Opt>{&cl.help, Opt::kHelp}, {&cl.version, Opt::kVersion},
+                           {&cl.standalone, Opt::kStandalone}, {&cl.print_config, Opt::kPrintConfig}}) {
+    auto b = src.Flag(id);
     if (!b.ok()) return b.status();
     *field = *b;
   }
@@ -1181,12 +1267,65 @@ std::string DrunPath() {
 
 void SetDrunPath(std::string path) { DrunPathStorage() = std::move(path); }
 
+#ifndef DRUN_VERSION
+#error "DRUN_VERSION comes from project() in CMakeLists.txt (launcher/job/CMakeLists.txt)"
+#endif
+std::string DrunVersion() { return DRUN_VERSION; }
+std::string VersionWords() { return absl::StrCat("drun ", DrunVersion()); }
+
+namespace {
+OptionInfo InfoOf(const OptionDef& o) {
+  return {o.id, o.name, o.short_name, o.kind == Kind::kFlag, o.id == Opt::kX, o.group, o.metavar ? o.metavar : "",
+          o.help, EnvName(o), o.rule, o.default_value, o.in_job_file ? o.name : ""};
+}
+}  // namespace
+
 std::vector<OptionInfo> KnownOptions() {
   std::vector<OptionInfo> out;
-  for (const auto& o : kOptions) {
-    out.push_back({o.name, o.short_name, o.kind == Kind::kFlag, std::string(o.name) == "x", o.group,
-                   o.metavar ? o.metavar : "", o.help, EnvName(o)});
+  for (const auto& o : kOptions) out.push_back(InfoOf(o));
+  return out;
+}
+
+const OptionInfo& OptionOf(Opt option) {
+  static const std::vector<OptionInfo>* const all = new std::vector<OptionInfo>(KnownOptions());
+  return (*all)[static_cast<size_t>(option)];
+}
+
+const OptionInfo* FindOption(std::string name) {
+  const OptionDef* o = FindLong(std::move(name));
+  return o ? &OptionOf(o->id) : nullptr;
+}
+
+absl::Status CheckValue(const ValueRule& rule, const std::string& value) {
+  const std::string t(absl::StripAsciiWhitespace(value));
+  bool ok = true;
+  switch (rule.type) {
+    case ValueRule::kText:
+      return absl::OkStatus();
+    case ValueRule::kFlag: {
+      bool b;
+      ok = ParseBool(t, &b);
+      break;
+    }
+    case ValueRule::kInt: {
+      int n;
+      ok = absl::SimpleAtoi(t, &n) && n >= rule.lo && n <= rule.hi;
+      break;
+    }
+    case ValueRule::kSeconds: {
+      double d;
+      ok = absl::SimpleAtod(t, &d) && std::isfinite(d) && (rule.lo_open ? d > rule.lo : d >= rule.lo) &&
+           d <= rule.hi;
+      break;
+    }
   }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("must be ", rule.range, ", not ", QuoteText(value)));
+}
+
+std::vector<RdzvConfKey> RdzvConfKeys() {
+  std::vector<RdzvConfKey> out;
+  for (const ConfKeyDef& c : kRdzvConfKeys) out.push_back({c.key, c.rule, c.default_value});
   return out;
 }
 

@@ -2,6 +2,9 @@
 // --nproc_per_node), their PET_<NAME> environment equivalents (drun's own
 // flags read DRUN_<NAME>), and drun's additions. The command line wins over
 // the environment. The result is a JobSpec plus what only the launcher needs.
+// Every option is a row of one table (OptionInfo): its value rule, its default
+// and its job-file key. Defaults are applied here, once, into the JobSpec; the
+// rest of drun reads the JobSpec and supplies none of its own.
 #ifndef DRUN_LAUNCHER_CLI_H_
 #define DRUN_LAUNCHER_CLI_H_
 
@@ -38,6 +41,38 @@ enum class JobMode {
 };
 const char* JobModeName(JobMode mode);
 
+// Every option drun knows, by name in code: one row each in the option table
+// (launcher/job/cli.cc, kOptions, in this order, which is --help's). Code asks
+// for an option by its Opt, never by a string. Adding an option: an Opt here
+// and its row there (cli_test checks that they line up).
+enum class Opt {
+  kConfig, kPrintConfig, kNnodes, kNprocPerNode, kStandalone, kModule, kNoPython, kRunPath,
+  kMaxRestarts, kRestartPolicy, kRole, kNodeSetup, kNoAgentStore, kX, kEnvFile, kShutdownTimeout,
+  kHangTimeout, kSignalsToHandle, kVirtualLocalRank, kNumaBinding, kMonitorInterval, kStartMethod,
+  kRunId, kRdzvId, kRdzvBackend, kRdzvEndpoint, kRdzvConf, kNodeRank, kMasterAddr, kMasterPort,
+  kLocalAddr, kIface, kRdzvTokenFile, kRdzvTls,
+  kLogDir, kRedirects, kTee, kLocalRanksFilter, kStdin, kSummary, kReport, kQuiet,
+  kHostfile, kHost, kRemoteDrun, kSshAcceptNew, kRsh,
+  kLauncher,
+  kHelp, kVersion,
+};
+
+// What values an option takes: checked by CheckValue, the same way wherever
+// the value comes from (command line, PET_/DRUN_ environment, job file).
+struct ValueRule {
+  enum Type {
+    kFlag,     // a boolean (1/0, true/false, yes/no, on/off)
+    kText,     // anything; the option's own grammar is checked when the job is resolved
+    kInt,      // a whole number in [lo, hi]
+    kSeconds,  // a finite number of seconds in [lo, hi] (above lo when lo_open)
+  };
+  Type type = kText;
+  double lo = 0;
+  double hi = 0;
+  bool lo_open = false;
+  const char* range = "";  // the valid values in words: "a whole number of 0 or more"
+};
+
 // Where a value came from, for messages ("PET_NNODES=2") and --print-config.
 struct Origin {
   enum Kind { kCommandLine, kEnvironment, kJobFile };
@@ -45,7 +80,7 @@ struct Origin {
   std::string name;   // the spelling: "--nnodes", "PET_NNODES", the job file's path
   std::string value;  // as given
   // "--nnodes 2", "PET_NNODES=2 (environment)", "nnodes: 2 (job.yaml)".
-  std::string Describe(const std::string& option) const;
+  std::string Describe(Opt option) const;
 };
 
 // Where a secret sits in the arguments ParseCommandLine was given: the last
@@ -78,13 +113,13 @@ struct CommandLine {
   bool summary = false;     // --summary
   std::string report_path;  // --report
   // Every option given on the command line, in the environment or in a job
-  // file (canonical dashed name -> where), so later stages (Slurm
+  // file (option -> where), so later stages (Slurm
   // auto-configuration, the ssh plan) can tell a default from a choice and
   // name the source in a message.
-  std::map<std::string, Origin> origins;
-  bool Explicit(const std::string& option) const { return origins.count(option) > 0; }
+  std::map<Opt, Origin> origins;
+  bool Explicit(Opt option) const { return origins.count(option) > 0; }
   // "--nnodes 2" or "PET_NNODES=2 (environment)"; "--<option>" when not given.
-  std::string Describe(const std::string& option) const;
+  std::string Describe(Opt option) const;
   // One-line notices for the user (without "drun: "): values drun dropped or
   // changed, printed once before anything starts.
   std::vector<std::string> notices;
@@ -101,8 +136,11 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
 // Call it once the command line is parsed and argv is not exec'd again.
 void HideSecrets(const CommandLine& cl, int argc, char** argv);
 
-// The options drun knows, for other front ends (YAML job files, the man page).
+// One row of the option table, for every front end (the command line, YAML
+// job files, --help, the man page): the option's names, its value rule, its
+// default and its job-file key.
 struct OptionInfo {
+  Opt id;
   std::string name;  // canonical, dashed: "nproc-per-node"
   char short_name;   // 0 when none
   bool is_flag;      // takes no value
@@ -111,8 +149,34 @@ struct OptionInfo {
   std::string metavar;
   std::string help;
   std::string env;  // PET_<NAME> or DRUN_<NAME>; "" for --help, --version, --print-config, -x
+  ValueRule rule;
+  // What the job gets when no source sets the option, as a value of `rule`
+  // ("30"); applied once, when the job is resolved. "" when the option has no
+  // value of its own then (the job decides: a free port, the mode's run id...).
+  std::string default_value;
+  // The key a job file sets it with (docs/config.md); "" for the options that
+  // act on the command line itself (--help, --version, --config, --print-config).
+  std::string yaml_key;
 };
-std::vector<OptionInfo> KnownOptions();
+std::vector<OptionInfo> KnownOptions();  // in table order
+const OptionInfo& OptionOf(Opt option);
+// An option by its canonical name or with underscores; null when drun has none.
+const OptionInfo* FindOption(std::string name);
+
+// Whether `value` is valid under `rule`; the error (InvalidArgument) is the
+// end of a sentence whose subject the caller writes (the option as the user
+// gave it): "must be a whole number of 0 or more, not '-1'".
+absl::Status CheckValue(const ValueRule& rule, const std::string& value);
+
+// --rdzv-conf's keys, each with its rule and default (applied once, when the job
+// is resolved): join_timeout, last_call_timeout, close_timeout, read_timeout,
+// keep_alive_interval, keep_alive_max_attempt, is_host.
+struct RdzvConfKey {
+  std::string key;
+  ValueRule rule;
+  std::string default_value;  // "" for is_host (the endpoint decides)
+};
+std::vector<RdzvConfKey> RdzvConfKeys();
 
 // The mode of a node that is not configured by Slurm: kSingleNode, kStatic or
 // kC10d, from the resolved JobSpec (the srun auto-configuration calls it once
@@ -136,7 +200,10 @@ std::string DrunPath();
 void SetDrunPath(std::string path);
 
 std::string HelpText();
+// launcher/version.cc (drun-net only: it names gRPC's and libssh's versions).
 std::string VersionText();
+// "0.1.0": project()'s version in the top-level CMakeLists.txt, the only place it is written.
+std::string DrunVersion();
 // "drun 0.1.0": what must be the same on every host of a job.
 std::string VersionWords();
 

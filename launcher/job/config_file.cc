@@ -37,35 +37,9 @@ constexpr const char kHosts[] = "hosts";
 constexpr const char kScript[] = "script";
 constexpr const char kArgs[] = "args";
 
-// Options that act on the command line itself, never part of a job.
-bool CommandOnly(const std::string& name) {
-  return name == "help" || name == "version" || name == "config" || name == "print-config";
-}
-
-// Options with a numeric value, checked here so the error can name the line.
-struct NumberRule {
-  const char* name;
-  bool integer;
-  double lo, hi;
-  const char* range;  // what a valid value is, for the message
-};
-const NumberRule kNumbers[] = {
-    {"max-restarts", true, 0, 1 << 30, "a whole number of 0 or more"},
-    {"node-rank", true, 0, 1 << 30, "a whole number of 0 or more"},
-    {"master-port", true, 1, 65535, "a TCP port number (1-65535)"},
-    {"shutdown-timeout", false, 0, std::numeric_limits<double>::infinity(),
-     "a number of seconds (0 or more)"},
-    {"hang-timeout", false, 0, std::numeric_limits<double>::infinity(),
-     "a number of seconds (0 or more)"},
-    {"monitor-interval", false, 0, std::numeric_limits<double>::infinity(),
-     "a number of seconds (0 or more)"},
-};
-
-const NumberRule* FindNumberRule(const std::string& name) {
-  for (const auto& r : kNumbers) {
-    if (name == r.name) return &r;
-  }
-  return nullptr;
+// Whether an option's value is a number (its rule in the option table, cli.h).
+bool IsNumber(const OptionInfo& o) {
+  return o.rule.type == ValueRule::kInt || o.rule.type == ValueRule::kSeconds;
 }
 
 // User text in messages: control bytes escaped, cut at 80 characters.
@@ -214,7 +188,7 @@ class Parser {
   }
 
   absl::Status Option(const OptionInfo& o, const YAML::Node& key, const YAML::Node& v);
-  absl::Status Scalar(const std::string& name, const YAML::Node& key, const YAML::Node& v,
+  absl::Status Scalar(const std::string& name, bool number, const YAML::Node& key, const YAML::Node& v,
                       std::string* out);
   absl::Status Env(const YAML::Node& key, const YAML::Node& v);
   absl::Status Tls(const YAML::Node& key, const YAML::Node& v);
@@ -228,8 +202,7 @@ class Parser {
   absl::Status Flag(const std::string& name, const YAML::Node& key, const YAML::Node& v);
   absl::Status Repeated(const std::string& name, const YAML::Node& key, const YAML::Node& v);
   absl::Status ConfMap(const YAML::Node& v);
-  absl::Status Number(const NumberRule& r, const std::string& name, const YAML::Node& key,
-                      const YAML::Node& v, std::string* s);
+  absl::Status Number(const OptionInfo& o, const YAML::Node& key, std::string* s);
   absl::Status Hosts(const YAML::Node& key, const YAML::Node& v);
   absl::Status HostLines(const YAML::Node& key, const YAML::Node& v, std::vector<HostLine>* lines);
   absl::Status HostString(const YAML::Node& item, std::vector<HostLine>* lines);
@@ -250,14 +223,13 @@ class Parser {
 };
 
 // A scalar value for key `name`; the error for anything else says what was found.
-absl::Status Parser::Scalar(const std::string& name, const YAML::Node& key, const YAML::Node& v,
+absl::Status Parser::Scalar(const std::string& name, bool number, const YAML::Node& key, const YAML::Node& v,
                             std::string* out) {
   if (v.IsNull()) {
     return Error(key, absl::StrCat("'", name, "' has no value; give one, or delete the line"));
   }
   if (!v.IsScalar()) {
-    const NumberRule* r = FindNumberRule(name);
-    return Error(key, absl::StrCat("'", name, "' must be ", r ? "a number" : "a string", ", not ",
+    return Error(key, absl::StrCat("'", name, "' must be ", number ? "a number" : "a string", ", not ",
                                    Describe(v)));
   }
   *out = v.Scalar();
@@ -267,13 +239,11 @@ absl::Status Parser::Scalar(const std::string& name, const YAML::Node& key, cons
 absl::Status Parser::Option(const OptionInfo& o, const YAML::Node& key, const YAML::Node& v) {
   if (o.is_flag) return Flag(o.name, key, v);
   if (o.repeatable) return Repeated(o.name, key, v);
-  if (o.name == "rdzv-tls" && v.IsMap()) return Tls(key, v);
-  if (o.name == "rdzv-conf" && v.IsMap()) return ConfMap(v);
+  if (o.id == Opt::kRdzvTls && v.IsMap()) return Tls(key, v);
+  if (o.id == Opt::kRdzvConf && v.IsMap()) return ConfMap(v);
   std::string s;
-  if (absl::Status st = Scalar(o.name, key, v, &s); !st.ok()) return st;
-  if (const NumberRule* r = FindNumberRule(o.name)) {
-    if (absl::Status st = Number(*r, o.name, key, v, &s); !st.ok()) return st;
-  }
+  if (absl::Status st = Scalar(o.yaml_key, IsNumber(o), key, v, &s); !st.ok()) return st;
+  if (absl::Status st = Number(o, key, &s); !st.ok()) return st;
   job_.options[o.name] = s;
   return absl::OkStatus();
 }
@@ -294,7 +264,7 @@ absl::Status Parser::Repeated(const std::string& name, const YAML::Node& key, co
   std::vector<std::string>& values = job_.multi[name];
   if (!v.IsSequence()) {
     std::string s;
-    if (absl::Status st = Scalar(name, key, v, &s); !st.ok()) return st;
+    if (absl::Status st = Scalar(name, false, key, v, &s); !st.ok()) return st;
     values.push_back(s);
     return absl::OkStatus();
   }
@@ -331,26 +301,18 @@ absl::Status Parser::ConfMap(const YAML::Node& v) {
     }
     items.push_back(absl::StrCat(k, "=", val));
   }
-  job_.options["rdzv-conf"] = absl::StrJoin(items, ",");
+  job_.options[OptionOf(Opt::kRdzvConf).name] = absl::StrJoin(items, ",");
   return absl::OkStatus();
 }
 
-// A numeric option's scalar *s, checked against its rule and trimmed.
-absl::Status Parser::Number(const NumberRule& r, const std::string& name, const YAML::Node& key,
-                            const YAML::Node& v, std::string* s) {
-  double d = 0;
-  int n = 0;
-  const std::string t(absl::StripAsciiWhitespace(*s));
-  const bool number = r.integer ? absl::SimpleAtoi(t, &n) : absl::SimpleAtod(t, &d);
-  if (!number || (!r.integer && !std::isfinite(d))) {
-    return Error(key, absl::StrCat("'", name, "' must be ", r.integer ? "a whole number" : "a number",
-                                   ", not ", Describe(v)));
+// An option's scalar *s, checked by its rule (the same check, and the same
+// words, as on the command line: CheckValue) and trimmed.
+absl::Status Parser::Number(const OptionInfo& o, const YAML::Node& key, std::string* s) {
+  if (!IsNumber(o)) return absl::OkStatus();
+  if (absl::Status st = CheckValue(o.rule, *s); !st.ok()) {
+    return Error(key, absl::StrCat("'", o.yaml_key, "' ", st.message()));
   }
-  if (r.integer) d = n;
-  if (d < r.lo || d > r.hi) {
-    return Error(key, absl::StrCat("'", name, "' must be ", r.range, ", not ", Quote(*s)));
-  }
-  *s = t;
+  *s = std::string(absl::StripAsciiWhitespace(*s));
   return absl::OkStatus();
 }
 
@@ -366,7 +328,7 @@ absl::Status Parser::Tls(const YAML::Node& key, const YAML::Node& v) {
     files[k] = kv.second.Scalar();
   }
   if (files.size() != 3) return Error(key, "'tls' needs all three of cert:, key: and ca:");
-  job_.options["rdzv-tls"] = absl::StrCat(files["cert"], ",", files["key"], ",", files["ca"]);
+  job_.options[OptionOf(Opt::kRdzvTls).name] = absl::StrCat(files["cert"], ",", files["key"], ",", files["ca"]);
   return absl::OkStatus();
 }
 
@@ -562,7 +524,7 @@ absl::StatusOr<JobFile> Parser::Parse(const YAML::Node& root) {
     }
     const std::string& raw = k.Scalar();
     // tls: {cert, key, ca} is --rdzv-tls's job-file spelling.
-    const std::string key = Canonical(raw) == kTls ? std::string("rdzv-tls") : Canonical(raw);
+    const std::string key = Canonical(raw) == kTls ? OptionOf(Opt::kRdzvTls).yaml_key : Canonical(raw);
     const auto [it, fresh] = seen.emplace(key, Seen{raw, Line(k)});
     if (!fresh) {
       return Error(k, absl::StrCat("'", raw, "' is set twice (also as '", it->second.spelling,
@@ -580,20 +542,20 @@ absl::Status Parser::Entry(const std::vector<OptionInfo>& options, const std::st
   if (key == kHosts) return Hosts(k, v);
   if (key == kArgs) return Args(k, v);
   if (key == kScript) {
-    absl::Status st = Scalar(kScript, k, v, &job_.script);
+    absl::Status st = Scalar(kScript, false, k, v, &job_.script);
     if (st.ok() && job_.script.empty()) st = Error(k, "'script' is empty");
     return st;
   }
   const std::string& raw = k.Scalar();
   auto o = std::find_if(options.begin(), options.end(),
-                        [&](const OptionInfo& x) { return x.name == key; });
-  if (o != options.end() && CommandOnly(key)) {
+                        [&](const OptionInfo& x) { return !x.yaml_key.empty() && x.yaml_key == key; });
+  if (o != options.end()) return Option(*o, k, v);
+  if (const OptionInfo* cmd = FindOption(key); cmd && cmd->yaml_key.empty()) {
     return Error(k, absl::StrCat("'", raw, "' belongs on the command line, not in a job file"));
   }
-  if (o != options.end()) return Option(*o, k, v);
   std::vector<std::string> known = {kEnv, kHosts, kScript, kArgs, kTls};
   for (const auto& x : options) {
-    if (!CommandOnly(x.name)) known.push_back(x.name);
+    if (!x.yaml_key.empty()) known.push_back(x.yaml_key);
   }
   const std::string hint = Suggest(raw, known);
   return Error(k, absl::StrCat("unknown key ", Quote(raw),
@@ -605,7 +567,8 @@ absl::Status Parser::Entry(const std::vector<OptionInfo>& options, const std::st
 // The three ways of naming hosts exclude each other, as on the command line.
 absl::Status Parser::OneWayToNameHosts(const std::map<std::string, Seen>& seen) {
   std::vector<const Seen*> named;
-  for (const char* name : {"hostfile", "host", kHosts}) {
+  for (const std::string& name : {OptionOf(Opt::kHostfile).yaml_key, OptionOf(Opt::kHost).yaml_key,
+                                  std::string(kHosts)}) {
     if (auto it = seen.find(name); it != seen.end()) named.push_back(&it->second);
   }
   std::sort(named.begin(), named.end(),
@@ -753,10 +716,10 @@ void EmitOptionValue(YAML::Emitter& out, const OptionInfo& o, const std::string&
   std::vector<std::pair<std::string, std::string>> conf;
   if (o.is_flag && (v == "1" || v == "0")) {
     out << (v == "1");
-  } else if (o.name == "rdzv-tls" && std::count(v.begin(), v.end(), ',') == 2) {
+  } else if (o.id == Opt::kRdzvTls && std::count(v.begin(), v.end(), ',') == 2) {
     const std::vector<std::string> files = absl::StrSplit(v, ',');
     EmitStringMap(out, {{"cert", files[0]}, {"key", files[1]}, {"ca", files[2]}});
-  } else if (o.name == "rdzv-conf" && SplitConf(v, &conf)) {
+  } else if (o.id == Opt::kRdzvConf && SplitConf(v, &conf)) {
     EmitStringMap(out, conf);
   } else {
     EmitString(out, v);
@@ -768,7 +731,7 @@ void EmitOptions(YAML::Emitter& out, const JobFile& job) {
   for (const OptionInfo& o : KnownOptions()) {
     auto it = rest.find(o.name);
     if (it == rest.end()) continue;
-    out << YAML::Key << o.name << YAML::Value;
+    out << YAML::Key << o.yaml_key << YAML::Value;
     EmitOptionValue(out, o, it->second);
     rest.erase(it);
   }

@@ -55,11 +55,11 @@ absl::StatusOr<int> Count(const Env& env, std::initializer_list<const char*> nam
 }
 
 // Options that say "the command line configures the rendezvous itself".
-constexpr const char* kRendezvousOptions[] = {"rdzv-endpoint", "rdzv-backend", "node-rank",
-                                              "master-addr", "master-port"};
+constexpr Opt kRendezvousOptions[] = {Opt::kRdzvEndpoint, Opt::kRdzvBackend, Opt::kNodeRank,
+                                      Opt::kMasterAddr, Opt::kMasterPort};
 
-bool Explicit(const CommandLine& cl, const char* name) {
-  return cl.Explicit(name);
+bool Explicit(const CommandLine& cl, Opt option) {
+  return cl.Explicit(option);
 }
 
 // Whether this process is a task of an srun step; else why not.
@@ -230,9 +230,9 @@ absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl, const Env& en
     p.why_off = "--standalone runs a single-node job";
     return p;
   }
-  for (const char* o : kRendezvousOptions) {
+  for (Opt o : kRendezvousOptions) {
     if (Explicit(cl, o)) {
-      p.why_off = absl::StrCat("--", o, " configures the rendezvous");
+      p.why_off = absl::StrCat("--", OptionOf(o).name, " configures the rendezvous");
       return p;
     }
   }
@@ -311,7 +311,7 @@ absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl, const Env& en
   // The job, as every task of the step sees it.
   v1::JobSpec& s = p.spec;
   const int members = p.mode == SlurmMode::kPerNode ? p.num_nodes : p.num_tasks;
-  if (Explicit(cl, "nnodes") && (cl.spec.min_nodes() > p.num_nodes || cl.spec.max_nodes() < p.num_nodes)) {
+  if (Explicit(cl, Opt::kNnodes) && (cl.spec.min_nodes() > p.num_nodes || cl.spec.max_nodes() < p.num_nodes)) {
     return Bad(absl::StrCat("--nnodes ", cl.spec.min_nodes() == cl.spec.max_nodes()
                                              ? std::to_string(cl.spec.min_nodes())
                                              : absl::StrCat(cl.spec.min_nodes(), ":", cl.spec.max_nodes()),
@@ -327,16 +327,16 @@ absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl, const Env& en
   if (s.host_role() == v1::JobSpec::HOST_ROLE_AUTO) {
     s.set_host_role(p.is_host ? v1::JobSpec::HOST_ROLE_HOST : v1::JobSpec::HOST_ROLE_CLIENT);
   }
-  if (!Explicit(cl, "rdzv-id") && !Explicit(cl, "run-id")) s.set_run_id(absl::StrCat("slurm-", p.step));
+  if (!Explicit(cl, Opt::kRdzvId) && !Explicit(cl, Opt::kRunId)) s.set_run_id(absl::StrCat("slurm-", p.step));
 
   if (p.mode == SlurmMode::kPerNode) {
-    if (!Explicit(cl, "nproc-per-node")) {
+    if (!Explicit(cl, Opt::kNprocPerNode)) {
       int gpus = 0;
       const std::string* g = Lookup(env, "SLURM_GPUS_ON_NODE");
       if (g && absl::SimpleAtoi(*g, &gpus) && gpus > 0) s.set_nproc_per_node(std::to_string(gpus));
     }
   } else {
-    if (Explicit(cl, "nproc-per-node") && cl.spec.nproc_per_node() != "1") {
+    if (Explicit(cl, Opt::kNprocPerNode) && cl.spec.nproc_per_node() != "1") {
       return Bad(absl::StrCat(
           "this srun step runs ", p.num_tasks, " tasks on ", p.num_nodes,
           " nodes, so each task is one worker (RANK=SLURM_PROCID) and --nproc-per-node ",
@@ -361,7 +361,7 @@ absl::Status SlurmLauncherDefaults(CommandLine* cl, const Env& env) {
   auto nodes = Count(env, {"SLURM_JOB_NUM_NODES", "SLURM_NNODES"}, 1);
   if (!nodes.ok()) return nodes.status();
   v1::JobSpec& s = cl->spec;
-  if (!Explicit(*cl, "nnodes")) {
+  if (!Explicit(*cl, Opt::kNnodes)) {
     s.set_min_nodes(*nodes);
     s.set_max_nodes(*nodes);
   } else if (s.min_nodes() > *nodes) {
@@ -371,8 +371,8 @@ absl::Status SlurmLauncherDefaults(CommandLine* cl, const Env& env) {
   } else if (s.max_nodes() > *nodes) {
     s.set_max_nodes(*nodes);  // an elastic range: Slurm can start no more agents than nodes
   }
-  if (!Explicit(*cl, "rdzv-id") && !Explicit(*cl, "run-id")) s.set_run_id(absl::StrCat("slurm-", *job));
-  if (!Explicit(*cl, "nproc-per-node")) {
+  if (!Explicit(*cl, Opt::kRdzvId) && !Explicit(*cl, Opt::kRunId)) s.set_run_id(absl::StrCat("slurm-", *job));
+  if (!Explicit(*cl, Opt::kNprocPerNode)) {
     // The allocation's shape: `#SBATCH --ntasks-per-node=N` asks for N processes
     // per node (as srun and mpirun read it); else one per GPU Slurm gave.
     int count = 0;
@@ -396,7 +396,7 @@ absl::Status ApplySlurmEnvironment(CommandLine* cl, Env* env, SlurmMode* mode) {
     if (cl->mode != JobMode::kSrunStep) return absl::OkStatus();
     cl->mode = NodeMode(*cl);
     if (cl->mode == JobMode::kC10d && cl->spec.rdzv_endpoint().empty()) {
-      return Bad(absl::StrCat(cl->Describe("nnodes"), " needs --rdzv-endpoint HOST:PORT (", plan->why_off,
+      return Bad(absl::StrCat(cl->Describe(Opt::kNnodes), " needs --rdzv-endpoint HOST:PORT (", plan->why_off,
                               ", so drun does not configure itself from SLURM_*)"));
     }
     return absl::OkStatus();

@@ -1072,7 +1072,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
     }
   }
   report_.emplace(spec_in.run_id(), cl_.summary, cl_.report_path, Clock::now());
-  keepalive_timeout_s_ = spec_in.keepalive_timeout_s() > 0 ? spec_in.keepalive_timeout_s() : 2;
+  keepalive_timeout_s_ = spec_in.keepalive_timeout_s();
   if (spec_in.join_timeout_s() > 0) {
     below_min_bound_ = std::min(kBelowMinBound, SecondsToDuration(spec_in.join_timeout_s() / 2));
   }
@@ -1102,8 +1102,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   control_ = JobControl::Open(env_, spec_in.run_id(), server);
   AnnounceAndStart(spec_in, (*job)->port());
 
-  Supervise(sig_fd.get(), server,
-            spec_in.shutdown_timeout_s() > 0 ? spec_in.shutdown_timeout_s() : 30);
+  Supervise(sig_fd.get(), server, spec_in.shutdown_timeout_s());
   return End(sig_fd.get(), server);
 }
 

@@ -58,7 +58,7 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
                                    const std::map<std::string, std::string>& env) {
   SshPlan plan;
   const int n = static_cast<int>(hosts.size());
-  if (cl.Explicit("nnodes")) {
+  if (cl.Explicit(Opt::kNnodes)) {
     plan.min_nodes = spec.min_nodes();
     plan.max_nodes = spec.max_nodes();
     if (n < plan.min_nodes) {
@@ -78,7 +78,7 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
   const int active = std::min(n, plan.max_nodes);
   plan.spares = n - active;
 
-  const bool nproc_explicit = cl.Explicit("nproc-per-node");
+  const bool nproc_explicit = cl.Explicit(Opt::kNprocPerNode);
   int nproc_number = 0;
   const bool nproc_numeric = absl::SimpleAtoi(spec.nproc_per_node(), &nproc_number);
 

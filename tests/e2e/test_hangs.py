@@ -222,6 +222,38 @@ class DrunStacksTest(DrunTestCase):
         # A job that ended leaves no socket behind.
         self.assertEqual(os.listdir(os.path.join(self.xdg, "drun")), [])
 
+    def test_an_agent_started_by_rsh_listens_under_its_own_xdg_runtime_dir(self):
+        # `drun agent` started by --rsh (here a stand-in that runs it on this machine) with
+        # XDG_RUNTIME_DIR=D keeps its control socket in D/drun, where `drun stacks` typed with
+        # that XDG_RUNTIME_DIR looks (it used to listen in /tmp/drun-UID, ignoring D). The
+        # launcher has a runtime directory of its own, so only the agent can answer there.
+        node_xdg = os.path.join(self.tmp, "node-xdg")
+        os.mkdir(node_xdg, 0o700)
+        rsh = os.path.join(self.tmp, "local-rsh")
+        with open(rsh, "w") as f:
+            f.write('#!/bin/sh\n# local-rsh HOST COMMAND...: COMMAND here, as HOST\'s sshd would run it\n'
+                    f'shift\nexec env XDG_RUNTIME_DIR={node_xdg} "$@"\n')
+        os.chmod(rsh, 0o755)
+        run = self.start("-H", "localhost", "--rsh", rsh, "--nproc-per-node", 2, "--run-id", "overrsh",
+                         program("wait_printing.py"), env=self.env)
+        run.wait_for_line(r"\]: waiting$", count=2)
+        sockets = os.listdir(os.path.join(node_xdg, "drun"))
+        self.assertEqual(len(sockets), 1, sockets)
+        self.assertRegex(sockets[0], r"^\d+\.sock$")
+        agent = int(sockets[0].split(".")[0])
+        with open(f"/proc/{agent}/cmdline", "rb") as f:
+            self.assertEqual(f.read().split(b"\0")[1], b"agent")
+        out = self.stacks(env=base_env(XDG_RUNTIME_DIR=node_xdg))
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertRegex(out.stdout.splitlines()[0], r"^drun stacks: run 'overrsh', 2 ranks")
+        got = stack_sections(out.stdout)
+        self.assertEqual(sorted(got), [0, 1], out.stdout)
+        for _, (_, _, text) in got.items():
+            self.assertIn("wait_printing.py", text)
+        run.send_signal(signal.SIGTERM)
+        self.assertEqual(run.wait(), 128 + signal.SIGTERM, run.describe())
+        # The agent took its socket with it.
+        self.assertEqual(os.listdir(os.path.join(node_xdg, "drun")), [])
 
 # A rank asleep in nap(): it says so from the very statement it sleeps on, so a dump taken
 # after the line arrived finds it there. No torch: pyenv's interpreters have none.

@@ -14,12 +14,12 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
-CommandLine Cl(std::vector<std::string> explicit_opts = {}) {
+CommandLine Cl(std::vector<Opt> explicit_opts = {}) {
   CommandLine cl;
   cl.launcher = Launcher::kSsh;
   cl.mode = JobMode::kSsh;
   cl.hostfile = "hosts";
-  for (auto& o : explicit_opts) cl.origins[o] = Origin{Origin::kCommandLine, "--" + o, ""};
+  for (Opt o : explicit_opts) cl.origins[o] = Origin{Origin::kCommandLine, "--" + OptionOf(o).name, ""};
   cl.spec.set_nproc_per_node("1");
   cl.spec.set_min_nodes(1);
   cl.spec.set_max_nodes(1);
@@ -54,7 +54,7 @@ TEST(PlanSshJob, EveryHostRunsWithoutNnodes) {
 }
 
 TEST(PlanSshJob, HostsPastMaxAreSpares) {
-  CommandLine cl = Cl({"nnodes"});
+  CommandLine cl = Cl({Opt::kNnodes});
   cl.spec.set_min_nodes(2);
   cl.spec.set_max_nodes(3);
   auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 0}, {"b", 0}, {"c", 0}, {"d", 0}}), {}, {});
@@ -66,7 +66,7 @@ TEST(PlanSshJob, HostsPastMaxAreSpares) {
 }
 
 TEST(PlanSshJob, TooFewHostsForMin) {
-  CommandLine cl = Cl({"nnodes"});
+  CommandLine cl = Cl({Opt::kNnodes});
   cl.spec.set_min_nodes(3);
   cl.spec.set_max_nodes(3);
   auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 0}, {"b", 0}}), {}, {});
@@ -82,7 +82,7 @@ TEST(PlanSshJob, MaxSlotsAloneSetsNproc) {
 }
 
 TEST(PlanSshJob, ExplicitNprocWinsButRespectsMaxSlots) {
-  CommandLine cl = Cl({"nproc-per-node"});
+  CommandLine cl = Cl({Opt::kNprocPerNode});
   cl.spec.set_nproc_per_node("2");
   auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 4}}), {}, {});
   ASSERT_TRUE(plan.ok());

@@ -97,5 +97,39 @@ class StacksTest(t.SshTestCase):
         self.assertHostsClean()
 
 
+    def test_an_agent_started_by_rsh_listens_under_its_xdg_runtime_dir(self):
+        # A host whose `drun agent` (started here by --rsh, through OpenSSH) has
+        # XDG_RUNTIME_DIR=D keeps its control socket in D/drun, and `drun stacks` typed on that
+        # host with that XDG_RUNTIME_DIR finds the job (it used to listen in /tmp/drun-UID).
+        # The launcher has no XDG_RUNTIME_DIR: only red01's agent can answer there.
+        xdg = tempfile.mkdtemp(dir=self.bed.tmp)
+        os.chmod(xdg, 0o700)
+        rsh = os.path.join(self.bed.tmp, "rsh-with-xdg")
+        with open(rsh, "w") as f:
+            f.write(f'#!/bin/sh\nhost=$1; shift\nexec ssh -o BatchMode=yes "$host" '
+                    f'env XDG_RUNTIME_DIR={xdg} "$@"\n')
+        os.chmod(rsh, 0o755)
+        p = self.drun(["-H", "red01", "--rsh", rsh, "--nproc-per-node", "2", "--run-id", "xdg",
+                       os.path.join(E2E_PROGRAMS, "wait_printing.py")],
+                      env=self.bed.env(XDG_RUNTIME_DIR=None))
+        p[1].wait_for(r"\]: waiting$", count=2)
+        sockets = os.listdir(os.path.join(xdg, "drun"))
+        self.assertEqual(len(sockets), 1, sockets)
+        self.assertIn(int(sockets[0].split(".")[0]), self.bed.agent_pids("red01"))
+        out = subprocess.run(["ip", "netns", "exec", self.bed.host_ns["red01"], self.bed.drun, "stacks"],
+                             env=self.bed.env(XDG_RUNTIME_DIR=xdg), capture_output=True, text=True,
+                             timeout=90)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertRegex(out.stdout.splitlines()[0], r"^drun stacks: run 'xdg', 2 ranks")
+        got = stack_sections(out.stdout)
+        self.assertEqual(sorted(got), [0, 1], out.stdout)
+        for rank, (host, _, text) in got.items():
+            self.assertEqual(host, "red01")
+            self.assertIn("wait_printing.py", text, text)
+        p[0].send_signal(signal.SIGTERM)
+        self.assertEqual(self.finish(p), 128 + signal.SIGTERM, p[1].describe())
+        self.assertHostsClean()
+        self.assertEqual(os.listdir(os.path.join(xdg, "drun")), [])
+
 if __name__ == "__main__":
     t.main()

@@ -1,5 +1,7 @@
 #include "launcher/job/cli.h"
 
+#include "agent/std_streams.h"
+
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -55,8 +57,8 @@ TEST(CliTest, ShortOptions) {
   auto cl = Parse({"-m", "-r", "3", "-t1", "pkg.train"});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(cl->spec.kind(), v1::JobSpec::PYTHON_MODULE);
-  EXPECT_EQ(cl->spec.redirects().all(), 3);
-  EXPECT_EQ(cl->spec.tee().all(), 1);
+  EXPECT_EQ(FromProto(cl->spec.redirects()).all, Streams::Both());
+  EXPECT_EQ(FromProto(cl->spec.tee()).all, (Streams{true, false}));
 }
 
 TEST(CliTest, Defaults) {
@@ -167,7 +169,7 @@ TEST_F(JobFileTest, PrecedenceCommandLineThenEnvironmentThenFile) {
   EXPECT_EQ(cl->spec.env().at("A"), "1");
   EXPECT_EQ(cl->spec.entrypoint(), "train.py");
   ASSERT_EQ(cl->spec.args_size(), 2);
-  EXPECT_TRUE(cl->Explicit("nproc-per-node"));
+  EXPECT_TRUE(cl->Explicit(Opt::kNprocPerNode));
   cl = Parse({"--config", path, "--nproc-per-node", "3", "-x", "CLIVAR", "other.py"},
              {{"PET_NPROC_PER_NODE", "4"}, {"FILEVAR", "f"}, {"CLIVAR", "c"}});
   ASSERT_TRUE(cl.ok()) << cl.status();

@@ -300,13 +300,13 @@ TEST(ParseJobFile, WrongTypesNameFileLineAndKey) {
   EXPECT_EQ(ErrorOf("nnodes: 2\n\n\n\n\n\nmax-restarts:\n  - 1\n"),
             "job.yaml:7: 'max-restarts' must be a number, not a list");
   EXPECT_EQ(ErrorOf("max-restarts: three\n"),
-            "job.yaml:1: 'max-restarts' must be a whole number, not 'three'");
+            "job.yaml:1: 'max-restarts' must be a whole number of 0 or more, not 'three'");
   EXPECT_EQ(ErrorOf("max-restarts: -1\n"),
             "job.yaml:1: 'max-restarts' must be a whole number of 0 or more, not '-1'");
   EXPECT_EQ(ErrorOf("master-port: 70000\n"),
             "job.yaml:1: 'master-port' must be a TCP port number (1-65535), not '70000'");
   EXPECT_EQ(ErrorOf("shutdown-timeout: soon\n"),
-            "job.yaml:1: 'shutdown-timeout' must be a number, not 'soon'");
+            "job.yaml:1: 'shutdown-timeout' must be a number of seconds (0 or more), not 'soon'");
   EXPECT_EQ(ErrorOf("standalone: 1\n"), "job.yaml:1: 'standalone' must be true or false, not '1'");
   EXPECT_EQ(ErrorOf("standalone: [true]\n"),
             "job.yaml:1: 'standalone' must be true or false, not a list");

@@ -112,6 +112,13 @@ std::vector<ValueCase> ValueCases() {
   };
 }
 
+// The option a test names by its spelling (the cases are tables of names).
+Opt OptNamed(const std::string& name) {
+  const OptionInfo* o = FindOption(name);
+  EXPECT_NE(o, nullptr) << name;
+  return o ? o->id : Opt::kHelp;
+}
+
 std::string EnvVarOf(const std::string& option) {
   for (const OptionInfo& o : KnownOptions()) {
     if (o.name == option) return o.env;
@@ -132,16 +139,16 @@ TEST_F(JobResolutionTest, EveryValueOptionFromEachSourceWithPrecedenceAndOrigin)
 
     auto file = Parse(args, {}, yaml);
     ASSERT_TRUE(file.ok()) << file.status();
-    EXPECT_EQ(file->origins.at(c.name).kind, Origin::kJobFile);
-    EXPECT_EQ(file->Describe(c.name), c.name + ": " + c.file + " (" + dir_ + "/job.yaml)");
+    EXPECT_EQ(file->origins.at(OptNamed(c.name)).kind, Origin::kJobFile);
+    EXPECT_EQ(file->Describe(OptNamed(c.name)), c.name + ": " + c.file + " (" + dir_ + "/job.yaml)");
     if (c.resolved) {
       EXPECT_EQ(c.resolved(*file), c.file);
     }
 
     auto env = Parse(args, {{var, c.env}}, yaml);
     ASSERT_TRUE(env.ok()) << env.status();
-    EXPECT_EQ(env->origins.at(c.name).kind, Origin::kEnvironment);
-    EXPECT_EQ(env->Describe(c.name), var + "=" + c.env + " (environment)");
+    EXPECT_EQ(env->origins.at(OptNamed(c.name)).kind, Origin::kEnvironment);
+    EXPECT_EQ(env->Describe(OptNamed(c.name)), var + "=" + c.env + " (environment)");
     if (c.resolved) {
       EXPECT_EQ(c.resolved(*env), c.env);
     }
@@ -150,8 +157,8 @@ TEST_F(JobResolutionTest, EveryValueOptionFromEachSourceWithPrecedenceAndOrigin)
     with_cl.insert(with_cl.end(), {"--" + c.name, c.cl, "t.py"});
     auto cl = Parse(with_cl, {{var, c.env}}, yaml);
     ASSERT_TRUE(cl.ok()) << cl.status();
-    EXPECT_EQ(cl->origins.at(c.name).kind, Origin::kCommandLine);
-    EXPECT_EQ(cl->Describe(c.name), "--" + c.name + " " + c.cl);
+    EXPECT_EQ(cl->origins.at(OptNamed(c.name)).kind, Origin::kCommandLine);
+    EXPECT_EQ(cl->Describe(OptNamed(c.name)), "--" + c.name + " " + c.cl);
     if (c.resolved) {
       EXPECT_EQ(c.resolved(*cl), c.cl);
     }
@@ -192,17 +199,17 @@ TEST_F(JobResolutionTest, EveryFlagFromEachSourceWithPrecedence) {
     auto file = Parse({"t.py"}, {}, yaml);
     ASSERT_TRUE(file.ok()) << file.status();
     EXPECT_TRUE(f.get(*file));
-    EXPECT_EQ(file->origins.at(f.name).kind, Origin::kJobFile);
+    EXPECT_EQ(file->origins.at(OptNamed(f.name)).kind, Origin::kJobFile);
     auto env = Parse({"t.py"}, {{var, "0"}}, yaml);
     ASSERT_TRUE(env.ok()) << env.status();
     if (f.name != "run-path") {
       EXPECT_FALSE(f.get(*env));
     }
-    EXPECT_EQ(env->origins.at(f.name).kind, Origin::kEnvironment);
+    EXPECT_EQ(env->origins.at(OptNamed(f.name)).kind, Origin::kEnvironment);
     auto cl = Parse({"--" + f.name, "t.py"}, {{var, "0"}}, yaml);
     ASSERT_TRUE(cl.ok()) << cl.status();
     EXPECT_TRUE(f.get(*cl));
-    EXPECT_EQ(cl->Describe(f.name), "--" + f.name);
+    EXPECT_EQ(cl->Describe(OptNamed(f.name)), "--" + f.name);
   }
 }
 
@@ -223,13 +230,13 @@ TEST_F(JobResolutionTest, WorkerEnvironmentFromEverySource) {
   EXPECT_EQ(env.at("B"), "file");
   EXPECT_EQ(env.at("C"), "x");
   EXPECT_EQ(env.at("D"), "yamlx");
-  EXPECT_EQ(cl->origins.at("env-file").kind, Origin::kCommandLine);
+  EXPECT_EQ(cl->origins.at(Opt::kEnvFile).kind, Origin::kCommandLine);
   // --env-file from DRUN_ENV_FILE; -x VAR forwards drun's own value.
   auto from_env = Parse({"-x", "HOME", "t.py"}, {{"DRUN_ENV_FILE", env_file}, {"HOME", "/h"}});
   ASSERT_TRUE(from_env.ok()) << from_env.status();
   EXPECT_EQ(from_env->spec.env().at("B"), "file");
   EXPECT_EQ(from_env->spec.env().at("HOME"), "/h");
-  EXPECT_EQ(from_env->origins.at("env-file").kind, Origin::kEnvironment);
+  EXPECT_EQ(from_env->origins.at(Opt::kEnvFile).kind, Origin::kEnvironment);
 }
 
 TEST_F(JobResolutionTest, DrunOwnedVariableDroppedWithOneNoticeNamingTheFlag) {
@@ -247,7 +254,7 @@ TEST_F(JobResolutionTest, ConfigFromDrunConfigVariable) {
   auto cl = Parse({"t.py"}, {{"DRUN_CONFIG", path}});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(cl->spec.nproc_per_node(), "5");
-  EXPECT_EQ(cl->origins.at("nproc-per-node").kind, Origin::kJobFile);
+  EXPECT_EQ(cl->origins.at(Opt::kNprocPerNode).kind, Origin::kJobFile);
 }
 
 // --- mpirun's process counts -----------------------------------------------------------
@@ -259,7 +266,7 @@ TEST_F(JobResolutionTest, MpirunCounts) {
     auto cl = Parse(a);
     ASSERT_TRUE(cl.ok()) << a[0] << ": " << cl.status();
     EXPECT_EQ(cl->spec.nproc_per_node(), "4") << a[0];
-    EXPECT_EQ(cl->origins.at("nproc-per-node").name, a[0].substr(0, a[0].find('=')));
+    EXPECT_EQ(cl->origins.at(Opt::kNprocPerNode).name, a[0].substr(0, a[0].find('=')));
   }
   // The whole job's count over two nodes is two per node; -N is per node.
   auto np = Parse({"-np", "4", "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:1", "t.py"});
@@ -323,7 +330,7 @@ TEST_F(JobResolutionTest, RefusedCombinations) {
       {{"--iface", "eth1", "-x", "GLOO_SOCKET_IFNAME=lo", "t.py"}, {},
        "--iface eth1 and GLOO_SOCKET_IFNAME given to the workers both choose the interface"},
       {{"--rdzv-backend", "etcd", "t.py"}, {}, "write c10d or static"},
-      {{"--rdzv-conf", "is_host=maybe", "t.py"}, {}, "write true or false"},
+      {{"--rdzv-conf", "is_host=maybe", "t.py"}, {}, "is_host must be true or false"},
       {{"--rdzv-conf", "bogus=1", "t.py"}, {}, "unknown key 'bogus'"},
       {{"--launcher", "pbs", "t.py"}, {}, "write local, ssh or slurm"},
       {{"t.py"}, {{"PET_NNODES", "2"}}, "PET_NNODES=2"},
@@ -459,7 +466,7 @@ TEST_F(JobResolutionTest, KubeflowNprocAlias) {
   auto cl = Parse({"t.py"}, {{"PET_N_PROC_PER_NODE", "3"}});
   ASSERT_TRUE(cl.ok()) << cl.status();
   EXPECT_EQ(cl->spec.nproc_per_node(), "3");
-  EXPECT_EQ(cl->Describe("nproc-per-node"), "PET_N_PROC_PER_NODE=3 (environment)");
+  EXPECT_EQ(cl->Describe(Opt::kNprocPerNode), "PET_N_PROC_PER_NODE=3 (environment)");
   // PET_NPROC_PER_NODE, torchrun's own name, wins over the alias.
   auto both = Parse({"t.py"}, {{"PET_N_PROC_PER_NODE", "3"}, {"PET_NPROC_PER_NODE", "2"}});
   ASSERT_TRUE(both.ok());
@@ -477,7 +484,7 @@ TEST_F(JobResolutionTest, KubeflowElasticPod) {
   EXPECT_EQ(cl->spec.max_nodes(), 3);
   EXPECT_EQ(cl->spec.rdzv_endpoint(), "trainer-master-0:29400");
   EXPECT_EQ(cl->spec.nproc_per_node(), "2");
-  EXPECT_EQ(cl->Describe("nnodes"), "PET_NNODES=1:3 (environment)");
+  EXPECT_EQ(cl->Describe(Opt::kNnodes), "PET_NNODES=1:3 (environment)");
 }
 
 TEST_F(JobResolutionTest, KubeflowNonElasticPodTakesMasterFromPodEnvironment) {
@@ -494,8 +501,8 @@ TEST_F(JobResolutionTest, KubeflowNonElasticPodTakesMasterFromPodEnvironment) {
   EXPECT_EQ(cl->spec.master_addr(), "trainer-master-0");
   EXPECT_EQ(cl->spec.master_port(), 23456);
   EXPECT_EQ(cl->spec.rdzv_endpoint(), "trainer-master-0:23456");
-  EXPECT_EQ(cl->Describe("master-addr"), "MASTER_ADDR=trainer-master-0 (environment)");
-  EXPECT_EQ(cl->Describe("master-port"), "MASTER_PORT=23456 (environment)");
+  EXPECT_EQ(cl->Describe(Opt::kMasterAddr), "MASTER_ADDR=trainer-master-0 (environment)");
+  EXPECT_EQ(cl->Describe(Opt::kMasterPort), "MASTER_PORT=23456 (environment)");
   // WORLD_SIZE and RANK are the pod's, not drun's inputs: the per-node worker count is
   // still --nproc-per-node's default, and the node rank PET_NODE_RANK's.
   EXPECT_EQ(cl->spec.nproc_per_node(), "1");

@@ -49,17 +49,28 @@ TEST(TailBufferTest, KeepsLastLines) {
 }
 
 TEST(StdSpecTest, ParsesTorchrunForms) {
+  const Streams none, out{true, false}, both = Streams::Both();
   auto all = ParseStdSpec("3");
   ASSERT_TRUE(all.ok());
-  EXPECT_EQ(all->ForRank(0), 3);
-  EXPECT_EQ(all->ForRank(7), 3);
+  EXPECT_EQ(all->ForRank(0), both);
+  EXPECT_EQ(all->ForRank(7), both);
   auto per = ParseStdSpec("0:1,2:3");
   ASSERT_TRUE(per.ok());
-  EXPECT_EQ(per->ForRank(0), 1);
-  EXPECT_EQ(per->ForRank(1), 0);
-  EXPECT_EQ(per->ForRank(2), 3);
-  EXPECT_EQ(ParseStdSpec("")->ForRank(0), 0);
+  EXPECT_EQ(per->ForRank(0), out);
+  EXPECT_EQ(per->ForRank(1), none);
+  EXPECT_EQ(per->ForRank(2), both);
+  EXPECT_EQ(ParseStdSpec("")->ForRank(0), none);
+  EXPECT_FALSE(ParseStdSpec("")->NamesLogFiles());
+  EXPECT_TRUE(ParseStdSpec("0:0")->NamesLogFiles());
+  EXPECT_EQ(ParseStdSpec("2")->ForRank(3), (Streams{false, true}));
   for (const char* bad : {"4", "x", "0:4", "a:1", "-1"}) EXPECT_FALSE(ParseStdSpec(bad).ok()) << bad;
+}
+
+// torchrun's digit, the JobSpec's form, is read and written in one place.
+TEST(StdSpecTest, DigitsRoundTrip) {
+  for (int d = 0; d <= 3; ++d) EXPECT_EQ(Streams::FromDigit(d)->ToDigit(), d);
+  EXPECT_FALSE(Streams::FromDigit(4));
+  EXPECT_FALSE(Streams::FromDigit(-1));
 }
 
 TEST(RankListTest, Parses) {

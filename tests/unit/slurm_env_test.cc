@@ -185,7 +185,7 @@ TEST(SlurmEnv, ExplicitRunIdAndNnodesAreKeptOrChecked) {
   // the option is marked explicit by hand.) A range that holds the step's node
   // count is fixed to it; a count that differs is an error.
   CommandLine cl = Parse({"train.py"});
-  cl.origins["nnodes"] = Origin{Origin::kCommandLine, "--nnodes", "2:4"};
+  cl.origins[Opt::kNnodes] = Origin{Origin::kCommandLine, "--nnodes", "2:4"};
   cl.spec.set_min_nodes(2);
   cl.spec.set_max_nodes(4);
   auto plan = PlanSlurmStep(cl, env, "");
