@@ -222,7 +222,7 @@ void Agent::SayLogDir() {
   if (opt_.launcher_reports_end) return;
   const StdSpec redirects = FromProto(opt_.spec.redirects());
   bool hidden = false;
-  for (int lr = 0; lr < opt_.nproc.count; ++lr) hidden = hidden || redirects.ForRank(lr) != 0;
+  for (int lr = 0; lr < opt_.nproc.count; ++lr) hidden = hidden || redirects.ForRank(lr).any();
   Info(absl::StrCat("logs in ", logs_.node_dir(), "/",
                     hidden ? " (what --redirects sends there is not shown here)" : ""));
 }
@@ -661,12 +661,12 @@ void Agent::StartWorkers(TimePoint now) {
 void Agent::PlaceOutputs(const StdSpec& redirects, const StdSpec& tee,
                          const std::vector<int>& filter, WorkerLaunch* l) const {
   const int lr = l->local_rank;
-  const int to_file = redirects.ForRank(lr) | tee.ForRank(lr);
+  const Streams to_file = redirects.ForRank(lr) | tee.ForRank(lr);
   // torchrun's layout under --log-dir, else the error file alone (LogLayout).
   LogLayout::RankFiles files = logs_.ForRank(assignment_->round(), lr);
   l->error_file = std::move(files.error_file);
-  if (to_file & 1) l->stdout_file = std::move(files.stdout_log);
-  if (to_file & 2) l->stderr_file = std::move(files.stderr_log);
+  if (to_file.out) l->stdout_file = std::move(files.stdout_log);
+  if (to_file.err) l->stderr_file = std::move(files.stderr_log);
   const bool shown = filter.empty() || std::find(filter.begin(), filter.end(), lr) != filter.end();
   l->console_stdout = shown && !redirects.ForRank(lr).out;
   l->console_stderr = shown && !redirects.ForRank(lr).err;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "agent/agent_options.h"
+#include "agent/log_layout.h"
 #include "launcher/job/cli.h"
 #include "launcher/node.h"
 
@@ -125,9 +126,9 @@ TEST(RunIdTest, TheCommandLineResolvesTheDefaultOnce) {
   auto named = ParseCommandLine({"--run-id", "job7", "t.py"}, {});
   ASSERT_TRUE(named.ok());
   EXPECT_EQ(RunId::Of(named->spec), RunId::Named("job7"));
-  // A missing run id and a run-dir name: the default asks for a unique directory.
-  EXPECT_EQ(UniqueRunDirName(named->spec), "");
-  EXPECT_EQ(UniqueRunDirName(plain->spec).rfind("none_", 0), 0u);
+  // Every run, a named one too, gets a run directory of its own (agent/log_layout.h).
+  EXPECT_EQ(LogLayout::NewRunName(named->spec.run_id()).rfind("job7_", 0), 0u);
+  EXPECT_EQ(LogLayout::NewRunName(plain->spec.run_id()).rfind("none_", 0), 0u);
 }
 
 }  // namespace
