@@ -124,7 +124,8 @@ const OptionDef kOptions[] = {
      EnvTwin::kDrun, kSecondsRule, "0", kInJobFile},
     {Opt::kSignalsToHandle, "signals-to-handle", 0, Kind::kValue, kJob, "SIG,...",
      "the signals drun passes to the workers (default SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2); "
-     "one left out keeps its default action on drun itself", EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
+     "one left out keeps its default action on drun itself", EnvTwin::kTorchrun, kTextRule,
+     "SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2", kInJobFile},
     {Opt::kVirtualLocalRank, "virtual-local-rank", 0, Kind::kFlag, kJob, nullptr,
      "every worker gets LOCAL_RANK=0 and sees only its own GPU, through CUDA_VISIBLE_DEVICES",
      EnvTwin::kTorchrun, kFlagRule, "", kInJobFile},
