@@ -37,6 +37,12 @@ namespace {
 constexpr int kHandledSignals[] = {SIGCHLD, SIGINT,  SIGTERM, SIGHUP,
                                    SIGQUIT, SIGUSR1, SIGUSR2};
 
+// "2" for a fixed size, "1..4" for a range.
+std::string NodeRange(int min_nodes, int max_nodes) {
+  if (min_nodes == max_nodes) return absl::StrCat(max_nodes);
+  return absl::StrCat(min_nodes, "..", max_nodes);
+}
+
 int FreePort(const std::string& local_addr) {
   UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return 0;
@@ -93,7 +99,7 @@ void Agent::ShowStatus(TimePoint now) {
   if (!status_tty_ || !waiting_ || machine_.state() != AgentMachine::State::kRendezvous) return;
   const auto& w = *waiting_;
   std::string line = absl::StrCat("drun: waiting for ", MembersWord(), ": ", w.joined(), " of ",
-                                  w.min_nodes(), "..", w.max_nodes(), " joined");
+                                  NodeRange(w.min_nodes(), w.max_nodes()), " joined");
   if (w.last_call_ms() > 0) {
     auto left = std::chrono::milliseconds(w.last_call_ms()) - (now - waiting_at_);
     auto secs = std::chrono::ceil<std::chrono::seconds>(left).count();
@@ -381,6 +387,7 @@ std::optional<TimePoint> Agent::NextDeadline() const {
   consider(status_refresh_);
   consider(machine_.NextDeadline());  // the workers' SIGKILL after a stop's grace
   if (hang_) consider(hang_->NextSample());
+  if (group_) consider(group_->NextNote());  // the workers' last output time
   consider(console_.NextDeadline());
   return deadline;
 }
@@ -436,6 +443,7 @@ void Agent::OnWake(TimePoint now) {
   // A SIGCHLD can be merged with one already pending; reaping on every
   // wake-up costs one syscall and never misses an exit.
   ReapChildren(now);
+  if (group_) group_->NoteOutput(now);
   Apply(machine_.OnTick(now), now);
   WatchHang(now);
   rdzv_->OnTick(now);
@@ -540,7 +548,7 @@ void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
   if (opt_.spec.max_nodes() <= 1) return;
   // The server's words are about nodes; in Slurm's task mode its members are tasks.
   const bool for_members = w.kind() == v1::Waiting::WAITING_FOR_NODES;
-  std::string text = absl::StrCat("waiting: ", w.joined(), " of ", w.min_nodes(), "..", w.max_nodes(), " ",
+  std::string text = absl::StrCat("waiting: ", w.joined(), " of ", NodeRange(w.min_nodes(), w.max_nodes()), " ",
                                   MembersWord(), " joined (",
                                   for_members ? absl::StrCat("waiting for ", MembersWord()) : w.reason(), ")");
   if (w.last_call_ms() > 0) {
