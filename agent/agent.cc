@@ -167,7 +167,8 @@ void Agent::WriteReport(TimePoint now) {
   report_.wall_s = std::chrono::duration<double>(now - started_).count();
   if (opt_.refused_connections) report_.refused_connections = opt_.refused_connections();
   const bool failed = exit_code_ != 0 && !report_.ranks.empty() && exit_failure_;
-  if (!opt_.launcher_reports_end && (opt_.summary || failed)) {
+  const bool elsewhere = opt_.summary_elsewhere && (failed || exit_code_ == 0);
+  if (!opt_.launcher_reports_end && !elsewhere && (opt_.summary || failed)) {
     console_.Text(FormatSummaryTable(report_));
   }
   if (!opt_.report_path.empty()) {
@@ -462,7 +463,11 @@ int Agent::Finish() {
   // drun returns, however many ranks the table has.
   WriteReport(Clock::now());
   SendNodeReport();
-  if (exit_code_ != 0 && !opt_.launcher_reports_end) {
+  // The job's failure came from the rendezvous, whose node prints it (a lost
+  // rendezvous is this node's news: said in full).
+  if (exit_code_ != 0 && opt_.summary_elsewhere && exit_failure_) {
+    Log(absl::StrCat(exit_message_, " (the summary is on ", rdzv_->server_host(), ")"));
+  } else if (exit_code_ != 0 && !opt_.launcher_reports_end) {
     if (!exit_message_.empty()) Log(exit_message_);
     if (exit_failure_) console_.Text(FormatRootCause(*exit_failure_, opt_.quiet));
   }
@@ -806,7 +811,9 @@ std::string FormatRootCause(const v1::Failure& f, bool brief) {
     lines.push_back(absl::StrCat("  rank:       ", f.rank(), " (local rank ", f.local_rank(),
                                  ", group rank ", f.group_rank(), ")"));
   }
-  lines.push_back(absl::StrCat("  pid:        ", f.pid()));
+  // No process: the workers could not be started (pid 0 would name none).
+  lines.push_back(f.pid() > 0 ? absl::StrCat("  pid:        ", f.pid())
+                              : std::string("  pid:        none (not started)"));
   if (f.hung()) {
     lines.push_back(absl::StrCat("  exit:       hung (--hang-timeout), exit ", f.exit_code()));
   } else if (f.signal() > 0) {

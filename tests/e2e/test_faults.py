@@ -68,6 +68,7 @@ class FaultsTest(DrunTestCase):
         self.assertRegex(proc.stderr, r"drun: cannot start workers: 40 workers need about \d+ descriptors; "
                                       r"ulimit -n is 64: raise it \(ulimit -n 4096\)")
         self.assertNotIn("--node-setup", proc.stderr)
+        self.assertIn("drun:   pid:        none (not started)", proc.stderr)
 
     def test_restart_after_failure(self):
         run = self.drun("--standalone", "--nproc-per-node", 4, "--max-restarts", 2,
