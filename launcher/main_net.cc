@@ -329,6 +329,7 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   EnableStacks(options.base_env, &options);
   options.members_are_tasks = slurm == SlurmMode::kPerTask;
   if (server) options.refused_connections = [s = server.get()] { return s->refused_connections(); };
+  options.summary_elsewhere = slurm != SlurmMode::kOff && !server;  // one summary per srun step
   auto agent = std::make_unique<Agent>(std::move(options), std::move(client.value()), &guardian);
   const int code = agent->Run();
   if (server) {
