@@ -37,6 +37,12 @@ namespace {
 constexpr int kHandledSignals[] = {SIGCHLD, SIGINT,  SIGTERM, SIGHUP,
                                    SIGQUIT, SIGUSR1, SIGUSR2};
 
+// "2" for a fixed size, "1..4" for a range.
+std::string NodeRange(int min_nodes, int max_nodes) {
+  if (min_nodes == max_nodes) return absl::StrCat(max_nodes);
+  return absl::StrCat(min_nodes, "..", max_nodes);
+}
+
 int FreePort(const std::string& local_addr) {
   UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return 0;
@@ -93,7 +99,7 @@ void Agent::ShowStatus(TimePoint now) {
   if (!status_tty_ || !waiting_ || machine_.state() != AgentMachine::State::kRendezvous) return;
   const auto& w = *waiting_;
   std::string line = absl::StrCat("drun: waiting for ", MembersWord(), ": ", w.joined(), " of ",
-                                  w.min_nodes(), "..", w.max_nodes(), " joined");
+                                  NodeRange(w.min_nodes(), w.max_nodes()), " joined");
   if (w.last_call_ms() > 0) {
     auto left = std::chrono::milliseconds(w.last_call_ms()) - (now - waiting_at_);
     auto secs = std::chrono::ceil<std::chrono::seconds>(left).count();
@@ -161,7 +167,8 @@ void Agent::WriteReport(TimePoint now) {
   report_.wall_s = std::chrono::duration<double>(now - started_).count();
   if (opt_.refused_connections) report_.refused_connections = opt_.refused_connections();
   const bool failed = exit_code_ != 0 && !report_.ranks.empty() && exit_failure_;
-  if (!opt_.launcher_reports_end && (opt_.summary || failed)) {
+  const bool elsewhere = opt_.summary_elsewhere && (failed || exit_code_ == 0);
+  if (!opt_.launcher_reports_end && !elsewhere && (opt_.summary || failed)) {
     console_.Text(FormatSummaryTable(report_));
   }
   if (!opt_.report_path.empty()) {
@@ -378,6 +385,7 @@ std::optional<TimePoint> Agent::NextDeadline() const {
   consider(status_refresh_);
   consider(machine_.NextDeadline());  // the workers' SIGKILL after a stop's grace
   if (hang_) consider(hang_->NextSample());
+  if (group_) consider(group_->NextNote());  // the workers' last output time
   consider(console_.NextDeadline());
   return deadline;
 }
@@ -432,6 +440,7 @@ void Agent::OnWake(TimePoint now) {
   // A SIGCHLD can be merged with one already pending; reaping on every
   // wake-up costs one syscall and never misses an exit.
   ReapChildren(now);
+  if (group_) group_->NoteOutput(now);
   Apply(machine_.OnTick(now), now);
   WatchHang(now);
   rdzv_->OnTick(now);
@@ -450,7 +459,11 @@ int Agent::Finish() {
   // drun returns, however many ranks the table has.
   WriteReport(Clock::now());
   SendNodeReport();
-  if (exit_code_ != 0 && !opt_.launcher_reports_end) {
+  // The job's failure came from the rendezvous, whose node prints it (a lost
+  // rendezvous is this node's news: said in full).
+  if (exit_code_ != 0 && opt_.summary_elsewhere && exit_failure_) {
+    Log(absl::StrCat(exit_message_, " (the summary is on ", rdzv_->server_host(), ")"));
+  } else if (exit_code_ != 0 && !opt_.launcher_reports_end) {
     if (!exit_message_.empty()) Log(exit_message_);
     if (exit_failure_) console_.Text(FormatRootCause(*exit_failure_, opt_.quiet));
   }
@@ -536,7 +549,7 @@ void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
   if (!SpansNodes(opt_.spec)) return;
   // The server's words are about nodes; in Slurm's task mode its members are tasks.
   const bool for_members = w.kind() == v1::Waiting::WAITING_FOR_NODES;
-  std::string text = absl::StrCat("waiting: ", w.joined(), " of ", w.min_nodes(), "..", w.max_nodes(), " ",
+  std::string text = absl::StrCat("waiting: ", w.joined(), " of ", NodeRange(w.min_nodes(), w.max_nodes()), " ",
                                   MembersWord(), " joined (",
                                   for_members ? absl::StrCat("waiting for ", MembersWord()) : w.reason(), ")");
   if (w.last_call_ms() > 0) {
@@ -797,7 +810,9 @@ std::string FormatRootCause(const v1::Failure& f, bool brief) {
     lines.push_back(absl::StrCat("  rank:       ", f.rank(), " (local rank ", f.local_rank(),
                                  ", group rank ", f.group_rank(), ")"));
   }
-  lines.push_back(absl::StrCat("  pid:        ", f.pid()));
+  // No process: the workers could not be started (pid 0 would name none).
+  lines.push_back(f.pid() > 0 ? absl::StrCat("  pid:        ", f.pid())
+                              : std::string("  pid:        none (not started)"));
   if (f.hung()) {
     lines.push_back(absl::StrCat("  exit:       hung (--hang-timeout), exit ", f.exit_code()));
   } else if (f.signal() > 0) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "rendezvous/base/exit_code.h"
 #include "rendezvous/base/signal_name.h"
 
@@ -51,6 +52,7 @@ GroupStatus StatusOf(const WorkerProcesses& group) {
   s.first_failure = group.first_failure();
   s.done = group.done();
   s.all_succeeded = group.all_succeeded();
+  s.alive_ranks = group.alive_ranks();
   return s;
 }
 
@@ -200,6 +202,7 @@ AgentActions AgentMachine::StoppedGroup(TimePoint now) {
 
 AgentActions AgentMachine::OnGroup(const GroupStatus& status, TimePoint now) {
   AgentActions acts;
+  alive_ranks_ = status.alive_ranks;
   switch (state_) {
     case State::kSetup:
       if (status.first_failure) {
@@ -289,6 +292,8 @@ AgentActions AgentMachine::ShutDown(int sig, bool from_stepd, TimePoint now) {
   // cut their workers' grace short.
   SetExit(config_.launcher_reports_end ? 0 : ExitCodeForSignal(sig), "", std::nullopt);
   if (!has_group()) {
+    acts.push_back(SayLine(absl::StrCat("got ", SignalName(sig), " while waiting in the rendezvous",
+                                        " (no workers were running): leaving the job")));
     Enter(State::kDone);
     acts.push_back(ExitAction());
     return acts;
@@ -341,7 +346,13 @@ AgentActions AgentMachine::OnLauncherGone(TimePoint now) {
 AgentActions AgentMachine::OnTick(TimePoint now) {
   if (!kill_at_ || now < *kill_at_ || !has_group()) return {};
   kill_at_.reset();
-  return {Act(AgentAction::kKillGroup)};
+  const double secs = std::chrono::duration<double>(config_.shutdown_timeout).count();
+  std::string who = alive_ranks_.empty() ? "the workers"
+                    : absl::StrCat(alive_ranks_.size() == 1 ? "rank " : "ranks ",
+                                   absl::StrJoin(alive_ranks_, ", "));
+  return {SayLine(absl::StrCat(who, " still alive after --shutdown-timeout ", secs, " s: killing ",
+                               alive_ranks_.size() == 1 ? "it" : "them", " (SIGKILL)")),
+          Act(AgentAction::kKillGroup)};
 }
 
 }  // namespace drun

@@ -28,7 +28,10 @@
 //
 // Promises:
 //  - A stop gives the workers --shutdown-timeout: SIGKILL once it has passed
-//    (OnTick, NextDeadline), or at once on a second stop signal.
+//    (OnTick, NextDeadline), said in one line naming the ranks still alive
+//    and the timeout, or at once on a second stop signal.
+//  - A stop signal while no group runs (waiting in the rendezvous) is said in
+//    one line before the exit.
 //  - While shutting down no Assignment is taken and the server's Stop sends
 //    nothing more: the workers got the signal and their grace.
 //  - Exactly one outcome per round is reported (failure, hang or success),
@@ -81,6 +84,9 @@ struct GroupStatus {
   std::optional<WorkerExit> first_failure;
   bool done = false;
   bool all_succeeded = false;
+  // The global ranks (local ranks where none) of the workers still alive,
+  // for the line said when the stop's grace runs out.
+  std::vector<int> alive_ranks;
 };
 GroupStatus StatusOf(const WorkerProcesses& group);
 // Carries out a group action (stop, kill, forward) on `group`; false for
@@ -165,6 +171,7 @@ class AgentMachine {
   TimePoint last_signal_at_;
   int launcher_stops_ = 0;   // stop signals forwarded on the lifeline
   std::optional<TimePoint> kill_at_;  // SIGKILL once the stop's grace has passed
+  std::vector<int> alive_ranks_;      // the group's, as of the last OnGroup
   int exit_code_ = 0;
   std::string exit_message_;
   std::optional<v1::Failure> exit_failure_;

@@ -79,6 +79,10 @@ struct AgentOptions {
   // A launcher (ssh, --launcher slurm) prints the job's end for every host:
   // no outcome line, table or root cause of this agent's own.
   bool launcher_reports_end = false;
+  // srun drun: the node that hosts the rendezvous prints the job's table and
+  // root cause; this one (true) says a failed job's end in one line naming it
+  // (all of it still when it lost the rendezvous).
+  bool summary_elsewhere = false;
   // Where `drun stacks` finds this agent (agent/control_socket.h); empty: nowhere.
   std::string control_dir;
   // Reads where a worker is; empty: stack dumps are not available.

@@ -148,12 +148,13 @@ std::vector<RankTarget> Agent::DumpTargets(TimePoint now) const {
     t.local_rank = a.local_rank;
     t.pid = a.pid;
     t.last_line = a.last_line;
+    // Known always, --hang-timeout or not (the group notes every worker's output).
+    t.quiet_s = DurationToSeconds(now - a.last_output);
     if (hang_) {
       auto it = hang_->ranks().find(a.rank);
       if (it != hang_->ranks().end()) {
         t.cpu_last_interval = it->second.cpu_last_interval;
         t.window_s = DurationToSeconds(hang_->interval());
-        t.quiet_s = DurationToSeconds(now - it->second.last_output);
       }
     }
     targets.push_back(std::move(t));
@@ -164,6 +165,7 @@ std::vector<RankTarget> Agent::DumpTargets(TimePoint now) const {
 void Agent::StartDump(bool for_hang, TimePoint now) {
   dump_for_hang_ = dump_for_hang_ || for_hang;
   if (dump_) return;  // the dump under way serves this request too
+  if (group_) group_->NoteOutput(now);  // what the pumps moved since the last wake-up
   dump_ = std::make_unique<DumpJob>(DumpTargets(now), opt_.capture);
 }
 

@@ -87,6 +87,11 @@ class GrpcClient : public RendezvousClient {
       if (now >= next_heartbeat_ && now - next_heartbeat_ > kStallTolerance) {
         stalled_ += now - next_heartbeat_ - kStallTolerance;
       }
+      if (!lost_ && !heard_ && opt_.first_word > Duration::zero() &&
+          now - stalled_ - seen_ > opt_.first_word) {
+        NotDrunLocked(absl::StrCat("it accepted the connection but said nothing in ",
+                                   std::chrono::duration<double>(opt_.first_word).count(), " s"));
+      }
       if (!lost_ && opt_.silence > Duration::zero() && now - stalled_ - seen_ > opt_.silence) {
         LoseLocked(absl::StrCat("no word from it for ",
                                 std::chrono::duration_cast<std::chrono::milliseconds>(now - last_rx_)
@@ -105,9 +110,12 @@ class GrpcClient : public RendezvousClient {
   std::optional<TimePoint> NextDeadline() const override {
     MutexLock l(&mu_);
     if (lost_) return std::nullopt;
-    if (opt_.silence <= Duration::zero()) return next_heartbeat_;
-    return std::min(next_heartbeat_,
-                    seen_ + stalled_ + opt_.silence + std::chrono::milliseconds(1));
+    TimePoint deadline = next_heartbeat_;
+    if (!heard_ && opt_.first_word > Duration::zero()) {
+      deadline = std::min(deadline, seen_ + stalled_ + opt_.first_word + std::chrono::milliseconds(1));
+    }
+    if (opt_.silence <= Duration::zero()) return deadline;
+    return std::min(deadline, seen_ + stalled_ + opt_.silence + std::chrono::milliseconds(1));
   }
 
   bool relays_stacks() const override { return true; }
@@ -193,8 +201,8 @@ class GrpcClient : public RendezvousClient {
     if (!heard_ && !opt_.tls) {
       // Every stream opens with the server's Challenge: a server that said
       // nothing at all closed the connection unread.
-      LoseLocked("it closed the connection before saying anything (a rendezvous started with --rdzv-tls "
-                 "closes agents without it: check --rdzv-tls)");
+      NotDrunLocked("it closed the connection without a word (a drun rendezvous started with --rdzv-tls "
+                    "does that to agents without it: check --rdzv-tls)");
       return;
     }
     const std::string tls_why = link_ ? link_->Get() : "";
@@ -204,11 +212,21 @@ class GrpcClient : public RendezvousClient {
   }
 
   void LoseLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    EndLocked(absl::StrCat("lost the ", Describe(), ": ", why));
+  }
+
+  // What answers at the endpoint never spoke as a drun rendezvous.
+  void NotDrunLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    EndLocked(absl::StrCat("what answers at ", opt_.target, " is not a drun rendezvous: ", why,
+                           "; if another program holds that port, pick another --rdzv-endpoint port"));
+  }
+
+  void EndLocked(const std::string& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (lost_) return;
     lost_ = true;
     v1::ServerMessage m;
     m.mutable_finish()->set_exit_code(1);
-    m.mutable_finish()->set_message(absl::StrCat("lost the ", Describe(), ": ", why));
+    m.mutable_finish()->set_message(message);
     inbox_.Post(std::move(m));
   }
 

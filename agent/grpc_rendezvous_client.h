@@ -14,9 +14,14 @@
 // server to the agent before a Welcome that proves the server knows the
 // token; sealed specs are opened back into Assignment.spec. A server that
 // cannot prove it, or whose spec does not open, is lost like a dead one: a
-// Finish with exit code 1 that says why. A plain client whose server closes
-// the connection before it has said anything is told that a rendezvous
-// started with --rdzv-tls does that to agents without it.
+// Finish with exit code 1 that says why.
+//
+// A drun rendezvous opens every stream with its Challenge. What answers at
+// the endpoint without one is not taken for a server lost later: a plain
+// client whose peer closes the connection before saying anything, or says
+// nothing within first_word, is told at once that what answers there is not
+// a drun rendezvous (another program holds the port; or, for the close, a
+// rendezvous started with --rdzv-tls, which closes agents without it).
 #ifndef DRUN_AGENT_GRPC_RENDEZVOUS_CLIENT_H_
 #define DRUN_AGENT_GRPC_RENDEZVOUS_CLIENT_H_
 
@@ -45,6 +50,9 @@ struct GrpcClientOptions {
   // this long (a stuck process). Zero: never (the host's own agent, whose
   // server lives in the same process).
   Duration silence = std::chrono::seconds(20);
+  // A drun rendezvous's Challenge comes at once; without it by then, what
+  // answers is something else (the agent's own stalls do not count).
+  Duration first_word = std::chrono::seconds(5);
 };
 
 // The client side of spec.tls (--rdzv-tls); null when the job has none.

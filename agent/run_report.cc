@@ -40,6 +40,7 @@ void RunReport::AddAttempt(const std::string& h, const std::vector<WorkerRecord>
     s.attempts += 1;
     s.exit_code = r.exit_code;
     s.signal = r.signal;
+    s.stopped_by_drun = r.stopped_by_drun;
     s.wall_s = r.exited ? std::chrono::duration<double>(r.end - r.start).count() : 0;
     s.peak_rss_kb = std::max(s.peak_rss_kb, r.peak_rss_kb);
   }
@@ -54,6 +55,7 @@ void RunReport::AddNode(const v1::NodeReport& node) {
     s.attempts = w.attempts();
     s.exit_code = w.exit_code();
     s.signal = w.signal();
+    s.stopped_by_drun = w.stopped_by_drun();
     s.wall_s = w.wall_s();
     s.peak_rss_kb = w.peak_rss_kb();
   }
@@ -82,6 +84,7 @@ v1::NodeReport ToNodeReport(const RunReport& report) {
     w->set_attempts(s.attempts);
     w->set_exit_code(s.exit_code);
     w->set_signal(s.signal);
+    w->set_stopped_by_drun(s.stopped_by_drun);
     w->set_wall_s(s.wall_s);
     w->set_peak_rss_kb(static_cast<int32_t>(std::min<long>(s.peak_rss_kb, INT32_MAX)));
   }
@@ -124,9 +127,12 @@ google::protobuf::Struct AsStruct(const google::protobuf::Message& m) {
   return s;
 }
 
-std::string ExitText(int code, int signal) {
-  if (signal > 0) return SignalName(signal);
-  return absl::StrCat(code);
+// A healthy rank drun stopped is "stopped", not the signal drun sent it: a
+// signal name stays for what came from elsewhere.
+std::string ExitText(const RankStats& s) {
+  if (s.signal > 0 && s.stopped_by_drun) return "stopped";
+  if (s.signal > 0) return SignalName(s.signal);
+  return absl::StrCat(s.exit_code);
 }
 
 }  // namespace
@@ -137,7 +143,7 @@ std::string FormatSummaryTable(const RunReport& report) {
   for (const auto& [rank, s] : report.ranks) {
     absl::StrAppend(&out, absl::StrFormat("drun: %-16s %6d %10d %-10s %8d %9.2f %7.1f MiB\n",
                                           s.host, s.rank, s.local_rank,
-                                          ExitText(s.exit_code, s.signal), s.attempts, s.wall_s,
+                                          ExitText(s), s.attempts, s.wall_s,
                                           s.peak_rss_kb / 1024.0));
   }
   absl::StrAppend(&out, absl::StrFormat("drun: %d round(s), exit code %d, %.2f s in all\n",
@@ -194,6 +200,7 @@ google::protobuf::ListValue WorkersList(const RunReport& report) {
     sf["attempts"].set_number_value(w.attempts);
     sf["exit_code"].set_number_value(w.exit_code);
     sf["signal"].set_number_value(w.signal);
+    sf["stopped_by_drun"].set_bool_value(w.stopped_by_drun);
     sf["wall_s"].set_number_value(w.wall_s);
     sf["peak_rss_kb"].set_number_value(static_cast<double>(w.peak_rss_kb));
     *workers.add_values()->mutable_struct_value() = s;

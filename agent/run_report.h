@@ -22,6 +22,7 @@ struct RankStats {
   int attempts = 0;       // rounds this rank ran in
   int exit_code = 0;      // of its last attempt; 128+N for signal N
   int signal = 0;
+  bool stopped_by_drun = false;  // its last attempt died of drun's stop signal
   double wall_s = 0;      // of its last attempt
   long peak_rss_kb = 0;   // the largest over its attempts
 };

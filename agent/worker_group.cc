@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -60,7 +62,47 @@ size_t PipeSizeFor(size_t streams) {
   return size;
 }
 
+// Descriptors this process holds now (/proc/self/fd, less the one reading it).
+int OpenDescriptors() {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (const dirent* e = readdir(dir)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n - 1;
+}
+
+// A descriptor limit that has room for `need` descriptors.
+rlim_t RoomyLimit(int need) {
+  rlim_t limit = 4096;
+  while (limit < static_cast<rlim_t>(2 * need)) limit *= 2;
+  return limit;
+}
+
 }  // namespace
+
+absl::Status ExplainDescriptorShortage(const absl::Status& failed, const DescriptorCount& count) {
+  rlimit lim{};
+  if (!absl::IsResourceExhausted(failed) || count.base < 0 || getrlimit(RLIMIT_NOFILE, &lim) != 0) {
+    return failed;
+  }
+  // The one being started holds its child's three ends too.
+  const int need = count.base + static_cast<int>(count.workers) * count.per_worker + 3;
+  if (lim.rlim_cur == RLIM_INFINITY || static_cast<rlim_t>(need) <= lim.rlim_cur) return failed;
+  const rlim_t want = RoomyLimit(need);
+  std::string fix = absl::StrCat("raise it (ulimit -n ", want, ")");
+  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < static_cast<rlim_t>(need)) {
+    fix = absl::StrCat("its hard limit is ", lim.rlim_max, ": raise that (limits.conf, or Slurm's ",
+                       "PropagateResourceLimits) or run fewer workers per node");
+  } else if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < want) {
+    fix = absl::StrCat("raise it (ulimit -n ", lim.rlim_max, ")");
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(count.workers, " workers need about ", need,
+                                                   " descriptors; ulimit -n is ", lim.rlim_cur, ": ",
+                                                   fix, " (", failed.message(), ")"));
+}
 
 WorkerGroup::WorkerGroup(Guardian* guardian, Console* console)
     : guardian_(guardian), console_(console), buf_(new char[kReadSize]) {}
@@ -166,6 +208,11 @@ absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint no
   // Each stream's pipe, and the pump's pipe for a log this loop reads too.
   const size_t pipe_size = PipeSizeFor(4 * launches.size());
   absl::Status status = absl::OkStatus();
+  // For a start that runs out of descriptors: what the first worker took.
+  DescriptorCount fds;
+  fds.workers = launches.size();
+  fds.base = OpenDescriptors();
+  fds.per_worker = EstimatedDescriptors(launches.empty() ? WorkerLaunch() : launches[0]);
   for (auto& launch : launches) {
     auto w = std::make_unique<Worker>();
     w->launch = std::move(launch);
@@ -182,11 +229,13 @@ absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint no
     }
     if (!pid.ok()) {
       CloseStreams(*w);
-      status = pid.status();
+      status = ExplainDescriptorShortage(pid.status(), fds);
       break;
     }
+    if (workers_.empty() && fds.base >= 0) fds.per_worker = std::max(1, OpenDescriptors() - fds.base);
     w->pid = *pid;
     w->start = now;
+    w->last_output = now;
     guardian_->Watch(w->pid);
     workers_.push_back(std::move(w));
   }
@@ -420,6 +469,10 @@ bool WorkerGroup::OnChildExit(pid_t pid, int status, long maxrss_kb, TimePoint n
     w.maxrss_kb = maxrss_kb;
     // Leftovers in the worker's group are orphans of a finished worker.
     kill(-w.pid, SIGKILL);
+    if (stopping_ && WIFSIGNALED(status)) {
+      const int sig = WTERMSIG(status);
+      w.stopped_by_drun = (stop_signal_ != 0 && sig == stop_signal_) || (killed_ && sig == SIGKILL);
+    }
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok && !stopping_ && !first_failure_) {
       // Drain what it wrote so the stderr tail includes its last words.
@@ -457,6 +510,7 @@ void WorkerGroup::Forward(int sig) {
 }
 
 void WorkerGroup::Stop(int sig, TimePoint now, Duration grace) {
+  if (sig != 0) stop_signal_ = sig;
   if (!stopping_) {
     stopping_ = true;
     kill_at_ = now + grace;
@@ -468,6 +522,7 @@ void WorkerGroup::Stop(int sig, TimePoint now, Duration grace) {
 }
 
 void WorkerGroup::KillNow() {
+  killed_ = true;
   Forward(SIGKILL);
   kill_at_.reset();
 }
@@ -479,6 +534,45 @@ void WorkerGroup::OnTick(TimePoint now) {
 std::optional<TimePoint> WorkerGroup::NextDeadline() const {
   if (done()) return std::nullopt;
   return kill_at_;
+}
+
+// Without a worker started to count: its pipes' ends, and per log file the
+// file and its pump's pipe.
+int WorkerGroup::EstimatedDescriptors(const WorkerLaunch& l) {
+  return 3 + 3 * (!l.stdout_file.empty() + !l.stderr_file.empty());
+}
+
+std::uint64_t WorkerGroup::PrintedBytes(const Worker& w) const {
+  std::uint64_t bytes = w.output_bytes;
+  for (const Stream* st : {&w.out, &w.err}) {
+    if (st->pump_reads) bytes += st->pump->moved(st->pump_id);  // bytes this loop never sees
+  }
+  return bytes;
+}
+
+void WorkerGroup::NoteOutput(TimePoint now) {
+  bool pumped = false;
+  for (auto& w : workers_) {
+    if (w->exited) continue;
+    const std::uint64_t bytes = PrintedBytes(*w);
+    if (bytes != w->noted_bytes) {
+      w->noted_bytes = bytes;
+      w->last_output = now;
+    }
+    pumped = pumped || w->out.pump_reads || w->err.pump_reads;
+  }
+  // What only a pump reads wakes nobody: sample it each second.
+  next_note_.reset();
+  if (pumped) next_note_ = now + std::chrono::seconds(1);
+}
+
+std::vector<int> WorkerGroup::alive_ranks() const {
+  std::vector<int> out;
+  for (const auto& w : workers_) {
+    if (w->launch.local_rank < 0 || w->exited) continue;  // the node-setup command, or reaped
+    out.push_back(w->launch.rank >= 0 ? w->launch.rank : w->launch.local_rank);
+  }
+  return out;
 }
 
 bool WorkerGroup::done() const {
@@ -513,6 +607,7 @@ std::vector<WorkerRecord> WorkerGroup::records() const {
         r.exit_code = WEXITSTATUS(w->status);
       }
     }
+    r.stopped_by_drun = w->stopped_by_drun;
     r.peak_rss_kb = w->maxrss_kb;
     out.push_back(r);
   }
@@ -523,11 +618,8 @@ std::vector<WorkerGroup::Activity> WorkerGroup::activity() const {
   std::vector<Activity> out;
   for (const auto& w : workers_) {
     if (w->launch.local_rank < 0 || w->exited) continue;  // the node-setup command, or gone
-    std::uint64_t bytes = w->output_bytes;
-    for (const Stream* st : {&w->out, &w->err}) {
-      if (st->pump_reads) bytes += st->pump->moved(st->pump_id);  // bytes this loop never sees
-    }
-    out.push_back({w->launch.local_rank, w->launch.rank, w->pid, bytes, w->last_line.Get()});
+    out.push_back({w->launch.local_rank, w->launch.rank, w->pid, PrintedBytes(*w), w->last_line.Get(),
+                   w->last_output});
   }
   return out;
 }

@@ -88,6 +88,9 @@ struct WorkerRecord {
   int exit_code = 0;  // 128+N for signal N
   int signal = 0;
   long peak_rss_kb = 0;  // the leader's ru_maxrss
+  // It died of a signal drun itself sent it to stop the round (another
+  // rank's failure, a hang, drun's own stop), not of one from outside.
+  bool stopped_by_drun = false;
 };
 
 // What the agent's decisions (agent/agent_machine.h) ask of a round's
@@ -107,6 +110,8 @@ class WorkerProcesses {
   virtual bool all_succeeded() const = 0;
   // The first non-zero exit seen while not stopping.
   virtual const std::optional<WorkerExit>& first_failure() const = 0;
+  // The ranks (local ranks where none) of the workers not yet reaped.
+  virtual std::vector<int> alive_ranks() const = 0;
 };
 
 class WorkerGroup : public WorkerProcesses {
@@ -144,7 +149,14 @@ class WorkerGroup : public WorkerProcesses {
   bool done() const override;
   bool all_succeeded() const override;
   const std::optional<WorkerExit>& first_failure() const override { return first_failure_; }
+  std::vector<int> alive_ranks() const override;
   std::vector<pid_t> pids() const;
+  // Notes which workers printed since the last call (the bytes this loop read
+  // and those log pumps moved), so that every worker's last output time is
+  // known (Activity::last_output). Call after every wake-up; with streams only
+  // a pump reads, NextNote() asks for a wake-up each second to sample them.
+  void NoteOutput(TimePoint now);
+  std::optional<TimePoint> NextNote() const { return next_note_; }
   // What each live worker printed so far, for --hang-timeout and stack dumps.
   struct Activity {
     int local_rank = -1;
@@ -152,6 +164,7 @@ class WorkerGroup : public WorkerProcesses {
     pid_t pid = 0;
     std::uint64_t output_bytes = 0;
     std::string last_line;
+    TimePoint last_output;  // its start when it printed nothing yet
   };
   std::vector<Activity> activity() const;
   std::vector<WorkerRecord> records() const;
@@ -185,6 +198,9 @@ class WorkerGroup : public WorkerProcesses {
     bool stdin_end = false;  // close stdin_fd once stdin_pending is written
     RawTail tail;
     std::uint64_t output_bytes = 0;  // both streams, so far
+    std::uint64_t noted_bytes = 0;   // with the pumps', as of the last NoteOutput
+    TimePoint last_output;           // when noted_bytes last grew (its start before)
+    bool stopped_by_drun = false;    // reaped dead of a signal drun sent it to stop
     LastLine last_line;
     bool exited = false;
     bool group_gone = false;
@@ -218,12 +234,18 @@ class WorkerGroup : public WorkerProcesses {
   void WriteStdin(Worker& w);
   void CloseStreams(Worker& w);
   void CheckGroup(Worker& w);
+  static int EstimatedDescriptors(const WorkerLaunch& l);
+  // Bytes the worker printed so far, the pumps' included.
+  std::uint64_t PrintedBytes(const Worker& w) const;
 
   Guardian* guardian_;
   Console* console_;
   std::vector<std::unique_ptr<Worker>> workers_;
   bool stopping_ = false;
+  int stop_signal_ = 0;     // what Stop() sent (0: none)
+  bool killed_ = false;     // KillNow() sent SIGKILL
   std::optional<TimePoint> kill_at_;
+  std::optional<TimePoint> next_note_;  // the next NoteOutput sample of pump-read streams
   std::optional<WorkerExit> first_failure_;
   std::vector<std::string> incomplete_logs_;
   std::unique_ptr<char[]> buf_;  // one read buffer for every stream
@@ -233,6 +255,19 @@ class WorkerGroup : public WorkerProcesses {
   size_t next_out_pump_ = 0;
   size_t next_err_pump_ = 0;
 };
+
+// Descriptors a start needs: `base` held before it (-1: unknown), and
+// `per_worker` for each of `workers`.
+struct DescriptorCount {
+  size_t workers = 0;
+  int base = -1;
+  int per_worker = 0;
+};
+// A start that failed for want of descriptors (`failed` is ResourceExhausted,
+// and `count` needs more than the soft RLIMIT_NOFILE) becomes one line with
+// the figures and the fix ("40 workers need about 250 descriptors; ulimit -n
+// is 64: raise it (ulimit -n 4096)"); any other failure is returned as is.
+absl::Status ExplainDescriptorShortage(const absl::Status& failed, const DescriptorCount& count);
 
 // The message of a TORCHELASTIC_ERROR_FILE written by torch's @record
 // ({"message": {"message": "...", "extraInfo": {...}}} or {"message": "..."}),

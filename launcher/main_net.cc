@@ -325,6 +325,7 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   setup.members_are_tasks = slurm == SlurmMode::kPerTask;
   AgentOptions options = MakeAgentOptions(std::move(setup));
   if (server) options.refused_connections = [s = server.get()] { return s->refused_connections(); };
+  options.summary_elsewhere = slurm != SlurmMode::kOff && !server;  // one summary per srun step
   auto agent = std::make_unique<Agent>(std::move(options), std::move(client.value()), &guardian);
   const int code = agent->Run();
   if (server) {

@@ -3,10 +3,12 @@ and the root-cause summary."""
 import json
 import os
 import re
+import resource
+import subprocess
 import time
 
-from drun_testlib import (DrunTestCase, main, program, read_pid_files, run_dir, short_hostname,
-                          texts_of, wait_pids_dead)
+from drun_testlib import (DrunTestCase, base_env, drun_path, main, program, read_pid_files, run_dir,
+                          short_hostname, texts_of, wait_pids_dead)
 
 
 class FaultsTest(DrunTestCase):
@@ -47,10 +49,26 @@ class FaultsTest(DrunTestCase):
         self.assertExit(run, 3)
         self.assertIn("rank 0 ignores SIGTERM", texts_of(run.stdout_lines, 0), run.describe())
         self.assertLess(elapsed, 20, "drun took too long to SIGKILL a worker ignoring SIGTERM")
+        # The kill is said, with the rank still alive and the timeout.
+        self.assertIn("drun: rank 0 still alive after --shutdown-timeout 1 s: killing it (SIGKILL)",
+                      run.stderr_lines, run.describe())
         summary = self.assertSummary(run)
         self.assertEqual(summary.get("rank"), "1 (local rank 1, group rank 0)", summary)
         pids = read_pid_files(self.tmp, "worker_")
         self.assertEqual(wait_pids_dead(pids.values(), marker="ignore_sigterm.py"), [])
+
+    def test_too_few_descriptors_name_the_limit_and_the_fix(self):
+        # ulimit -n 64; drun --nproc-per-node 40: the limit and the fix, not which open() failed.
+        def limit_fds():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        proc = subprocess.run([drun_path(), "--standalone", "--nproc-per-node", "40", "--no-python", "true"],
+                              env=base_env(), preexec_fn=limit_fds, capture_output=True, text=True,
+                              timeout=120)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertRegex(proc.stderr, r"drun: cannot start workers: 40 workers need about \d+ descriptors; "
+                                      r"ulimit -n is 64: raise it \(ulimit -n 4096\)")
+        self.assertNotIn("--node-setup", proc.stderr)
+        self.assertIn("drun:   pid:        none (not started)", proc.stderr)
 
     def test_restart_after_failure(self):
         run = self.drun("--standalone", "--nproc-per-node", 4, "--max-restarts", 2,

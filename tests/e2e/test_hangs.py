@@ -24,6 +24,11 @@ def line_of(path, marker):
     raise AssertionError(f"{marker} not in {path}")
 
 
+def read_text(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
 class HangTimeoutTest(DrunTestCase):
 
     def assertHangTable(self, run, ranks, sleep_line):
@@ -169,6 +174,34 @@ class DrunStacksTest(DrunTestCase):
         self.assertIsNone(run.proc.poll())
         run.send_signal(signal.SIGINT)
         self.assertEqual(run.wait(), 130, run.describe())
+
+    def test_quiet_for_is_known_without_hang_timeout(self):
+        # No --hang-timeout: rank 0's output is read by drun's loop (the console shows it),
+        # rank 1's only by a log pump (filtered off the console, into --log-dir).
+        logs = os.path.join(self.tmp, "logs")
+        run = self.start("--nproc-per-node", 2, "--log-dir", logs, "--local-ranks-filter", 0,
+                         "--run-id", "quiet", program("wait_printing.py"), env=self.env)
+        run.wait_for_line(r"waiting$")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # rank 1's line reaches its log file
+            logged = [p for p in glob.glob(os.path.join(logs, "**", "*"), recursive=True)
+                      if os.path.isfile(p) and read_text(p) == "waiting\n"]
+            if len(logged) == 2:
+                break
+            time.sleep(0.05)  # a poll's interval: files give no event
+        self.assertEqual(len(logged), 2, glob.glob(os.path.join(logs, "**", "*"), recursive=True))
+        printed = time.monotonic()
+        out = self.stacks()
+        took = time.monotonic() - printed
+        self.assertEqual(out.returncode, 0, out.stderr)
+        quiet = re.findall(r"^=== rank (\d+) .*, quiet for (\S+)$", out.stdout, re.M)
+        self.assertEqual(sorted(r for r, _ in quiet), ["0", "1"], out.stdout)
+        for rank, text in quiet:
+            self.assertRegex(text, r"^\d+\.\ds$", f"rank {rank}: {out.stdout}")
+            # Coarse: no more than since the line came out (the pump is sampled each second).
+            self.assertLessEqual(float(text[:-1]), took + 1.5, out.stdout)
+        run.send_signal(signal.SIGTERM)
+        run.wait()
 
     def test_a_job_with_two_agents_here_is_named_once(self):
         # Two nodes typed by hand on this machine are one job: one entry, both agents' pids.

@@ -190,9 +190,10 @@ class TlsTest(MultiNodeTestCase):
         host = self.gated_node("127.0.0.1", gate, self.tls("server"), "host")
         self.wait_joined(host, 1)
         plain = self.gated_node("127.0.0.3", gate, [], "plain")
-        self.assertRefused(plain, f"drun: job failed: lost the rendezvous server at {self.endpoint}: "
-                           "it closed the connection before saying anything (a rendezvous started "
-                           "with --rdzv-tls closes agents without it: check --rdzv-tls)")
+        self.assertRefused(plain, f"drun: job failed: what answers at {self.endpoint} is not a drun "
+                           "rendezvous: it closed the connection without a word (a drun rendezvous "
+                           "started with --rdzv-tls does that to agents without it: check --rdzv-tls); "
+                           "if another program holds that port, pick another --rdzv-endpoint port")
         host.wait_for_line(r"^drun: the rendezvous refused a connection without TLS from "
                            r"127\.0\.0\.1: this job's agents need --rdzv-tls", "stderr")
         self.finish_with_proper_node(host, gate)

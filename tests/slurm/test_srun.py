@@ -39,6 +39,39 @@ srun {self.drun} --nproc-per-node 2 {TRAIN} --steps 30
         self.assertTrue(12000 <= int(m.group(1)) <= 12999, said[0])
 
 
+class OneSummary(SlurmTestCase):
+    """A failed `srun drun` step prints one table and one root cause: the node that hosts
+    the rendezvous (node1) prints them; every other task says the end in one line."""
+
+    def assertOneSummary(self, out, tasks):
+        lines = self.drun_lines(out)
+        self.assertEqual(sum(1 for l in lines if re.match(r"drun: host +rank +local rank +exit", l)), 1, out)
+        self.assertEqual(out.count("drun: ===== root cause: first failure ====="), 1, out)
+        # The others: one line each at most (srun may end a task before it says it).
+        ended = [l for l in lines if l.startswith("drun: job failed: ")]
+        others = [l for l in ended if l.endswith(" (the summary is on node1)")]
+        self.assertEqual(len(ended) - len(others), 1, out)
+        self.assertLessEqual(len(others), tasks - 1, out)
+        for l in ended:
+            self.assertRegex(l, r"^drun: job failed: rank 4 on host node\d failed \(exit code 3\)")
+
+    def test_node_mode(self):
+        job = self.submit(f"""
+#SBATCH --nodes=3 --ntasks-per-node=1
+srun {self.drun} --nproc-per-node 2 {TRAIN} --steps 5 --fail-rank 4
+""", name="onesummary")
+        job.wait()
+        self.assertOneSummary(job.output(), 3)
+
+    def test_task_mode(self):
+        job = self.submit(f"""
+#SBATCH --nodes=3 --ntasks-per-node=2
+srun -n 6 {self.drun} {TRAIN} --steps 5 --fail-rank 4
+""", name="onesummary-tasks")
+        job.wait()
+        self.assertOneSummary(job.output(), 6)
+
+
 class TaskMode(SlurmTestCase):
     def test_srun_n6_each_task_is_one_worker(self):
         gate = Gate()

@@ -57,7 +57,9 @@ class FakeGroup : public WorkerProcesses {
   bool done() const override { return done_; }
   bool all_succeeded() const override { return ok_; }
   const std::optional<WorkerExit>& first_failure() const override { return failure_; }
+  std::vector<int> alive_ranks() const override { return alive_; }
 
+  std::vector<int> alive_;
   bool done_ = false;
   bool ok_ = false;
   std::optional<WorkerExit> failure_;
@@ -439,7 +441,10 @@ TEST_F(AgentMachineTest, FirstSignalStopsWithGraceSecondKills) {
 
 TEST_F(AgentMachineTest, SignalWithoutWorkersExitsAtOnce) {
   Start();
-  EXPECT_EQ(Signal(SIGTERM), Log({"leaving SIGTERM", "exit 143"}));
+  EXPECT_EQ(Signal(SIGTERM),
+            Log({"leaving SIGTERM",
+                 "say: got SIGTERM while waiting in the rendezvous (no workers were running): leaving the job",
+                 "exit 143"}));
   EXPECT_EQ(m().state(), State::kDone);
   // kDone: nothing more happens.
   EXPECT_EQ(Signal(SIGTERM), Log({}));
@@ -506,7 +511,8 @@ TEST_F(AgentMachineTest, UserSignalWhileStoppingIsForwarded) {
   EXPECT_EQ(m().state(), State::kStopping);
   EXPECT_EQ(Tick(), Log({}));
   now += seconds(30);
-  EXPECT_EQ(Tick(), Log({"kill"}));
+  EXPECT_EQ(Tick(), Log({"say: the workers still alive after --shutdown-timeout 30 s: killing them (SIGKILL)",
+                         "kill"}));
 }
 
 TEST_F(AgentMachineTest, UserSignalsAreForwardedOnly) {
@@ -595,7 +601,9 @@ TEST_F(AgentMachineTest, LauncherGoneStopsWithSighup) {
 TEST_F(AgentMachineTest, LauncherGoneWithoutWorkersExits) {
   Start();
   EXPECT_EQ(LauncherGone(),
-            Log({"say: the launcher's channel closed: stopping", "leaving SIGHUP", "exit 129"}));
+            Log({"say: the launcher's channel closed: stopping", "leaving SIGHUP",
+                 "say: got SIGHUP while waiting in the rendezvous (no workers were running): leaving the job",
+                 "exit 129"}));
 }
 
 TEST_F(AgentMachineTest, LauncherGoneAfterItsSignalLetsTheStopGoOn) {
@@ -637,7 +645,8 @@ TEST_F(AgentMachineTest, GraceExpiryKills) {
   now += seconds(4);
   EXPECT_EQ(Tick(), Log({}));
   now += seconds(1);
-  EXPECT_EQ(Tick(), Log({"kill"}));
+  EXPECT_EQ(Tick(), Log({"say: the workers still alive after --shutdown-timeout 5 s: killing them (SIGKILL)",
+                         "kill"}));
   EXPECT_EQ(m().NextDeadline(), std::nullopt);
   EXPECT_EQ(Tick(), Log({}));
   EXPECT_EQ(Gone(false), Log({"retire", "join"}));
@@ -653,7 +662,31 @@ TEST_F(AgentMachineTest, LaterStopDoesNotPostponeTheKill) {
   Stop();  // a later stop: the deadline stays
   EXPECT_EQ(m().NextDeadline(), TimePoint() + seconds(1005));
   now += seconds(2);
-  EXPECT_EQ(Tick(), Log({"kill"}));
+  EXPECT_EQ(Tick(), Log({"say: the workers still alive after --shutdown-timeout 5 s: killing them (SIGKILL)",
+                         "kill"}));
+}
+
+// The kill is said, with the ranks the group last reported alive.
+TEST_F(AgentMachineTest, GraceExpiryNamesTheRanksStillAlive) {
+  AgentMachine::Config c;
+  c.shutdown_timeout = std::chrono::milliseconds(2500);
+  Make(c);
+  Running();
+  group_->alive_ = {0, 1, 3};
+  Fails(2, 1);  // rank 2 failed: the others are stopped
+  group_->alive_ = {1, 3};
+  Step();  // rank 0 stopped in time
+  now += seconds(3);
+  EXPECT_EQ(Tick(), Log({"say: ranks 1, 3 still alive after --shutdown-timeout 2.5 s: killing them (SIGKILL)",
+                         "kill"}));
+  Make(c);
+  Running();
+  group_->alive_ = {7};
+  Signal(SIGTERM);
+  Step();
+  now += seconds(3);
+  EXPECT_EQ(Tick(), Log({"say: rank 7 still alive after --shutdown-timeout 2.5 s: killing it (SIGKILL)",
+                         "kill"}));
 }
 
 TEST_F(AgentMachineTest, NoGraceKillsAtOnce) {

@@ -53,6 +53,32 @@ TEST(RunReportTest, TableNamesSignals) {
   }
 }
 
+// A rank drun stopped says "stopped" (and stopped_by_drun in the JSON and the
+// launcher's NodeReport); a signal from outside keeps its name.
+TEST(RunReportTest, RanksDrunStoppedSayStopped) {
+  RunReport r;
+  TimePoint t0 = TimePoint() + std::chrono::seconds(10);
+  WorkerRecord failed{0, 0, 100, t0, t0 + std::chrono::seconds(1), true, 137, 9, 1024, false};
+  WorkerRecord stopped{1, 1, 101, t0, t0 + std::chrono::seconds(1), true, 143, 15, 1024, true};
+  r.AddAttempt("n1", {failed, stopped});
+  const std::string t = FormatSummaryTable(r);
+  EXPECT_NE(t.find(" SIGKILL "), std::string::npos) << t;
+  EXPECT_NE(t.find(" stopped "), std::string::npos) << t;
+  EXPECT_EQ(t.find("SIGTERM"), std::string::npos) << t;
+  google::protobuf::Struct doc;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(RenderReportJson(r), &doc).ok());
+  const auto& workers = doc.fields().at("workers").list_value().values();
+  ASSERT_EQ(workers.size(), 2);
+  EXPECT_FALSE(workers[0].struct_value().fields().at("stopped_by_drun").bool_value());
+  EXPECT_TRUE(workers[1].struct_value().fields().at("stopped_by_drun").bool_value());
+  EXPECT_EQ(workers[1].struct_value().fields().at("signal").number_value(), 15);
+  // Through a launcher: the host's report keeps it.
+  RunReport launcher;
+  launcher.AddNode(ToNodeReport(r));
+  EXPECT_TRUE(launcher.ranks[1].stopped_by_drun);
+  EXPECT_FALSE(launcher.ranks[0].stopped_by_drun);
+}
+
 TEST(RunReportTest, JsonHasDocumentedFields) {
   google::protobuf::Struct doc;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(RenderReportJson(Sample()), &doc).ok());
