@@ -3,13 +3,25 @@
 // node and starts one `drun agent` per node with
 //
 //   srun --nodes=N --ntasks=N --ntasks-per-node=1 --kill-on-bad-exit=1
-//        --input=all --whole --mpi=none --job-name=drun-agents <drun> agent
+//        --input=all --unbuffered --whole --mpi=none --job-name=drun-agents
+//        <drun> agent
 //
 // The job (JobSpec, token, rendezvous address) goes to every agent as the
 // launch message on srun's standard input, which srun broadcasts to all tasks
 // (--input=all), so no argument is ever re-quoted through a shell. That pipe
 // then stays open as the agents' lifeline: when it closes with no signal's
 // notice first (drun died) every agent stops its workers (SIGHUP) and exits.
+//
+// The agents' output passes through srun --unbuffered: each agent's console
+// keeps its ranks' lines apart and shows a partial line (a prompt, a `\r` bar)
+// within Console::kPartialDelay, and srun hands it on as it comes instead of
+// holding it until a newline.
+//
+// The agents dial this machine at --local-addr, else at the source address of
+// its route toward another node's NodeAddr (scontrol), which works from an
+// salloc shell on a login host whose resolver knows no node names; when no
+// node's address routes from here, drun says so in one line naming
+// --local-addr and starts nothing.
 //
 // The end: the job's Finish (exit code, root-cause summary), or a signal. On
 // SIGINT/SIGTERM/SIGHUP/SIGQUIT (Ctrl-C in salloc, scancel, the time limit)
