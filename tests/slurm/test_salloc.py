@@ -6,6 +6,7 @@ and on a terminal rank 0's prompt shows before the user types (srun --unbuffered
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,7 +54,9 @@ class SallocOnTheLoginHost(SlurmTestCase):
         self.assertNotIn("starting", out)
 
     def test_rank0_prompt_shows_before_the_user_types(self):
-        tmp = tempfile.mkdtemp(prefix="salloc-tmux-", dir=self.dir)
+        # tmux's socket path must stay short (a unix socket's 108 bytes): not under self.dir.
+        tmp = tempfile.mkdtemp(prefix="drs-tmux-")
+        self.addCleanup(shutil.rmtree, tmp, True)
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in
                        {"SLURM_CONF": CONF, "PYTHON_EXEC": PYTHON}.items())
         tmux = Tmux(tmp, f"cd {shlex.quote(self.dir)} && env {env} salloc --nodes=3 "
