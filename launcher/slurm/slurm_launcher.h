@@ -15,7 +15,9 @@
 // The agents' output passes through srun --unbuffered: each agent's console
 // keeps its ranks' lines apart and shows a partial line (a prompt, a `\r` bar)
 // within Console::kPartialDelay, and srun hands it on as it comes instead of
-// holding it until a newline.
+// holding it until a newline. The nodes' streams meet in srun, not in a drun
+// console: chunks (slurmstepd's messages, up to 1 KiB) of two nodes can
+// interleave there, so two nodes' `\r` bars may share a terminal row.
 //
 // The agents dial this machine at --local-addr, else at the source address of
 // its route toward another node's NodeAddr (scontrol), which works from an
