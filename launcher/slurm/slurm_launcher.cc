@@ -107,10 +107,6 @@ std::vector<std::string> SrunAgentArgv(const std::string& srun, int nodes,
           "--kill-on-bad-exit=1",
           // The launch message must reach every agent, not only task 0.
           "--input=all",
-          // The agents' output as it comes, not line by line: a prompt or a
-          // `\r` progress bar shows at once (the agents already hold a
-          // partial line for Console::kPartialDelay, one write each).
-          "--unbuffered",
           // Each agent runs all of its node's workers: give the step all the
           // job's CPUs (and GPUs) there, not one CPU per task.
           "--whole",

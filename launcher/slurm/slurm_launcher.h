@@ -3,8 +3,7 @@
 // node and starts one `drun agent` per node with
 //
 //   srun --nodes=N --ntasks=N --ntasks-per-node=1 --kill-on-bad-exit=1
-//        --input=all --unbuffered --whole --mpi=none --job-name=drun-agents
-//        <drun> agent
+//        --input=all --whole --mpi=none --job-name=drun-agents <drun> agent
 //
 // The job (JobSpec, token, rendezvous address) goes to every agent as the
 // launch message on srun's standard input, which srun broadcasts to all tasks
@@ -12,12 +11,12 @@
 // then stays open as the agents' lifeline: when it closes with no signal's
 // notice first (drun died) every agent stops its workers (SIGHUP) and exits.
 //
-// The agents' output passes through srun --unbuffered: each agent's console
-// keeps its ranks' lines apart and shows a partial line (a prompt, a `\r` bar)
-// within Console::kPartialDelay, and srun hands it on as it comes instead of
-// holding it until a newline. The nodes' streams meet in srun, not in a drun
-// console: chunks (slurmstepd's messages, up to 1 KiB) of two nodes can
-// interleave there, so two nodes' `\r` bars may share a terminal row.
+// The agents' output passes through srun's own I/O, which holds a task's
+// output until a newline: a partial line (a prompt, a `\r` bar) of a remote
+// rank shows only once its line ends. srun --unbuffered is no cure: Slurm
+// 22.05 then runs the tasks on a pseudo-terminal (the agents colour their
+// prefixes, keep a live region, and every '\n' becomes "\r\n"). Showing them
+// needs the launcher to relay the agents' output itself (not done).
 //
 // The agents dial this machine at --local-addr, else at the source address of
 // its route toward another node's NodeAddr (scontrol), which works from an

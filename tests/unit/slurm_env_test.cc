@@ -459,7 +459,7 @@ TEST(SlurmEnv, AddressTowardAnySkipsWhatDoesNotResolve) {
 TEST(SlurmLauncher, SrunArgvStartsOneAgentPerNodeWithoutAShell) {
   EXPECT_THAT(SrunAgentArgv("/usr/bin/srun", 3, "/opt/drun bin/drun"),
               ElementsAre("/usr/bin/srun", "--nodes=3", "--ntasks=3", "--ntasks-per-node=1",
-                          "--kill-on-bad-exit=1", "--input=all", "--unbuffered", "--whole", "--mpi=none",
+                          "--kill-on-bad-exit=1", "--input=all", "--whole", "--mpi=none",
                           "--job-name=drun-agents", "/opt/drun bin/drun", "agent"));
 }
 
