@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,6 +182,50 @@ std::string Coloured(absl::string_view prefix, int colour_index) {
   return absl::StrCat("\033[", kColours[colour_index % 10], "m", prefix, "\033[0m");
 }
 
+bool SameTerminal(int a, int b) {
+  struct stat sa, sb;
+  return isatty(a) && isatty(b) && fstat(a, &sa) == 0 && fstat(b, &sb) == 0 &&
+         sa.st_rdev == sb.st_rdev;
+}
+
+// The terminal's columns and rows (80x24 when it does not say).
+std::pair<size_t, size_t> WindowSize(int fd) {
+  winsize ws{};
+  if (ioctl(fd, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0 || ws.ws_row == 0) return {80, 24};
+  return {ws.ws_col, ws.ws_row};
+}
+
+// Appends the longest start of `text` that shows in at most `*cols` columns
+// (escape sequences and UTF-8 continuation bytes take none); lowers *cols.
+// Returns whether an escape sequence was cut or passed (colour may be on).
+bool AppendColumns(absl::string_view text, size_t* cols, std::string* out) {
+  bool escapes = false;
+  size_t i = 0;
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t len = 1;
+    size_t width = 1;
+    if (c == 0x1b) {
+      escapes = true;
+      width = 0;
+      if (i + 1 < text.size() && text[i + 1] == '[') {
+        len = 2;
+        while (i + len < text.size() && !(text[i + len] >= 0x40 && text[i + len] <= 0x7e)) ++len;
+        len = std::min(len + 1, text.size() - i);
+      } else {
+        len = std::min<size_t>(2, text.size() - i);
+      }
+    } else if ((c & 0xc0) == 0x80 || c < 0x20) {
+      width = 0;
+    }
+    if (width > *cols) break;
+    *cols -= width;
+    out->append(text.data() + i, len);
+    i += len;
+  }
+  return escapes;
+}
+
 }  // namespace
 
 Console::Console(int out_fd, int err_fd) {
@@ -207,6 +252,14 @@ Console::Console(int out_fd, int err_fd) {
         own_fd_[s] = true;
       }
     }
+  }
+  // A terminal gets the live region; stdout and stderr on one terminal share
+  // a queue, so the region's cursor movements and both streams stay in order.
+  if (fds_[1] >= 0 && isatty(fds_[1])) {
+    term_queue_ = 1;
+    if (fds_[2] >= 0 && SameTerminal(fds_[1], fds_[2])) queue_of_[2] = 1;
+  } else if (fds_[2] >= 0 && isatty(fds_[2])) {
+    term_queue_ = 2;
   }
 }
 
@@ -245,7 +298,7 @@ void Console::RemoveSource(int id) {
   auto it = sources_.find(id);
   if (it == sources_.end()) return;
   Source& s = it->second;
-  if (!s.pending.empty()) {
+  if (!s.pending.empty() || s.live) {
     std::string last = std::move(s.pending);
     s.pending.clear();
     s.partial_since.reset();
@@ -276,13 +329,112 @@ void Console::BreakOpenLine() {
   open_owner_ = -1;
   if (it == sources_.end()) return;
   Source& o = it->second;
+  if (o.bar && OnTerminal(o.stream)) {
+    MoveToRegion(it->first, o);  // a progress bar is not cut: it gets a row of its own
+    return;
+  }
   Buf(o.stream).push_back('\n');
   o.need_prefix = true;
   o.shown = 0;
   o.continued = true;
+  o.bar = false;
+}
+
+void Console::MoveToRegion(int id, Source& s) {
+  // The cursor is at the end of this open line (the region is not on screen
+  // while a line is open): clear it; the region is drawn from here.
+  Buf(s.stream).append("\r\033[K");
+  if (open_owner_ == id) open_owner_ = -1;
+  s.live = true;
+  s.cr_pending = s.need_prefix;  // the line ended with '\r': the next byte redraws
+  region_.push_back(id);
+}
+
+std::string Console::RowText(const Source& s) const {
+  size_t cols = WindowSize(fds_[term_queue_]).first - 1;  // the last column would wrap
+  std::string out;
+  bool escapes = AppendColumns(s.prefix, &cols, &out);
+  escapes |= AppendColumns(s.row, &cols, &out);
+  if (escapes) out.append("\033[0m");
+  return out;
+}
+
+void Console::HideRegion() {
+  if (rows_shown_ == 0) return;
+  // Each row cleared on its own (ESC[K), not the screen's rest (ESC[J): tmux
+  // takes a clear from the top row for a whole-screen clear and scrolls the
+  // rows into its history. The cursor ends at the region's first row.
+  std::string& b = queue_[term_queue_];
+  absl::StrAppend(&b, "\r\033[", rows_shown_, "A");
+  for (size_t i = 0; i < rows_shown_; ++i) b.append("\033[K\033[B");
+  absl::StrAppend(&b, "\033[", rows_shown_, "A");
+  rows_shown_ = 0;
+}
+
+size_t Console::RegionRows() const {
+  // Never more rows than the screen holds (with room for the line above).
+  const size_t max_rows = std::max<size_t>(1, WindowSize(fds_[term_queue_]).second - 2);
+  return std::min(region_.size(), max_rows);
+}
+
+void Console::ShowRegion() {
+  if (rows_shown_ > 0 || region_.empty() || open_owner_ >= 0) return;
+  std::string& b = queue_[term_queue_];
+  const size_t rows = RegionRows();
+  for (size_t i = 0; i < rows; ++i) {
+    absl::StrAppend(&b, RowText(sources_.at(region_[i])), "\033[K\n");
+  }
+  rows_shown_ = rows;
+}
+
+void Console::UpdateRow(int id) {
+  if (open_owner_ >= 0) return;  // drawn when the open line ends
+  if (rows_shown_ != RegionRows()) {  // rows came or went: draw them all
+    HideRegion();
+    ShowRegion();
+    return;
+  }
+  const size_t i = static_cast<size_t>(std::find(region_.begin(), region_.end(), id) - region_.begin());
+  if (i >= rows_shown_) return;  // below the screen's last row
+  // Up to the row, redraw it, back down to the line under the region.
+  const size_t up = rows_shown_ - i;
+  absl::StrAppend(&queue_[term_queue_], "\033[", up, "A\r", RowText(sources_.at(id)), "\033[K\033[",
+                  up, "B\r");
+}
+
+void Console::EmitLive(int id, Source& s, absl::string_view text, bool end) {
+  // Each '\r' starts the row anew with the bytes after it.
+  for (;;) {
+    const size_t cr = text.find('\r');
+    const absl::string_view seg = text.substr(0, cr);
+    if (!seg.empty()) {
+      if (s.cr_pending) s.row.clear();
+      s.cr_pending = false;
+      s.row.append(seg.data(), seg.size());
+    }
+    if (cr == absl::string_view::npos) break;
+    s.cr_pending = true;
+    text.remove_prefix(cr + 1);
+  }
+  if (!end) {
+    UpdateRow(id);
+    return;
+  }
+  // The line ends: it leaves the region, whole, above what remains of it.
+  HideRegionFor(s.stream);
+  region_.erase(std::remove(region_.begin(), region_.end(), id), region_.end());
+  absl::StrAppend(&Buf(s.stream), s.prefix, s.row, "\n");
+  s.live = s.bar = s.cr_pending = false;
+  s.row.clear();
+  s.need_prefix = true;
+  s.shown = 0;
+  s.continued = false;
 }
 
 void Console::InputEchoed() {
+  // Typed input moved the cursor below the region: leave those rows as they
+  // are and draw the region anew under the input.
+  rows_shown_ = 0;
   auto it = sources_.find(open_owner_);
   open_owner_ = -1;
   if (it != sources_.end()) {
@@ -311,19 +463,28 @@ void Console::EmitRaw(int id, Source& s, absl::string_view text, bool end) {
     }
     return;
   }
+  HideRegionFor(s.stream);
   std::string& b = Buf(s.stream);
   if (s.need_prefix) {
     b.append(s.continued ? s.cont_prefix : s.prefix);
     s.need_prefix = false;
     s.shown = 0;
+    s.row.clear();
   }
   b.append(text.data(), text.size());
   s.shown += text.size();
+  if (OnTerminal(s.stream)) {
+    absl::string_view shown = text;
+    if (!shown.empty() && shown.back() == '\r') shown.remove_suffix(1);
+    s.row.append(shown.data(), shown.size());
+  }
   if (end) {
     b.push_back('\n');
     s.need_prefix = true;
     s.shown = 0;
     s.continued = false;
+    s.bar = false;
+    s.row.clear();
     open_owner_ = -1;
   } else {
     open_owner_ = id;
@@ -341,6 +502,12 @@ void Console::EmitPiece(int id, Source& s, absl::string_view text, bool end) {
 }
 
 void Console::Emit(int id, Source& s, absl::string_view text, bool end) {
+  if (open_owner_ >= 0 && open_owner_ != id) {
+    auto o = sources_.find(open_owner_);
+    if (o != sources_.end() && o->second.bar && OnTerminal(o->second.stream)) {
+      BreakOpenLine();  // a progress bar on a terminal moves to the region: no wait
+    }
+  }
   if (open_owner_ >= 0 && open_owner_ != id) {
     // Another worker's line is unfinished on screen: wait (up to kHoldLimit)
     // for it to end rather than cut it.
@@ -367,9 +534,15 @@ void Console::ReleaseHeld(bool force) {
 }
 
 void Console::EmitNow(int id, Source& s, absl::string_view text, bool end) {
+  if (s.live) {
+    EmitLive(id, s, text, end);
+    return;
+  }
   // At the start of a console line a '\r' redraws nothing: skip it. A
   // redraw starts the line anew, under the source's own prefix even after a
   // cut (a stream prefixed upstream brings that prefix again itself).
+  // A line that starts with '\r' is a progress bar's first drawing (tqdm's way).
+  const bool leading_cr = s.need_prefix && !text.empty() && text.front() == '\r';
   while (s.need_prefix && !text.empty() && text.front() == '\r') {
     text.remove_prefix(1);
     s.continued = false;
@@ -380,15 +553,22 @@ void Console::EmitNow(int id, Source& s, absl::string_view text, bool end) {
     s.need_prefix = true;
     s.continued = false;
     s.shown = 0;
+    s.bar = true;
     text.remove_prefix(cr + 1);
     while (text.size() > 1 && text.front() == '\r') text.remove_prefix(1);
   }
   if (text.empty() && !end) return;
   EmitPiece(id, s, text, end);
+  if (!end && leading_cr) s.bar = true;
   if (!end && text.back() == '\r') {
     s.need_prefix = true;
     s.continued = false;
     s.shown = 0;
+    s.bar = true;
+  }
+  if (!end && s.bar && open_owner_ == id && !region_.empty() && OnTerminal(s.stream)) {
+    BreakOpenLine();  // bars are being drawn in the region already: join them
+    UpdateRow(id);
   }
 }
 
@@ -435,7 +615,8 @@ void Console::Write(int id, absl::string_view data) {
   std::string& b = Buf(s.stream);
   while (!data.empty()) {
     if (!has_cr && s.pending.empty() && open_owner_ < 0 && held_.empty() && s.need_prefix &&
-        !s.continued && !s.dropping) {
+        !s.continued && !s.dropping && !s.live) {
+      HideRegionFor(s.stream);
       data.remove_prefix(AppendWholeLines(s, data));  // the common case
       if (data.empty()) break;
     }
@@ -462,13 +643,14 @@ void Console::Write(int id, absl::string_view data) {
     }
     data.remove_prefix(len + 1);
   }
-  if (b.size() - queue_off_[s.stream] > (1 << 20)) Flush();
+  if (b.size() - queue_off_[Queue(s.stream)] > (1 << 20)) Flush();
 }
 
 void Console::Text(absl::string_view text) {
   if (open_owner_ >= 0) BreakOpenLine();
   if (!held_.empty()) ReleaseHeld(true);
   if (open_owner_ >= 0) BreakOpenLine();
+  HideRegionFor(2);
   Buf(2).append(text.data(), text.size());
 }
 
@@ -476,13 +658,14 @@ void Console::Line(int stream, absl::string_view prefix, absl::string_view line,
   if (open_owner_ >= 0) BreakOpenLine();
   if (!held_.empty()) ReleaseHeld(true);
   if (open_owner_ >= 0) BreakOpenLine();
+  HideRegionFor(stream);
   std::string& b = Buf(stream);
   if (colour_ && colour_index >= 0) {
     absl::StrAppend(&b, Coloured(prefix, colour_index), line, "\n");
   } else {
     absl::StrAppend(&b, prefix, line, "\n");
   }
-  if (b.size() - queue_off_[stream == 2 ? 2 : 1] > (1 << 16)) Flush();
+  if (b.size() - queue_off_[Queue(stream)] > (1 << 16)) Flush();
 }
 
 void Console::ShowPartials(OutClock::time_point now) {
@@ -531,6 +714,7 @@ void Console::MaybeReportDrops() {
 
 void Console::Flush() {
   MaybeReportDrops();
+  if (term_queue_ != 0) ShowRegion();  // whole lines went above it: the region comes back
   for (int s : {1, 2}) {
     std::string& q = queue_[s];
     size_t& off = queue_off_[s];

@@ -19,6 +19,17 @@
 //    file: past kQueueLimit queued bytes such lines are dropped (counted and
 //    reported once the console catches up); sources without a file are
 //    throttled instead (the caller stops reading them, see congested()).
+//  - on a terminal only (pipes and files get the bytes above, unchanged):
+//    when another source must write while a source's unfinished line is a
+//    `\r` redraw (a progress bar), that line is not cut but moves to a live
+//    region at the bottom of the screen, one row per such source, each
+//    updated in place (cursor movement) at its next redraw, while whole
+//    lines and other partial lines are written above it; a row leaves the
+//    region when its line ends, as one whole line (prefix and the last
+//    redraw) above the region. A row is cut to the terminal's width. A
+//    single bar with nobody else writing stays an ordinary open line.
+//    stdout and stderr on the same terminal share one queue (written in the
+//    order they came).
 #ifndef DRUN_AGENT_OUTPUT_H_
 #define DRUN_AGENT_OUTPUT_H_
 
@@ -184,6 +195,13 @@ class Console {
     std::chrono::milliseconds partial_delay = kPartialDelay;
     bool dropping = false;     // the current line is being dropped
     bool closing = false;      // removed; forgotten once nothing of it waits
+    // Terminal only: the unfinished line had a `\r` redraw; `row` is what
+    // shows after its last one; `live`: the row is in the live region, where
+    // `cr_pending` says the next byte starts it anew.
+    bool bar = false;
+    bool live = false;
+    bool cr_pending = false;
+    std::string row;
   };
   // Queues the whole lines at the start of `data` on the fast path; returns
   // how many bytes it took.
@@ -196,8 +214,24 @@ class Console {
   void ReleaseHeld(bool force);
   void ForgetClosed();
   void BreakOpenLine();
-  std::string& Buf(int stream) { return queue_[stream == 2 ? 2 : 1]; }
+  int Queue(int stream) const { return queue_of_[stream == 2 ? 2 : 1]; }
+  std::string& Buf(int stream) { return queue_[Queue(stream)]; }
   void MaybeReportDrops();
+  // The live region (terminal only; term_queue_ is its queue, 0: none).
+  bool OnTerminal(int stream) const { return term_queue_ != 0 && Queue(stream) == term_queue_; }
+  // The open line `id` (a bar) leaves the screen's current line for the region.
+  void MoveToRegion(int id, Source& s);
+  void EmitLive(int id, Source& s, absl::string_view text, bool end);
+  void UpdateRow(int id);
+  // Erases the region from the screen (before anything else is written to
+  // its terminal); ShowRegion draws it below the cursor's line start.
+  void HideRegion();
+  void ShowRegion();
+  void HideRegionFor(int stream) {
+    if (rows_shown_ > 0 && OnTerminal(stream)) HideRegion();
+  }
+  std::string RowText(const Source& s) const;
+  size_t RegionRows() const;  // the region's rows that fit on the screen
 
   int fds_[3] = {-1, -1, -1};
   bool own_fd_[3] = {false, false, false};
@@ -218,6 +252,10 @@ class Console {
   OutClock::time_point hold_since_;
   uint64_t dropped_lines_ = 0;
   uint64_t dropped_bytes_ = 0;
+  int queue_of_[3] = {0, 1, 2};  // stream -> queue (one when both are one terminal)
+  int term_queue_ = 0;
+  std::vector<int> region_;  // live sources, top to bottom
+  size_t rows_shown_ = 0;    // rows of the region on screen, the cursor below them
 };
 
 }  // namespace drun

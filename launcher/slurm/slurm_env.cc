@@ -6,16 +6,25 @@
 #include <openssl/evp.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <optional>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "agent/output.h"
 #include "agent/process.h"
 #include "launcher/hosts/hostlist.h"
+#include "rendezvous/base/clock.h"
 #include "rendezvous/base/endpoint.h"
+#include "rendezvous/base/event_loop.h"
+#include "rendezvous/base/spawn.h"
 #include "rendezvous/base/unique_fd.h"
 
 namespace drun {
@@ -192,17 +201,88 @@ std::string DerivedSlurmToken(const std::string& cluster, const std::string& job
   return Sha256Hex(data);
 }
 
-std::string AddressTowardOtherNodes(const std::string& nodelist, const std::string& self, int port) {
-  auto nodes = ExpandHostlist(nodelist, 100000);
-  if (!nodes.ok()) return "";
-  for (const std::string& n : *nodes) {
-    if (n == self) continue;
-    auto ip = ResolveHost(n);
+std::string AddressTowardAny(const std::vector<std::string>& addrs, int port) {
+  for (const std::string& a : addrs) {
+    auto ip = ResolveHost(a);
     if (!ip.ok()) continue;
     std::string src = RouteSourceAddress(*ip, port);
     if (!src.empty()) return src;
   }
   return "";
+}
+
+std::string AddressTowardOtherNodes(const std::string& nodelist, const std::string& self, int port) {
+  auto nodes = ExpandHostlist(nodelist, 100000);
+  if (!nodes.ok()) return "";
+  std::vector<std::string> others;
+  for (const std::string& n : *nodes) {
+    if (n != self) others.push_back(n);
+  }
+  return AddressTowardAny(others, port);
+}
+
+std::vector<std::pair<std::string, std::string>> ParseNodeAddrs(absl::string_view text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    std::string name, addr;
+    for (absl::string_view word : absl::StrSplit(line, ' ', absl::SkipEmpty())) {
+      if (absl::ConsumePrefix(&word, "NodeName=")) name = std::string(word);
+      else if (absl::ConsumePrefix(&word, "NodeAddr=")) addr = std::string(word);
+    }
+    if (!name.empty() && !addr.empty()) out.emplace_back(std::move(name), std::move(addr));
+  }
+  return out;
+}
+
+namespace {
+
+// What `argv` prints on stdout (stderr to /dev/null) within `limit`; nullopt
+// when it cannot start, fails, or outlives the limit (then it is killed).
+std::optional<std::string> CaptureOutput(const std::vector<std::string>& argv, Duration limit) {
+  UniqueFd read_end, write_end;
+  if (!MakePipe(&read_end, &write_end)) return std::nullopt;
+  SpawnStdio stdio;
+  stdio.in = SpawnStdio::kDevNull;
+  stdio.out = write_end.get();
+  stdio.err = SpawnStdio::kDevNull;
+  pid_t pid;
+  if (SpawnInOwnGroup(argv, stdio, &pid) != 0) return std::nullopt;
+  write_end.reset();
+  std::string out;
+  const TimePoint deadline = Clock::now() + limit;
+  bool ok = true;
+  for (;;) {
+    pollfd p{read_end.get(), POLLIN, 0};
+    const int n = PollUntil(&p, 1, deadline);
+    if (n < 0 || (n == 0 && Clock::now() >= deadline)) {
+      ok = false;
+      break;
+    }
+    if (n == 0) continue;  // a signal
+    char buf[4096];
+    const ssize_t got = read(read_end.get(), buf, sizeof buf);
+    if (got > 0) {
+      out.append(buf, static_cast<size_t>(got));
+    } else if (got == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  if (!ok) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!ok || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> SlurmNodeAddrs(const std::string& nodelist,
+                                                                const std::string& path) {
+  const std::string scontrol = FindOnPath("scontrol", path);
+  if (scontrol.empty() || nodelist.empty()) return {};
+  auto out = CaptureOutput({scontrol, "-o", "show", "node", nodelist}, std::chrono::seconds(10));
+  return out ? ParseNodeAddrs(*out) : std::vector<std::pair<std::string, std::string>>{};
 }
 
 std::string SlurmNodeName(const Env& env) {

@@ -46,9 +46,12 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "launcher/job/cli.h"
 
 namespace drun {
@@ -114,6 +117,22 @@ absl::Status ApplySlurmEnvironment(CommandLine* cl, std::map<std::string, std::s
 // this node's address for the job even where its own name resolves to loopback, as
 // Debian's stock /etc/hosts has it (127.0.1.1).
 std::string AddressTowardOtherNodes(const std::string& nodelist, const std::string& self, int port);
+
+// The NodeName -> NodeAddr pairs in `scontrol -o show node` output (one node a
+// line, `KEY=VALUE` words), in its order; lines without both are skipped.
+std::vector<std::pair<std::string, std::string>> ParseNodeAddrs(absl::string_view scontrol_output);
+
+// NodeAddr of every node of the Slurm hostlist `nodelist` as slurmctld knows it
+// (what slurmd is reached at, which need not be a name this machine resolves:
+// an salloc shell on a login host), by `scontrol -o show node LIST` with
+// scontrol found on `path`, bounded by 10 s. NodeName -> NodeAddr; empty when
+// scontrol is missing, fails or prints nothing.
+std::vector<std::pair<std::string, std::string>> SlurmNodeAddrs(const std::string& nodelist,
+                                                                const std::string& path);
+
+// The source address of this machine's route toward the first of `addrs`
+// (numeric, or names to resolve) that resolves and routes; "" if none does.
+std::string AddressTowardAny(const std::vector<std::string>& addrs, int port);
 
 // This node's Slurm name: SLURMD_NODENAME, else the hostname ("" if none).
 std::string SlurmNodeName(const std::map<std::string, std::string>& env);

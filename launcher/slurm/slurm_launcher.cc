@@ -50,10 +50,12 @@ std::string Get(const Env& env, const char* name) {
   return it == env.end() ? "" : it->second;
 }
 
-// The address the agents dial: --local-addr, else the source address this node
-// uses towards another node of the allocation (what that node sees us as),
-// else our node name for the agents to resolve.
-std::string DialHost(const v1::JobSpec& spec, const Env& env, int port) {
+// The address the agents dial: --local-addr; 127.0.0.1 in a one-node
+// allocation of this node; else the source address of this machine's route
+// toward another node of the allocation at its NodeAddr as slurmctld knows it
+// (an salloc shell on a login host, where the nodes' names need not resolve),
+// or at its name when scontrol says nothing. None: an error naming --local-addr.
+absl::StatusOr<std::string> DialHost(const v1::JobSpec& spec, const Env& env, int port) {
   if (!spec.local_addr().empty()) return spec.local_addr();
   const std::string self = SlurmNodeName(env);
   std::string list = Get(env, "SLURM_JOB_NODELIST");
@@ -61,11 +63,21 @@ std::string DialHost(const v1::JobSpec& spec, const Env& env, int port) {
   auto nodes = ExpandHostlist(list, 100000);
   if (nodes.ok() && !nodes->empty() &&
       std::all_of(nodes->begin(), nodes->end(), [&](const std::string& n) { return n == self; })) {
-    return "127.0.0.1";  // a one-node allocation
+    return std::string("127.0.0.1");  // a one-node allocation
   }
-  std::string src = AddressTowardOtherNodes(list, self, port);
+  const std::string path = Get(env, "PATH");
+  std::vector<std::string> addrs;
+  for (const auto& [name, addr] : SlurmNodeAddrs(list, path.empty() ? "/usr/bin:/bin" : path)) {
+    if (name != self) addrs.push_back(addr);
+  }
+  std::string src = AddressTowardAny(addrs, port);
+  if (src.empty()) src = AddressTowardOtherNodes(list, self, port);
   if (!src.empty()) return src;
-  return self.empty() ? "127.0.0.1" : self;
+  return absl::UnavailableError(absl::StrCat(
+      "cannot tell which address of ", self.empty() ? "this machine" : self,
+      " the agents can reach: no node of the allocation (", list,
+      ") has an address (its NodeAddr, or its name) that routes from here; give --local-addr "
+      "ADDR, this machine's address that the nodes reach"));
 }
 
 // srun with its standard input on `stdin_fd`, in its own process group (so a
@@ -350,7 +362,12 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec_in, const st
     Say(absl::StrCat("cannot host the rendezvous: ", host.status().message()));
     return 1;
   }
-  const std::string dial = DialHost(spec, env, (*host)->port());
+  const absl::StatusOr<std::string> dial_or = DialHost(spec, env, (*host)->port());
+  if (!dial_or.ok()) {
+    Say(std::string(dial_or.status().message()));
+    return kExitLauncherFailed;
+  }
+  const std::string& dial = *dial_or;
   const std::string message = (*host)->LaunchMessage(dial, "", "");
 
   std::string path = Get(env, "PATH");

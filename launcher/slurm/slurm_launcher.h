@@ -11,6 +11,19 @@
 // then stays open as the agents' lifeline: when it closes with no signal's
 // notice first (drun died) every agent stops its workers (SIGHUP) and exits.
 //
+// The agents' output passes through srun's own I/O, which holds a task's
+// output until a newline: a partial line (a prompt, a `\r` bar) of a remote
+// rank shows only once its line ends. srun --unbuffered is no cure: Slurm
+// 22.05 then runs the tasks on a pseudo-terminal (the agents colour their
+// prefixes, keep a live region, and every '\n' becomes "\r\n"). Showing them
+// needs the launcher to relay the agents' output itself (not done).
+//
+// The agents dial this machine at --local-addr, else at the source address of
+// its route toward another node's NodeAddr (scontrol), which works from an
+// salloc shell on a login host whose resolver knows no node names; when no
+// node's address routes from here, drun says so in one line naming
+// --local-addr and starts nothing.
+//
 // The end: the job's Finish (exit code, root-cause summary), or a signal. On
 // SIGINT/SIGTERM/SIGHUP/SIGQUIT (Ctrl-C in salloc, scancel, the time limit)
 // drun says so at once and writes the signal's notice on the lifeline

@@ -2,8 +2,13 @@
 filters, torchrun's --log-dir/--redirects/--tee files, and keeping up with a flood."""
 import os
 import re
+import shlex
+import shutil
+import unittest
 
-from drun_testlib import DrunTestCase, PREFIX_RE, main, program, rank_lines, run_dir, texts_of
+from drun_testlib import PYTHON, DrunTestCase, PREFIX_RE, drun_path, main, program, rank_lines, \
+    run_dir, texts_of
+from tmux_pane import Tmux
 
 NPROC = 4
 
@@ -131,6 +136,49 @@ class OutputTest(DrunTestCase):
         self.assertEqual(run.stdout_count, megabytes * lines_per_mb + 1, run.describe())
         self.assertEqual(run.stdout_last, b"[rank0]: flood done")
         self.assertGreaterEqual(run.stdout_bytes, megabytes * lines_per_mb * (100 + 9))
+
+
+
+# Two ranks drawing `\r` progress bars in lockstep (a gloo barrier between steps), like two
+# tqdm bars; each ends its line with " done". At step 10 rank 0 waits until the test opens
+# the FIFO argv[1] (the other rank waits at the barrier), so the test sees the screen mid-run.
+TWO_BARS = """import os, sys, torch.distributed as dist
+dist.init_process_group("gloo")
+for i in range(1, 22):
+    sys.stdout.write(f"\\rstep {i}/21"); sys.stdout.flush()
+    if i == 10 and os.environ["RANK"] == "0":
+        open(sys.argv[1]).read()
+    dist.barrier()
+sys.stdout.write(" done\\n"); sys.stdout.flush()
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@unittest.skipIf(shutil.which("tmux") is None, "tmux is not installed (tests/install_deps.sh)")
+class TerminalBarsTest(DrunTestCase):
+    def test_each_ranks_bar_keeps_its_own_row_on_a_terminal(self):
+        script = os.path.join(self.tmp, "two_bars.py")
+        with open(script, "w") as f:
+            f.write(TWO_BARS)
+        fifo = os.path.join(self.tmp, "go")
+        os.mkfifo(fifo)
+        command = " ".join(shlex.quote(a) for a in (
+            "env", f"PYTHON_EXEC={PYTHON}", drun_path(), "--standalone", "--nproc-per-node", "2",
+            script, fifo))
+        tmux = Tmux(self.tmp, f"{command}; echo DRUN_EXIT=$?; exec sleep 600")
+        self.addCleanup(tmux.close)
+        # Mid-run: both bars at step 10, each on its own row, and no redraw became a row.
+        tmux.wait_for(r"^\[rank0\]: step 10/21$")
+        screen = tmux.wait_for(r"^\[rank1\]: step 10/21$")
+        self.assertEqual(sorted(r for r in screen.splitlines() if "step" in r),
+                         ["[rank0]: step 10/21", "[rank1]: step 10/21"], screen)
+        with open(fifo, "w"):
+            pass  # rank 0 goes on
+        screen = tmux.wait_for(r"^DRUN_EXIT=\d+")
+        self.assertIn("DRUN_EXIT=0", screen)
+        self.assertEqual(sorted(r for r in screen.splitlines() if "step" in r),
+                         ["[rank0]: step 21/21 done", "[rank1]: step 21/21 done"], screen)
 
 
 if __name__ == "__main__":

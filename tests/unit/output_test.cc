@@ -1,7 +1,12 @@
 #include "agent/output.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <functional>
@@ -277,6 +282,193 @@ TEST(RawTailTest, KeepsLastLines) {
   EXPECT_EQ(t.lines(2), (std::vector<std::string>{"two", "three"}));
   t.Add(std::string(40, 'z'));
   EXPECT_EQ(t.lines(), (std::vector<std::string>{std::string(16, 'z')}));
+}
+
+
+// --- On a terminal: progress bars of several sources in a live region -------
+
+// A pseudo-terminal (80x24) whose screen the test reads back through a small
+// emulator of what the console writes: \r, \n, ESC[nA, ESC[nB, ESC[K, ESC[J,
+// SGR (ignored) and printable bytes.
+class Terminal {
+ public:
+  Terminal() {
+    master_ = posix_openpt(O_RDWR | O_NOCTTY);
+    EXPECT_GE(master_, 0);
+    grantpt(master_);
+    unlockpt(master_);
+    winsize ws{};
+    ws.ws_col = 80;
+    ws.ws_row = 24;
+    ioctl(master_, TIOCSWINSZ, &ws);
+    slave_ = open(ptsname(master_), O_RDWR | O_NOCTTY);
+    EXPECT_GE(slave_, 0);
+    fcntl(master_, F_SETFL, O_NONBLOCK);
+  }
+  ~Terminal() {
+    close(slave_);
+    close(master_);
+  }
+  int fd() const { return slave_; }
+  // What the console wrote since the last call, fed to the screen.
+  std::string Read() {
+    std::string got;
+    char buf[65536];
+    for (ssize_t n; (n = read(master_, buf, sizeof buf)) > 0;) got.append(buf, n);
+    Feed(got);
+    return got;
+  }
+  // The screen's rows, without trailing blank rows.
+  std::vector<std::string> Rows() const {
+    std::vector<std::string> r = rows_;
+    while (!r.empty() && r.back().empty()) r.pop_back();
+    return r;
+  }
+  size_t cursor_row() const { return row_; }
+
+ private:
+  void Feed(absl::string_view s) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      const char c = s[i];
+      if (c == '\r') {
+        col_ = 0;
+      } else if (c == '\n') {
+        ++row_;
+      } else if (c == '\033' && i + 1 < s.size() && s[i + 1] == '[') {
+        size_t j = i + 2;
+        int n = 0;
+        while (j < s.size() && isdigit(static_cast<unsigned char>(s[j]))) n = n * 10 + (s[j++] - '0');
+        const char op = j < s.size() ? s[j] : 'm';
+        if (op == 'A') row_ -= std::min<size_t>(row_, n ? n : 1);
+        if (op == 'B') row_ += n ? n : 1;
+        if (op == 'K') Row().resize(std::min(Row().size(), col_));
+        if (op == 'J') {
+          Row().resize(std::min(Row().size(), col_));
+          rows_.resize(row_ + 1);
+        }
+        i = j;
+      } else {
+        std::string& r = Row();
+        if (r.size() < col_) r.resize(col_, ' ');
+        if (r.size() == col_) r.push_back(c); else r[col_] = c;
+        ++col_;
+      }
+    }
+  }
+  std::string& Row() {
+    if (rows_.size() <= row_) rows_.resize(row_ + 1);
+    return rows_[row_];
+  }
+  int master_ = -1;
+  int slave_ = -1;
+  std::vector<std::string> rows_;
+  size_t row_ = 0, col_ = 0;
+};
+
+size_t RowsWith(const std::vector<std::string>& rows, const std::string& what) {
+  return std::count_if(rows.begin(), rows.end(),
+                       [&](const std::string& r) { return r.find(what) != std::string::npos; });
+}
+
+TEST(ConsoleTerminalTest, TwoBarsKeepARowEachUpdatedInPlaceWhileLinesScrollAbove) {
+  Terminal t;
+  Console c(t.fd(), t.fd());
+  const int a = c.AddSource(1, "[rank0]: ", "[rank0]+ ", -1, false);
+  const int b = c.AddSource(2, "[rank1]: ", "[rank1]+ ", -1, false);
+  const int x = c.AddSource(1, "[rank2]: ", "[rank2]+ ", -1, false);
+  c.Write(x, "hello\n");
+  for (int i = 1; i <= 21; ++i) {
+    c.Write(a, absl::StrCat("\rstep ", i, "/21"));
+    c.ShowPartials(kLater);
+    c.Write(b, absl::StrCat("\rstep ", i, "/21"));
+    c.ShowPartials(kLater);
+    if (i == 7) c.Write(x, "a whole line\n");
+    c.Flush();
+    t.Read();
+    if (i >= 2) {  // from rank1's first redraw on, both bars have their row
+      const std::vector<std::string> rows = t.Rows();
+      EXPECT_EQ(RowsWith(rows, "step"), 2u) << absl::StrJoin(rows, "|");
+      EXPECT_EQ(rows[rows.size() - 2], absl::StrCat("[rank0]: step ", i, "/21"));
+      EXPECT_EQ(rows.back(), absl::StrCat("[rank1]: step ", i, "/21"));
+      EXPECT_EQ(t.cursor_row(), rows.size());  // below the region
+    }
+  }
+  c.Write(b, " done\n");  // rank1's line ends: whole, above rank0's row
+  c.Flush();
+  t.Read();
+  c.Write(a, "\n");
+  c.RemoveSource(a);
+  c.RemoveSource(b);
+  c.RemoveSource(x);
+  c.Drain();
+  t.Read();
+  EXPECT_EQ(t.Rows(), (std::vector<std::string>{"[rank2]: hello", "[rank2]: a whole line",
+                                                "[rank1]: step 21/21 done", "[rank0]: step 21/21"}));
+}
+
+TEST(ConsoleTerminalTest, TwoBarsThatStopBothStayOnScreen) {
+  Terminal t;
+  Console c(t.fd(), t.fd());
+  const int a = c.AddSource(1, "[rank0]: ", "[rank0]+ ", -1, false);
+  const int b = c.AddSource(1, "[rank1]: ", "[rank1]+ ", -1, false);
+  c.Write(a, "\rstep 1\rstep 2");
+  c.Write(b, "\rstep 1\rstep 2");
+  c.ShowPartials(kLater);  // both show at once; then neither draws again for a while
+  c.Flush();
+  t.Read();
+  EXPECT_EQ(t.Rows(), (std::vector<std::string>{"[rank0]: step 2", "[rank1]: step 2"}));
+  c.RemoveSource(a);
+  c.RemoveSource(b);
+  c.Drain();
+  t.Read();
+  EXPECT_EQ(t.Rows(), (std::vector<std::string>{"[rank0]: step 2", "[rank1]: step 2"}));
+}
+
+TEST(ConsoleTerminalTest, OneBarAloneIsAnOrdinaryOpenLine) {
+  Terminal t;
+  Console c(t.fd(), t.fd());
+  const int a = c.AddSource(2, "[rank0]: ", "[rank0]+ ", -1, false);
+  c.Write(a, "\r 10%|#");
+  c.ShowPartials(kLater);
+  c.Write(a, "\r 50%|#####");
+  c.ShowPartials(kLater);
+  c.Flush();
+  EXPECT_EQ(t.Read(), "[rank0]:  10%|#\r[rank0]:  50%|#####");
+  c.Write(a, "\r100%|##########\n");
+  c.Drain();
+  EXPECT_EQ(t.Read(), "\r[rank0]: 100%|##########\r\n");
+}
+
+TEST(ConsoleTerminalTest, APromptIsNotABarAndABarRowIsCutToTheWidth) {
+  Terminal t;
+  Console c(t.fd(), t.fd());
+  const int a = c.AddSource(1, "[rank0]: ", "[rank0]+ ", -1, false);
+  const int b = c.AddSource(1, "[rank1]: ", "[rank1]+ ", -1, false);
+  c.Write(a, "\r=");
+  c.ShowPartials(kLater);
+  c.Write(a, "\r==");  // a redraw: rank0's line is a bar
+  c.ShowPartials(kLater);
+  c.Write(b, "name? ");  // rank0's bar moves to the region, the prompt takes the line
+  c.ShowPartials(kLater);
+  c.Write(a, "\r" + std::string(120, '#'));  // waits for the prompt's line (kHoldLimit)
+  c.ShowPartials(kLater);  // shown, so it waits behind the open prompt
+  c.Flush();
+  t.Read();
+  std::vector<std::string> rows = t.Rows();
+  ASSERT_EQ(rows.size(), 1u) << absl::StrJoin(rows, "|");
+  EXPECT_EQ(rows[0], "[rank1]: name? ");
+  c.Write(b, "carol\n");  // the prompt's line ends: the region comes back below it, cut
+  c.Flush();
+  t.Read();
+  rows = t.Rows();
+  ASSERT_EQ(rows.size(), 2u) << absl::StrJoin(rows, "|");
+  EXPECT_EQ(rows[0], "[rank1]: name? carol");
+  EXPECT_EQ(rows[1], "[rank0]: " + std::string(79 - 9, '#'));  // 79 columns: no wrap
+  c.RemoveSource(a);
+  c.RemoveSource(b);
+  c.Drain();
+  t.Read();
+  EXPECT_EQ(t.Rows(), (std::vector<std::string>{"[rank1]: name? carol", "[rank0]: " + std::string(120, '#')}));
 }
 
 }  // namespace

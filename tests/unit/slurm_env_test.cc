@@ -436,6 +436,26 @@ TEST(SlurmEnv, AddressTowardOtherNodesSkipsThisNode) {
   EXPECT_EQ(SlurmNodeName({{"SLURMD_NODENAME", "node7"}}), "node7");
 }
 
+// scontrol -o show node: one node a line; NodeAddr need not be a name that resolves.
+TEST(SlurmEnv, ParsesNodeAddrsOfScontrol) {
+  const std::string out =
+      "NodeName=node1 Arch=x86_64 CoresPerSocket=1 NodeAddr=10.213.61.11 NodeHostName=node1 "
+      "Version=22.05.8\n"
+      "NodeName=node2 Arch=x86_64 NodeAddr=gpu-07.ib NodeHostName=node2\n"
+      "\n"
+      "NodeName=node3 Arch=x86_64\n";  // no NodeAddr: skipped
+  EXPECT_THAT(ParseNodeAddrs(out),
+              ElementsAre(std::make_pair(std::string("node1"), std::string("10.213.61.11")),
+                          std::make_pair(std::string("node2"), std::string("gpu-07.ib"))));
+  EXPECT_TRUE(ParseNodeAddrs("").empty());
+}
+
+TEST(SlurmEnv, AddressTowardAnySkipsWhatDoesNotResolve) {
+  EXPECT_EQ(AddressTowardAny({"no-such-node.invalid", "127.0.0.1"}, 12000), "127.0.0.1");
+  EXPECT_EQ(AddressTowardAny({"no-such-node.invalid"}, 12000), "");
+  EXPECT_EQ(AddressTowardAny({}, 12000), "");
+}
+
 TEST(SlurmLauncher, SrunArgvStartsOneAgentPerNodeWithoutAShell) {
   EXPECT_THAT(SrunAgentArgv("/usr/bin/srun", 3, "/opt/drun bin/drun"),
               ElementsAre("/usr/bin/srun", "--nodes=3", "--ntasks=3", "--ntasks-per-node=1",
