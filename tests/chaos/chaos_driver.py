@@ -59,7 +59,7 @@ class Plan:
         self.pick2 = rng.random()
         # Link cuts 2-30 s in a soak, 2-6 s in the short run; freezes and throttles alike.
         self.duration = round(rng.uniform(2, 30 if soak else 6), 1)
-        self.kbit = rng.choice([32, 64, 256])
+        self.kbit = rng.choice([8, 16, 64])
 
     def describe(self):
         return (f"seed={self.seed} episode={self.episode} kind={self.kind} "
