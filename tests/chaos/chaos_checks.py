@@ -189,15 +189,15 @@ def launcher_leftovers(runs):
 
 
 def recovery_time(fault, by, order, recs):
-    """Seconds from the fault to the next step done: the first step of a round that started
-    after the fault when there is one (the fault stopped the round), else the first step
-    after the fault began (the round rode it out)."""
+    """Seconds to the next step done. When the fault stopped the round (a round started
+    after it), from the fault's start to the first step of a newer round; else (the round rode
+    out a freeze or a throttle) from the fault's end to the first step after it."""
     newer = [rid for rid in order if first_start(by[rid]) > fault.start]
     if newer:
         steps = [r["t"] for rid in newer for r in by[rid] if r["kind"] == "step"]
-    else:
-        steps = [r["t"] for r in recs if r["kind"] == "step" and r["t"] > fault.start]
-    return min(steps) - fault.start if steps else None
+        return min(steps) - fault.start if steps else None
+    steps = [r["t"] for r in recs if r["kind"] == "step" and r["t"] > fault.end]
+    return min(steps) - fault.end if steps else None
 
 
 def check_runs(ep):

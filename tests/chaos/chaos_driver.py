@@ -40,7 +40,7 @@ LAUNCHER_SIGNALS = {"launcher_sigint": signal.SIGINT, "launcher_sigterm": signal
                     "launcher_sigkill": signal.SIGKILL}
 KINDS = ["kill_worker", "kill_agent", "freeze_agent", "cut_link", "throttle_link",
          "while_forming", "launcher_sigint", "launcher_sigterm", "launcher_sigkill",
-         "kill_agent_after_finish", "cut_below_min"]
+         "kill_agent_after_finish", "cut_below_min", "freeze_launcher"]
 JOIN_TIMEOUT = 60
 # cut_below_min: the job must fail within min(60 s, join_timeout / 2) of the cut, plus slack.
 FAIL_FAST = min(60, JOIN_TIMEOUT / 2) + 15
@@ -151,16 +151,17 @@ class Episode:
             host = self.pick(self.active_hosts(), p.pick)
             os.kill(self.agent_of(host), signal.SIGKILL)
             target, end = f"agent on {host}", time.time()
-        elif kind == "freeze_agent":
+        elif kind in ("freeze_agent", "freeze_launcher"):
             host = self.pick(self.active_hosts(), p.pick)
-            pid = self.agent_of(host)
+            pid = self.agent_of(host) if kind == "freeze_agent" else proc.pid
             os.kill(pid, signal.SIGSTOP)
             time.sleep(p.duration)  # the fault's length (the plan), not a wait for an event
             try:
                 os.kill(pid, signal.SIGCONT)
             except ProcessLookupError:
                 pass
-            target, end = f"agent on {host} for {p.duration}s", time.time()
+            who = f"agent on {host}" if kind == "freeze_agent" else "the launcher"
+            target, end = f"{who} for {p.duration}s", time.time()
         elif kind in ("cut_link", "throttle_link"):
             host = self.pick(self.active_hosts(), p.pick)
             cut = kind == "cut_link"
