@@ -32,7 +32,8 @@ import chaos_checks as checks  # noqa: E402
 HOSTS = ["red01", "orange07", "yellow03", "green02", "blue05"]
 NPROC = 2
 NNODES = "2:3"
-STEPS = 30
+STEPS = 30  # the short run's job: about 5 s without faults
+SOAK_STEPS = 120  # a soak's: about 20 s, so that faults of up to 30 s land mid-job
 EVERY = 4
 STEP_TIME = 0.15
 RUN_BOUND = float(os.environ.get("DRUN_CHAOS_RUN_BOUND", "150"))  # a hang becomes a failure
@@ -54,12 +55,14 @@ class Plan:
         rng = random.Random(f"drun-chaos:{seed}:{episode}")
         self.seed, self.episode, self.soak = seed, episode, soak
         self.kind = KINDS[(seed + episode) % len(KINDS)]
-        self.at_step = rng.randint(3, 12)  # the fault comes once a round reached this step
+        # The fault comes once a round reached this step.
+        self.at_step = rng.randint(3, 60 if soak else 12)
         self.pick = rng.random()  # which running rank or host it hits
         self.pick2 = rng.random()
         # Link cuts 2-30 s in a soak, 2-6 s in the short run; freezes and throttles alike.
         self.duration = round(rng.uniform(2, 30 if soak else 6), 1)
         self.kbit = rng.choice([8, 16, 64])
+        self.steps = SOAK_STEPS if soak else STEPS
 
     def describe(self):
         return (f"seed={self.seed} episode={self.episode} kind={self.kind} "
@@ -91,7 +94,8 @@ class Episode:
                                            name=f"hosts-{self.plan.episode}")
         args = ["--hostfile", hostfile, "--nnodes", NNODES, "--max-restarts", "20",
                 "--shutdown-timeout", "3", "--rdzv-conf", f"join_timeout={JOIN_TIMEOUT},last_call_timeout=1",
-                os.path.join(HERE, "chaos_worker.py"), "--dir", self.shared, "--steps", str(STEPS),
+                os.path.join(HERE, "chaos_worker.py"), "--dir", self.shared,
+                "--steps", str(self.plan.steps),
                 "--every", str(EVERY), "--step-time", str(STEP_TIME), "--linger", str(linger)]
         proc, lines = self.bed.drun_run(args, env=self.bed.env(TMPDIR=tmp, XDG_RUNTIME_DIR=xdg),
                                         name=f"drun ep{self.plan.episode} run{n}")
@@ -251,7 +255,7 @@ class Episode:
                 self.finish(proc, lines, dirs, expected=0)
         left = self.bed.wait_back_to_baseline(timeout=30)
         after = checks.tmp_snapshot(self.bed, HOSTS)
-        return checks.evaluate(self, before, after, left, STEPS, FAIL_FAST)
+        return checks.evaluate(self, before, after, left, self.plan.steps, FAIL_FAST)
 
     def guard(self, inject, proc):
         """Runs the injection; a failure to inject (the job ended first, no agent) is the
