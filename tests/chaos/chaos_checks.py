@@ -29,8 +29,9 @@ FAILURE = "a failure"  # an expected exit code: any exit above 0 (the job failed
 
 
 class RunResult:
-    def __init__(self, code, expected, bounded, console, launcher_dirs, ended):
+    def __init__(self, code, expected, bounded, console, launcher_dirs, ended, stderr_tail):
         self.code, self.expected, self.bounded = code, expected, bounded
+        self.stderr_tail = stderr_tail  # the launcher's last lines of its own (drun: ...)
         self.ended = ended  # time.time() when it exited
         self.console = console  # the launcher's last lines
         self.launcher_dirs = launcher_dirs  # its TMPDIR and XDG_RUNTIME_DIR
@@ -222,6 +223,20 @@ def check_fails_fast(ep, bound):
              f"{took:.1f}s after the cut (bound {bound:.0f}s)\n{ep.runs[0].console}")]
 
 
+def with_launcher_lines(failures, runs):
+    """The launchers' last lines added to the first failure of the job's course (ranks,
+    split brain, progress, completion, no re-run), as evidence of what drun did."""
+    course = ("ranks", "split_brain", "progress", "completed", "no_rerun")
+    out, added = [], False
+    for inv, evidence in failures:
+        if inv in course and not added and runs:
+            tails = "\n".join(f"--- run {i}, the launcher's last lines ---\n"
+                              + "\n".join(r.stderr_tail) for i, r in enumerate(runs))
+            evidence, added = f"{evidence}\n{tails}", True
+        out.append((inv, evidence))
+    return out
+
+
 def evaluate(ep, before, after, left_procs, total, fail_fast_bound):
     recs = load_records(ep.shared)
     by, order = rounds_of(recs)
@@ -238,6 +253,7 @@ def evaluate(ep, before, after, left_procs, total, fail_fast_bound):
     tmp = sorted(after - before) + launcher_leftovers(ep.runs)
     if tmp:
         failures.append(("tmp", ", ".join(tmp)))
+    failures = with_launcher_lines(failures, ep.runs)
     recovery = recovery_time(ep.fault, by, order, recs) if ep.fault else None
     if ep.plan.kind.startswith("launcher_") or ep.plan.kind in ("kill_agent_after_finish",
                                                                  "cut_below_min"):

@@ -113,7 +113,7 @@ class Episode:
         self.ended = None
         lines.join()
         self.runs.append(checks.RunResult(code, expected, bounded, lines.describe(40),
-                                          launcher_dirs, ended))
+                                          launcher_dirs, ended, lines.lines("stderr")[-25:]))
 
     # -- faults ----------------------------------------------------------------------------
 
