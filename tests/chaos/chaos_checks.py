@@ -11,8 +11,9 @@ Invariants of an episode (each failure names the invariant and its evidence):
   ranks         in every round each rank of 0..W-1 started at most once, all with W; a round
                 that made a step had every rank
   split_brain   no worker of a round wrote a record after a newer round started
-  progress      commits strictly increase; each round resumed right after the last commit
-                made before it started; every rank of a round resumed at the same step
+  progress      commits strictly increase; each round resumed from a checkpoint that was
+                made, and nothing committed before it started is lost; every rank of a
+                round resumed at the same step
   completed     the job's last step was committed and every rank of its last round ended
   no_rerun      no round started after the last step was committed
   processes     every host runs only what it ran before the episode (its sshd)
@@ -130,19 +131,33 @@ def check_split_brain(by, order):
 
 
 def check_progress(recs, by, order):
+    """Commits strictly increase; each round resumed from a checkpoint that was really made
+    (its commit record, or, when a stop came between the checkpoint's rename and its record,
+    the step done by rank 0 of the round named in the checkpoint), and no later commit was
+    made before the round started (none lost); every rank of a round resumed at one step."""
     out = []
     commits = [r for r in recs if r["kind"] == "commit"]
     steps = [c["step"] for c in commits]
     if any(b <= a for a, b in zip(steps, steps[1:])):
         out.append(("progress", f"commits not strictly increasing: {steps}"))
+    made = {(c["round"], c["step"]) for c in commits} | \
+        {(r["round"], r["step"]) for r in recs if r["kind"] == "step" and r["rank"] == 0}
     for rid in order:
         t0 = first_start(by[rid])
-        resumed = {r["step"] for r in by[rid] if r["kind"] == "start"}
-        before = [c["step"] for c in commits if c["t"] < t0]
-        want = (before[-1] if before else 0) + 1
-        if resumed != {want}:
-            out.append(("progress", f"round {rid[:8]} resumed at step(s) {sorted(resumed)}, "
-                        f"the last commit before it says {want}"))
+        starts = [r for r in by[rid] if r["kind"] == "start"]
+        resumed = {(r["step"], r.get("ckpt_round")) for r in starts}
+        if len(resumed) != 1:
+            out.append(("progress", f"round {rid[:8]}'s ranks resumed at different steps: "
+                        f"{sorted(s for s, _ in resumed)}"))
+            continue
+        step, src = resumed.pop()
+        lost = [c["step"] for c in commits if c["t"] < t0 and c["step"] >= step]
+        if lost:
+            out.append(("progress", f"round {rid[:8]} resumed at step {step}, but step "
+                        f"{max(lost)} had been committed before it started (progress lost)"))
+        elif step > 1 and (src, step - 1) not in made:
+            out.append(("progress", f"round {rid[:8]} resumed at step {step} from a checkpoint "
+                        f"of round {str(src)[:8]} that no record shows was made"))
     return out
 
 

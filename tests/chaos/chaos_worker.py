@@ -7,12 +7,13 @@ Each rank, in each round drun starts:
      torch 1.13 wire protocol): COMPARE_SET of key "chaos/round" from "" to a fresh random id
      returns whichever id the round's first rank wrote. drun gives each round a fresh store,
      so one id = one round as drun formed it;
-  2. reads the checkpoint SHARED/ckpt.json (the last committed step, 0 when absent) and
-     resumes after it;
+  2. reads the checkpoint SHARED/ckpt.json (the last committed step and the round that
+     committed it; step 0 when absent) and resumes after it;
   3. per step: a barrier through the store (ADD, the last arrival SETs a go key, all WAIT for
      it: the collective that keeps ranks in lockstep, as an all-reduce would), "compute"
      (--step-time seconds), a record; rank 0 then commits every K-th step (and the last) to
-     the checkpoint (write + rename), with a record;
+     the checkpoint (write + rename), then a record (a stop between the two leaves a
+     checkpoint without its record: the checks allow it, see chaos_checks.check_progress);
   4. after the last step a final barrier, rank 0 waits --linger seconds (so a test can act
      while the other nodes' workers have all succeeded), a "done" record, exit 0.
 A worker whose store goes away (its round was stopped) exits 1 without another record.
@@ -95,11 +96,13 @@ class Recorder:
 
 
 def read_checkpoint(directory):
+    """(step, round that committed it) of SHARED/ckpt.json; (0, None) before any commit."""
     try:
         with open(os.path.join(directory, "ckpt.json")) as f:
-            return json.load(f)["step"]
+            ckpt = json.load(f)
+        return ckpt["step"], ckpt["round"]
     except FileNotFoundError:
-        return 0
+        return 0, None
 
 
 def commit(directory, step, round_id):
@@ -127,8 +130,10 @@ def main():
         return 1
     rec = Recorder(args.dir, {"round": round_id, "rank": rank, "world": world,
                               "host": socket.gethostname(), "pid": os.getpid()})
-    first = read_checkpoint(args.dir) + 1
-    rec("start", step=first, restart=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")))
+    done, ckpt_round = read_checkpoint(args.dir)
+    first = done + 1
+    rec("start", step=first, ckpt_round=ckpt_round,
+        restart=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")))
     try:
         for step in range(first, args.steps + 1):
             store.barrier(f"step{step}", world)
