@@ -242,7 +242,7 @@ class Testbed:
     """Namespaces, sshd per host, the client's throwaway home. Use as a context manager
     or call setup()/teardown()."""
 
-    def __init__(self, hosts, tag="t", stock=False, plain_home=False):
+    def __init__(self, hosts, tag="t", stock=False, plain_home=False, private_tmp=False):
         self.specs = [h if isinstance(h, HostSpec) else HostSpec(h) for h in hosts]
         # stock: each host as Debian and Ubuntu install it, its own name on 127.0.1.1 in
         # /etc/hosts, and a second interface (a decoy "docker0") that leads nowhere.
@@ -250,6 +250,10 @@ class Testbed:
         # plain_home: the hosts' root has an empty home (no ~/.bashrc), so a remote command's
         # shell starts in milliseconds (bench/ssh_bench.py measures both ways).
         self.plain_home = plain_home
+        # private_tmp: each host gets its own empty tmpfs at /tmp (what drun leaves in a host's
+        # /tmp is then that host's alone: host_path(name, "/tmp")). The testbed's own directory
+        # must then live outside /tmp (TMPDIR of the test process).
+        self.private_tmp = private_tmp
         self.tag = f"drs{tag}{os.getpid() % 100000}"
         self.tmp = tempfile.mkdtemp(prefix="drun-ssh-")
         os.chmod(self.tmp, 0o755)
@@ -297,6 +301,8 @@ class Testbed:
             os.makedirs("/run/sshd", mode=0o755)
             self._run_sshd_dir = True
 
+        if self.private_tmp and os.path.commonpath([self.tmp, "/tmp"]) == "/tmp":
+            raise RuntimeError(f"private_tmp needs the testbed outside /tmp (set TMPDIR): {self.tmp}")
         os.makedirs(self.bin)
         shutil.copy2(drun_path(), self.drun)
         # drun execs drun-net (its networked half) from its own directory.
@@ -378,6 +384,8 @@ class Testbed:
                 path = os.path.join(self.tmp, rel)
                 os.makedirs(path, exist_ok=True)
                 hide += f"mount -t tmpfs drun-private {path}; "
+            if self.private_tmp:
+                hide += "mount -t tmpfs drun-host-tmp /tmp; "
             if self.plain_home:
                 empty = os.path.join(self.tmp, "plain_home")
                 os.makedirs(empty, mode=0o700, exist_ok=True)
@@ -479,6 +487,19 @@ class Testbed:
 
     def cut(self, name):
         run("ip", "-n", self.host_ns[name], "link", "set", "eth0", "down")
+
+    def restore(self, name):
+        """Undoes cut(name)."""
+        run("ip", "-n", self.host_ns[name], "link", "set", "eth0", "up")
+
+    def throttle(self, name, kbit):
+        """Limits what host `name` sends to `kbit` kbit/s (a token bucket on its link)."""
+        run("ip", "netns", "exec", self.host_ns[name], "tc", "qdisc", "replace", "dev", "eth0",
+            "root", "tbf", "rate", f"{kbit}kbit", "burst", "16kbit", "latency", "500ms")
+
+    def unthrottle(self, name):
+        run("ip", "netns", "exec", self.host_ns[name], "tc", "qdisc", "del", "dev", "eth0",
+            "root", check=False)
 
     # -- teardown -------------------------------------------------------------------------
 
