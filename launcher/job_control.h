@@ -27,6 +27,7 @@ class JobControl {
   static std::optional<JobControl> Open(const std::map<std::string, std::string>& env,
                                         const std::string& run_id, RendezvousServer* server);
   int fd() const { return listener_.fd(); }
+  const std::string& path() const { return listener_.path(); }
   // A caller: INFO is answered at once, STACKS when every node has answered.
   void OnReadable();
   // A kStacks event of the server.

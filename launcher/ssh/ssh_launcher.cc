@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/agent_launch.h"
 #include "agent/output.h"
+#include "agent/process.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/event_loop.h"
 #include "launcher/job/cli.h"
@@ -1086,6 +1087,9 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   const UniqueFd sig_fd(signalfd(-1, &stop_set, SFD_CLOEXEC | SFD_NONBLOCK));
+  // Forked before any thread: when this launcher is killed (-9), it removes
+  // the `drun stacks` socket, so no job that is gone is ever listed.
+  Guardian guardian = Guardian::Start();
 
   // The rendezvous first, on every interface (agents dial the address at
   // which their host sees this machine, IPv4 or IPv6).
@@ -1100,10 +1104,13 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   RendezvousServer* server = (*job)->server();
   for (Host& h : hosts_) h.info.port = (*job)->port();
   control_ = JobControl::Open(env_, spec_in.run_id(), server);
+  if (control_) guardian.RemoveOnDeath(control_->path());
   AnnounceAndStart(spec_in, (*job)->port());
 
   Supervise(sig_fd.get(), server, spec_in.shutdown_timeout_s());
-  return End(sig_fd.get(), server);
+  const int code = End(sig_fd.get(), server);
+  guardian.Release();
+  return code;
 }
 
 int SshLauncher::End(int sig_fd, RendezvousServer* server) {
