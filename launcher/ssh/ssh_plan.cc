@@ -44,6 +44,23 @@ absl::StatusOr<std::vector<int>> SpreadTotal(int total, const std::vector<HostEn
   return counts;
 }
 
+// --stdin RANK names a rank the job has, where the plan fixes the world size:
+// a fixed node count and a number of workers on every host that runs the job.
+absl::Status CheckStdinRank(const CommandLine& cl, const SshPlan& plan) {
+  const v1::JobSpec::StdinTarget& t = cl.spec.stdin_target();
+  if (t.mode() != v1::JobSpec::StdinTarget::RANK || plan.min_nodes != plan.max_nodes) return absl::OkStatus();
+  int world = 0;
+  for (const HostPlan& h : plan.hosts) {
+    int n = 0;
+    if (h.spare) continue;
+    if (!absl::SimpleAtoi(h.spec.nproc_per_node(), &n)) return absl::OkStatus();  // "gpu": known on the host
+    world += n;
+  }
+  if (t.rank() < world) return absl::OkStatus();
+  return Bad(absl::StrCat(cl.Describe(Opt::kStdin), ": the job has ranks 0 to ", world - 1, " (over ",
+                          plan.max_nodes, " host(s)); write one of them, all or none"));
+}
+
 }  // namespace
 
 std::string HostLabel(const HostEntry& e) {
@@ -159,6 +176,7 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
     }
     plan.hosts.push_back(std::move(hp));
   }
+  if (absl::Status st = CheckStdinRank(cl, plan); !st.ok()) return st;
   return plan;
 }
 

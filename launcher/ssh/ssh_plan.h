@@ -56,6 +56,8 @@ absl::StatusOr<std::vector<HostEntry>> LoadHosts(const CommandLine& cl);
 //    max_slots. Hosts left without a process idle (spares under --nnodes).
 //  - nproc per host otherwise: --nproc-per-node when given (an error above a host's
 //    max_slots), else the host's slots, else its max_slots, else the default.
+//  - --stdin RANK past the job's world size is refused where the plan fixes it
+//    (a fixed node count and a number of workers on every host).
 //  - each host's spec gets the forwarded env, PYTHON_EXEC as python_exec
 //    (when set here and not already chosen), and no --local-addr (that was
 //    this machine's address).

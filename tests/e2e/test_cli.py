@@ -126,6 +126,11 @@ class CliTest(DrunTestCase):
                 self.assertIn("the job has ranks 0 to 1 (1 node(s) x 2); write one of them, all or none",
                               run.stderr_lines[0])
                 self.assertEqual(rank_lines(run.stdout_lines), [], "a worker ran")
+        # Over ssh the host list fixes the world size: refused before any host is reached.
+        run = self.drun("-H", "nohost-a,nohost-b", "-np", 3, "--stdin", 3, *ECHO, timeout=30)
+        self.assertExit(run, 2)
+        self.assertEqual(run.stderr_lines, ["drun: --stdin 3: the job has ranks 0 to 2 (over 2 host(s)); "
+                                            "write one of them, all or none"], run.describe())
         run = self.drun("--nproc-per-node", 2, "--stdin", 1, *ECHO, timeout=30)
         self.assertEqual(self.workers(run), [(0, "world=2"), (1, "world=2")])
 

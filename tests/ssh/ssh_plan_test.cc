@@ -158,6 +158,22 @@ TEST(PlanSshJob, TotalPastMaxSlots) {
             "-np 5 is more processes than the hosts' max_slots allow (4); lower -np or raise max_slots");
 }
 
+TEST(PlanSshJob, StdinRankPastTheHostsWorldIsRefused) {
+  CommandLine cl = Cl({Opt::kStdin});
+  cl.origins[Opt::kStdin].value = "5";
+  cl.spec.mutable_stdin_target()->set_rank(5);
+  auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 2}, {"b", 3}}), {}, {});  // ranks 0..4
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message(),
+            "--stdin 5: the job has ranks 0 to 4 (over 2 host(s)); write one of them, all or none");
+  cl.spec.mutable_stdin_target()->set_rank(4);
+  EXPECT_TRUE(PlanSshJob(cl, cl.spec, Hosts({{"a", 2}, {"b", 3}}), {}, {}).ok());
+  cl.spec.mutable_stdin_target()->set_rank(5);
+  cl.spec.set_nproc_per_node("gpu");  // known only on each host
+  cl.origins[Opt::kNprocPerNode] = Origin{Origin::kCommandLine, "--nproc-per-node", "gpu"};
+  EXPECT_TRUE(PlanSshJob(cl, cl.spec, Hosts({{"a", 0}, {"b", 0}}), {}, {}).ok());
+}
+
 TEST(AlwaysForwardedEnv, OnlyThoseSetHere) {
   auto env = AlwaysForwardedEnv({{"PATH", "/p"}, {"HOME", "/h"}, {"VIRTUAL_ENV", "/v"}});
   EXPECT_THAT(env, ElementsAre(Pair("PATH", "/p"), Pair("VIRTUAL_ENV", "/v")));
