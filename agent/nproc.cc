@@ -50,6 +50,10 @@ absl::StatusOr<NprocPlan> ResolveNproc(absl::string_view spec, const NodeFacts& 
   } else if (spec == "auto") {
     plan.count = facts.gpus > 0 ? facts.gpus : std::max(1, facts.cpus);
   } else if (spec.rfind("gpu:", 0) == 0) {
+    if (facts.gpus < 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--nproc-per-node ", spec, ": no GPU found on this node; use a number, cpu or auto"));
+    }
     auto devices = ParseGpuList(spec.substr(4));
     if (!devices.ok()) return devices.status();
     plan.devices = *devices;

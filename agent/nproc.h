@@ -1,5 +1,6 @@
 // Resolving --nproc-per-node on a node: "N", "cpu", "gpu", "auto" or
-// "gpu:1,3,5" (one worker per listed GPU, each seeing only its GPU).
+// "gpu:1,3,5" (one worker per listed GPU, each seeing only its GPU). "gpu" and
+// "gpu:..." are refused on a node without GPUs, never run as CPU workers.
 #ifndef DRUN_AGENT_NPROC_H_
 #define DRUN_AGENT_NPROC_H_
 

@@ -347,9 +347,10 @@ int Main(int argc, char** argv) {
   }
   if (argc >= 2 && std::string(argv[1]) == "agent") return AgentMain();
   EnvMap env = EnvironToMap(environ);
-  auto cl = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env);
+  auto cl = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env, isatty(0) == 1);
   if (!cl.ok()) return Fail(kExitBadInput, std::string(cl.status().message()));
   HideSecrets(*cl, argc, argv);
+  if (cl->usage) return WriteAll(2, UsageText()), kExitBadInput;
   if (cl->help) return WriteAll(1, HelpText()), 0;
   if (cl->print_config) return WriteAll(1, RenderJobFile(cl->resolved)), 0;
   if (cl->version) return WriteAll(1, VersionText()), 0;

@@ -185,7 +185,7 @@ const OptionDef kOptions[] = {
     {Opt::kLocalRanksFilter, "local-ranks-filter", 0, Kind::kValue, kOut, "R,...",
      "show only these local ranks on the console", EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
     {Opt::kStdin, "stdin", 0, Kind::kValue, kOut, "RANK|all|none",
-     "which global ranks read drun's stdin (default 0; the others read end-of-file)", EnvTwin::kDrun, kTextRule,
+     "which global ranks read drun's stdin (default: all when it is a terminal, so pdb and input() work on every rank; else 0); the others read end-of-file", EnvTwin::kDrun, kTextRule,
      "0", kInJobFile},
     {Opt::kSummary, "summary", 0, Kind::kFlag, kOut, nullptr,
      "print the per-rank table (exit, attempts, wall time, peak RSS) at exit; always on failure", EnvTwin::kDrun,
@@ -559,6 +559,11 @@ absl::Status ResolveNproc(const Sources& src, CommandLine* cl) {
       return Bad(absl::StrCat(t.mpi_spelling, " and ", given->origin.Describe(Opt::kNprocPerNode),
                               " both set the number of workers; give only --nproc-per-node"));
     }
+    if (t.mpi_kind == MpiCount::kTotal && cl->launcher == Launcher::kSsh) {
+      cl->total_procs = n;  // the ssh plan spreads it over the hosts' slots
+      cl->spec.set_nproc_per_node("1");  // each host's own count is set by the plan
+      return absl::OkStatus();
+    }
     const int nodes = cl->spec.max_nodes();
     // Only where drun knows the node count now: typed on every node, not over
     // ssh or Slurm (hosts and allocations set it later).
@@ -566,7 +571,8 @@ absl::Status ResolveNproc(const Sources& src, CommandLine* cl) {
     const bool fixed = cl->spec.min_nodes() == nodes && cl->launcher == Launcher::kLocal && !in_srun;
     if (t.mpi_kind == MpiCount::kTotal && (!fixed || n % nodes != 0)) {
       return Bad(absl::StrCat(t.mpi_spelling, " ", n, " counts the processes of the whole job; drun "
-                              "counts them per node: write --nproc-per-node N (mpirun's -N)"));
+                              "counts them per node: write --nproc-per-node N (mpirun's -N), or name the hosts "
+                              "(--hostfile/-H) to spread the total over them"));
     }
     nproc = std::to_string(t.mpi_kind == MpiCount::kTotal ? n / nodes : n);
   }
@@ -815,6 +821,42 @@ absl::Status ResolveRendezvous(const Sources& src, CommandLine* cl) {
   return ResolveTls(src, cl);
 }
 
+// The job's world size where the command line fixes it: a fixed node count,
+// typed on every node (not ssh, Slurm or srun, which learn it later), and a
+// numeric --nproc-per-node. nullopt when the nodes learn it at the rendezvous.
+std::optional<int> WorldSizeNow(const Sources& src, const CommandLine& cl) {
+  const v1::JobSpec& s = cl.spec;
+  const bool in_srun = src.env().count("SLURM_STEP_ID") || src.env().count("SLURM_STEPID");
+  int nproc = 0;
+  if (s.min_nodes() != s.max_nodes() || cl.launcher != Launcher::kLocal || in_srun ||
+      !absl::SimpleAtoi(s.nproc_per_node(), &nproc)) {
+    return std::nullopt;
+  }
+  return s.max_nodes() * nproc;
+}
+
+// --stdin: as given; else all when drun's stdin is a terminal (every rank's pdb
+// and input() are usable), rank 0 when it is a pipe or a file. A rank the job
+// does not have is refused where the world size is known now.
+absl::Status ResolveStdin(const Sources& src, CommandLine* cl) {
+  v1::JobSpec& s = cl->spec;
+  auto v = src.Get(Opt::kStdin);
+  if (!v) {
+    *s.mutable_stdin_target() = *ParseStdinTarget(cl->stdin_is_terminal ? "all" : Def(Opt::kStdin).default_value);
+    return absl::OkStatus();
+  }
+  auto t = ParseStdinTarget(v->value);
+  if (!t.ok()) return Bad(absl::StrCat(Sources::Label(v->origin, Opt::kStdin), ": ", t.status().message()));
+  *s.mutable_stdin_target() = *t;
+  const std::optional<int> world = WorldSizeNow(src, *cl);
+  if (t->mode() == v1::JobSpec::StdinTarget::RANK && world && t->rank() >= *world) {
+    return Bad(absl::StrCat(v->origin.Describe(Opt::kStdin), ": the job has ranks 0 to ", *world - 1,
+                            " (", s.max_nodes(), " node(s) x ", s.nproc_per_node(),
+                            "); write one of them, all or none"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ResolveOutput(const Sources& src, CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
   s.set_log_dir(src.Value(Opt::kLogDir).value_or(""));
@@ -832,13 +874,7 @@ absl::Status ResolveOutput(const Sources& src, CommandLine* cl) {
     }
     for (int r : *f) s.add_local_ranks_filter(r);
   }
-  if (auto v = src.Get(Opt::kStdin)) {
-    auto t = ParseStdinTarget(v->value);
-    if (!t.ok()) return Bad(absl::StrCat(Sources::Label(v->origin, Opt::kStdin), ": ", t.status().message()));
-    *s.mutable_stdin_target() = *t;
-  } else {
-    *s.mutable_stdin_target() = *ParseStdinTarget(Def(Opt::kStdin).default_value);
-  }
+  if (absl::Status st = ResolveStdin(src, cl); !st.ok()) return st;
   auto summary = src.Flag(Opt::kSummary);
   if (!summary.ok()) return summary.status();
   cl->summary = *summary;
@@ -1210,7 +1246,15 @@ void HideSecrets(const CommandLine& cl, int argc, char** argv) {
 bool NeedsNetwork(const CommandLine& cl) { return cl.version || cl.mode != JobMode::kSingleNode; }
 
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
-                                             const std::map<std::string, std::string>& env) {
+                                             const std::map<std::string, std::string>& env,
+                                             bool stdin_is_terminal) {
+  // `drun help`: the usage, as --help, unless the user has a script named help here.
+  const bool help_word = !args.empty() && args[0] == "help";
+  if (help_word && access("help", F_OK) != 0) {
+    CommandLine cl;
+    cl.help = true;
+    return cl;
+  }
   auto tokens = Tokenize(args);
   if (!tokens.ok()) return tokens.status();
   std::string job_path;
@@ -1219,6 +1263,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   const Sources src(*tokens, env, *job, job_path);
 
   CommandLine cl;
+  cl.stdin_is_terminal = stdin_is_terminal;
   RecordOrigins(src, &cl);
   for (auto [field, id] : {std::pair<bool*, Opt>{&cl.help, Opt::kHelp}, {&cl.version, Opt::kVersion},
                            {&cl.standalone, Opt::kStandalone}, {&cl.print_config, Opt::kPrintConfig}}) {
@@ -1232,8 +1277,20 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     if (absl::Status st = step(src, &cl); !st.ok()) return st;
   }
   if (absl::Status st = ResolveMode(env, &cl); !st.ok()) return st;
+  if (cl.print_config && cl.total_procs > 0) {
+    // A job file sets workers per host (nproc-per-node, or each host's slots), not a total.
+    return Bad(absl::StrCat("--print-config: -np ", cl.total_procs, " over hosts has no job-file key; write "
+                            "--nproc-per-node N or give the hosts slots"));
+  }
   if (cl.print_config) FillResolved(src, &cl);
+  if (args.empty() && job->script.empty()) {
+    cl.usage = true;
+    return cl;
+  }
   if (absl::Status st = ResolveEntrypoint(src, &cl); !st.ok()) return st;
+  if (help_word) {
+    cl.notices.push_back("running ./help, the file named help in this directory (drun --help shows the usage)");
+  }
   return cl;
 }
 
@@ -1330,6 +1387,65 @@ std::vector<RdzvConfKey> RdzvConfKeys() {
   return out;
 }
 
+namespace {
+
+// A word wider than `width` (a path pattern, a list) cut after its last '/' or
+// ',' that fits, else at `width`.
+std::vector<absl::string_view> CutWord(absl::string_view word, size_t width) {
+  std::vector<absl::string_view> pieces;
+  while (word.size() > width) {
+    size_t cut = word.substr(0, width).find_last_of("/,");
+    cut = cut == absl::string_view::npos ? width : cut + 1;
+    pieces.push_back(word.substr(0, cut));
+    word.remove_prefix(cut);
+  }
+  pieces.push_back(word);
+  return pieces;
+}
+
+// `words` filled into lines of at most `width` columns.
+std::vector<std::string> WrapWords(absl::string_view words, size_t width) {
+  std::vector<std::string> lines;
+  std::vector<absl::string_view> pieces;
+  for (absl::string_view word : absl::StrSplit(words, ' ', absl::SkipEmpty())) {
+    for (absl::string_view piece : CutWord(word, width)) pieces.push_back(piece);
+  }
+  for (absl::string_view word : pieces) {
+    if (!lines.empty() && lines.back().size() + 1 + word.size() <= width) {
+      absl::StrAppend(&lines.back(), " ", word);
+    } else {
+      lines.emplace_back(word);
+    }
+  }
+  return lines;
+}
+
+// One option of --help within 80 columns, as torchrun's: the names and metavar
+// in a 34-column field (on a line of their own when longer), the help text
+// wrapped beside it.
+std::string HelpEntry(std::string lhs, absl::string_view help) {
+  constexpr size_t kIndent = 2, kField = 34, kWidth = 80;
+  const std::string pad(kIndent + kField, ' ');
+  std::string out = std::string(kIndent, ' ') + lhs;
+  if (lhs.size() < kField) {
+    out.resize(kIndent + kField, ' ');
+  } else {
+    absl::StrAppend(&out, "\n", pad);
+  }
+  std::vector<std::string> lines = WrapWords(help, kWidth - pad.size());
+  absl::StrAppend(&out, absl::StrJoin(lines, absl::StrCat("\n", pad)), "\n");
+  return out;
+}
+
+}  // namespace
+
+std::string UsageText() {
+  return "usage: drun [options] training_script [script args...]\n"
+         "       drun stacks [RUN_ID]\n"
+         "e.g.:  drun --nproc-per-node 4 train.py --epochs 5\n"
+         "drun --help lists every option; man drun is the manual.\n";
+}
+
 std::string HelpText() {
   std::string out =
       "usage: drun [options] training_script [script args...]\n"
@@ -1350,12 +1466,7 @@ std::string HelpText() {
                                      : absl::StrCat("    --", o.name);
       if (std::string(o.name).size() == 1) lhs = absl::StrCat("-", o.name);  // mpirun's -x
       if (o.metavar) absl::StrAppend(&lhs, " ", o.metavar);
-      if (lhs.size() < 34) {
-        lhs.resize(34, ' ');
-        absl::StrAppend(&out, "  ", lhs, o.help, "\n");
-      } else {
-        absl::StrAppend(&out, "  ", lhs, "\n  ", std::string(34, ' '), o.help, "\n");
-      }
+      absl::StrAppend(&out, HelpEntry(lhs, o.help));
     }
   }
   absl::StrAppend(&out,
@@ -1377,7 +1488,8 @@ std::string HelpText() {
                   "(RANK=SLURM_PROCID, LOCAL_RANK=SLURM_LOCALID). --launcher slurm in a batch\n"
                   "script runs that srun for you (docs/slurm.md).\n"
                   "\nexit status: 0 when every worker exits 0; else the first failing worker's\n"
-                  "exit code (128+N for signal N); 124 for --hang-timeout; 2 for a bad command line.\n");
+                  "exit code (128+N for signal N); 124 for --hang-timeout; 2 for a bad command\n"
+                  "line.\n");
   return out;
 }
 

@@ -106,10 +106,21 @@ struct CommandLine {
   std::string remote_drun;
   std::string rsh;
   bool ssh_accept_new = false;
+  // mpirun's -np N with a host list (the ssh launcher): the job's total number
+  // of workers, spread over the hosts as mpirun spreads it (launcher/ssh/ssh_plan.h);
+  // 0 otherwise.
+  int total_procs = 0;
   // Hosts from a job file's hosts: (with max_slots, which -H cannot say).
   std::vector<HostEntry> host_entries;
   bool print_config = false;  // --print-config
   JobFile resolved;           // with --print-config: the job as resolved
+  // `drun` alone (no arguments, no job file's script): the caller prints
+  // UsageText() on stderr and exits 2.
+  bool usage = false;
+  // Whether drun's stdin is a terminal, as ParseCommandLine was told: with no
+  // --stdin (command line, environment or job file) every rank reads it then
+  // (--stdin all: pdb and input() on every rank); else rank 0.
+  bool stdin_is_terminal = false;
   bool summary = false;     // --summary
   std::string report_path;  // --report
   // Every option given on the command line, in the environment or in a job
@@ -127,8 +138,12 @@ struct CommandLine {
 
 // `args` excludes argv[0]. Errors are one line saying what is wrong and what
 // to write instead; the caller prints "drun: <message>" and exits 2.
+// stdin_is_terminal: the launching drun's stdin is a terminal (isatty(0)),
+// which makes --stdin's default all. `drun help` (help first) is --help unless
+// a file named help is in the current directory (then it runs, with a notice).
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
-                                             const std::map<std::string, std::string>& env);
+                                             const std::map<std::string, std::string>& env,
+                                             bool stdin_is_terminal = false);
 
 // Overwrites the -x values in this process's own argv (argv[0] is the
 // program, argv[1..] the arguments ParseCommandLine was given) with '*', so
@@ -200,6 +215,8 @@ std::string DrunPath();
 void SetDrunPath(std::string path);
 
 std::string HelpText();
+// The short usage `drun` alone prints on stderr (a few lines, pointing at --help).
+std::string UsageText();
 // launcher/version.cc (drun-net only: it names gRPC's and libssh's versions).
 std::string VersionText();
 // "0.1.0": project()'s version in the top-level CMakeLists.txt, the only place it is written.

@@ -1,5 +1,6 @@
 #include "launcher/ssh/ssh_plan.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -15,6 +16,50 @@ namespace drun {
 namespace {
 
 absl::Status Bad(std::string msg) { return absl::InvalidArgumentError(std::move(msg)); }
+
+// mpirun's -np N over the hosts, as mpirun maps it: each host's slots (else
+// max_slots) filled in order, then one more per host round-robin, never past a
+// host's max_slots. The counts per host, in order; hosts at the end may get 0.
+absl::StatusOr<std::vector<int>> SpreadTotal(int total, const std::vector<HostEntry>& hosts) {
+  std::vector<int> counts(hosts.size(), 0);
+  int left = total;
+  for (size_t i = 0; i < hosts.size() && left > 0; ++i) {
+    const int slots = hosts[i].slots > 0 ? hosts[i].slots : hosts[i].max_slots;
+    counts[i] = std::min(left, slots);
+    left -= counts[i];
+  }
+  while (left > 0) {
+    bool placed = false;
+    for (size_t i = 0; i < hosts.size() && left > 0; ++i) {
+      if (hosts[i].max_slots > 0 && counts[i] >= hosts[i].max_slots) continue;
+      ++counts[i];
+      --left;
+      placed = true;
+    }
+    if (!placed) {
+      return Bad(absl::StrCat("-np ", total, " is more processes than the hosts' max_slots allow (",
+                              total - left, "); lower -np or raise max_slots"));
+    }
+  }
+  return counts;
+}
+
+// --stdin RANK names a rank the job has, where the plan fixes the world size:
+// a fixed node count and a number of workers on every host that runs the job.
+absl::Status CheckStdinRank(const CommandLine& cl, const SshPlan& plan) {
+  const v1::JobSpec::StdinTarget& t = cl.spec.stdin_target();
+  if (t.mode() != v1::JobSpec::StdinTarget::RANK || plan.min_nodes != plan.max_nodes) return absl::OkStatus();
+  int world = 0;
+  for (const HostPlan& h : plan.hosts) {
+    int n = 0;
+    if (h.spare) continue;
+    if (!absl::SimpleAtoi(h.spec.nproc_per_node(), &n)) return absl::OkStatus();  // "gpu": known on the host
+    world += n;
+  }
+  if (t.rank() < world) return absl::OkStatus();
+  return Bad(absl::StrCat(cl.Describe(Opt::kStdin), ": the job has ranks 0 to ", world - 1, " (over ",
+                          plan.max_nodes, " host(s)); write one of them, all or none"));
+}
 
 }  // namespace
 
@@ -57,7 +102,25 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
                                    const std::map<std::string, std::string>& forwarded_env,
                                    const std::map<std::string, std::string>& env) {
   SshPlan plan;
-  const int n = static_cast<int>(hosts.size());
+  std::vector<int> spread;  // -np N: each host's share
+  int n = static_cast<int>(hosts.size());
+  int used = n;  // the hosts -np N gives processes to
+  if (cl.total_procs > 0) {
+    // Over the hosts that run the job (the first MAX with --nnodes; the rest stay spares).
+    const size_t job_hosts = cl.Explicit(Opt::kNnodes) ? std::min<size_t>(hosts.size(), spec.max_nodes())
+                                                       : hosts.size();
+    auto counts = SpreadTotal(cl.total_procs, {hosts.begin(), hosts.begin() + job_hosts});
+    if (!counts.ok()) return counts.status();
+    spread = *std::move(counts);
+    used = 0;
+    for (int c : spread) used += c > 0;
+    if (cl.Explicit(Opt::kNnodes) && used < spec.min_nodes()) {
+      return Bad(absl::StrCat("-np ", cl.total_procs, " fills only ", used, " host(s), but ",
+                              cl.Describe(Opt::kNnodes), " needs ", spec.min_nodes(),
+                              "; raise -np or lower --nnodes"));
+    }
+    if (!cl.Explicit(Opt::kNnodes)) n = used;  // fewer processes than hosts: the last hosts idle
+  }
   if (cl.Explicit(Opt::kNnodes)) {
     plan.min_nodes = spec.min_nodes();
     plan.max_nodes = spec.max_nodes();
@@ -75,10 +138,10 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
     return Bad("--node-rank and --rdzv-backend static do not apply to the ssh launcher: it "
                "starts every node itself and the rendezvous assigns the ranks; drop them");
   }
-  const int active = std::min(n, plan.max_nodes);
+  const int active = std::min({n, plan.max_nodes, used});
   plan.spares = n - active;
 
-  const bool nproc_explicit = cl.Explicit(Opt::kNprocPerNode);
+  const bool nproc_explicit = cl.Explicit(Opt::kNprocPerNode) && spread.empty();
   int nproc_number = 0;
   const bool nproc_numeric = absl::SimpleAtoi(spec.nproc_per_node(), &nproc_number);
 
@@ -88,7 +151,9 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
     hp.entry = e;
     hp.spare = i >= active;
     hp.spec = spec;
-    if (nproc_explicit) {
+    if (!spread.empty() && !hp.spare) {
+      hp.spec.set_nproc_per_node(std::to_string(spread[i]));
+    } else if (nproc_explicit) {
       if (e.max_slots > 0 && nproc_numeric && nproc_number > e.max_slots) {
         std::string where = e.line > 0 ? absl::StrCat(cl.hostfile, ":", e.line, ": ") : "";
         return Bad(absl::StrCat(where, "host ", e.host, " has max_slots=", e.max_slots,
@@ -111,6 +176,7 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
     }
     plan.hosts.push_back(std::move(hp));
   }
+  if (absl::Status st = CheckStdinRank(cl, plan); !st.ok()) return st;
   return plan;
 }
 

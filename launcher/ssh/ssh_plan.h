@@ -50,8 +50,14 @@ absl::StatusOr<std::vector<HostEntry>> LoadHosts(const CommandLine& cl);
 //  - --nnodes not given: every host runs the job (min = max = number of hosts).
 //  - --nnodes N or MIN:MAX: the first MAX hosts run it, the rest are spares
 //    (fewer than MIN hosts is an error).
-//  - nproc per host: --nproc-per-node when given (an error above a host's
+//  - mpirun's -np N (cl.total_procs): the job's total, spread as mpirun
+//    spreads it over the hosts that run the job: each host's slots (else
+//    max_slots) filled in order, then round-robin one at a time, never past
+//    max_slots. Hosts left without a process idle (spares under --nnodes).
+//  - nproc per host otherwise: --nproc-per-node when given (an error above a host's
 //    max_slots), else the host's slots, else its max_slots, else the default.
+//  - --stdin RANK past the job's world size is refused where the plan fixes it
+//    (a fixed node count and a number of workers on every host).
 //  - each host's spec gets the forwarded env, PYTHON_EXEC as python_exec
 //    (when set here and not already chosen), and no --local-addr (that was
 //    this machine's address).

@@ -1,4 +1,5 @@
 """The command line: usage errors, both flag spellings, PET_* variables, --help/--version."""
+import os
 import socket
 
 from drun_testlib import DrunTestCase, base_env, main, rank_lines
@@ -85,6 +86,53 @@ class CliTest(DrunTestCase):
         run = self.drun("--help", timeout=30)
         self.assertExit(run, 0)
         self.assertIn("--nproc-per-node", run.stdout + run.stderr)
+
+    def test_help_fits_80_columns(self):
+        run = self.drun("--help", timeout=30)
+        self.assertExit(run, 0)
+        wide = [line for line in run.stdout_lines if len(line) > 80]
+        self.assertEqual(wide, [], f"{len(wide)} of {len(run.stdout_lines)} lines are wider than 80")
+        self.assertIn("--stdin RANK|all|none", run.stdout)
+
+    def test_no_arguments_prints_the_usage(self):
+        run = self.drun(timeout=30)
+        self.assertExit(run, 2)
+        self.assertEqual(run.stdout, "")
+        self.assertEqual(run.stderr_lines[0],
+                         "usage: drun [options] training_script [script args...]")
+        self.assertIn("drun --help lists every option; man drun is the manual.", run.stderr_lines)
+
+    def test_help_word_is_help_unless_a_script_is_named_help(self):
+        full = self.drun("--help", timeout=30)
+        run = self.drun("help", timeout=30, cwd=self.tmp)
+        self.assertExit(run, 0)
+        self.assertEqual(run.stdout, full.stdout)
+        with open(os.path.join(self.tmp, "help"), "w") as f:
+            f.write('print("the help script ran")\n')
+        run = self.drun("help", timeout=30, cwd=self.tmp)
+        self.assertExit(run, 0)
+        self.assertEqual([t for _, t in rank_lines(run.stdout_lines)], ["the help script ran"],
+                         run.describe())
+        self.assertIn("drun: running ./help, the file named help in this directory (drun --help "
+                      "shows the usage)", run.stderr_lines)
+
+    def test_stdin_rank_the_job_does_not_have(self):
+        for args, env in ((("--stdin", 5), {}), ((), {"DRUN_STDIN": "2"}),
+                          (("--nnodes", 1, "--stdin", "2"), {})):
+            with self.subTest(args=args, env=env):
+                run = self.drun("--nproc-per-node", 2, *args, *ECHO, env=base_env(**env), timeout=30)
+                self.assertExit(run, 2)
+                self.assertEqual(len(run.stderr_lines), 1, run.describe())
+                self.assertIn("the job has ranks 0 to 1 (1 node(s) x 2); write one of them, all or none",
+                              run.stderr_lines[0])
+                self.assertEqual(rank_lines(run.stdout_lines), [], "a worker ran")
+        # Over ssh the host list fixes the world size: refused before any host is reached.
+        run = self.drun("-H", "nohost-a,nohost-b", "-np", 3, "--stdin", 3, *ECHO, timeout=30)
+        self.assertExit(run, 2)
+        self.assertEqual(run.stderr_lines, ["drun: --stdin 3: the job has ranks 0 to 2 (over 2 host(s)); "
+                                            "write one of them, all or none"], run.describe())
+        run = self.drun("--nproc-per-node", 2, "--stdin", 1, *ECHO, timeout=30)
+        self.assertEqual(self.workers(run), [(0, "world=2"), (1, "world=2")])
 
     def test_version(self):
         run = self.drun("--version", timeout=30)

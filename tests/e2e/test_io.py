@@ -75,6 +75,42 @@ class TerminalTest(DrunTestCase):
         self.addCleanup(tmux.close)
         pdb_dialogue(tmux, r"\[rank0\]", r"\[rank1\]")
 
+    def test_breakpoint_on_every_rank_from_a_terminal(self):
+        # The common way to debug DDP: from a terminal, with no --stdin, every rank's pdb
+        # reads what the user types (before, rank 1 read end-of-file: bdb.BdbQuit, exit 1).
+        script = write_program(self.tmp, "debug_all.py", (
+            "import os, torch\n"
+            "x = int(torch.tensor(6) * 7)\n"
+            "breakpoint()\n"
+            "print('finished', os.environ['RANK'], x, flush=True)\n"))
+        tmux = Tmux(self.tmp, self.drun_command("--standalone", "--nproc-per-node", "2", script))
+        self.addCleanup(tmux.close)
+        tmux.wait_for(r"^\[rank0\][:+] \(Pdb\) ?$")
+        tmux.wait_for(r"^\[rank1\][:+] \(Pdb\) ?$")
+        tmux.keys("c", "Enter")  # once: both ranks continue
+        screen = tmux.wait_for(r"^DRUN_EXIT=\d+")
+        self.assertIn("DRUN_EXIT=0", screen)
+        self.assertRegex(screen, r"(?m)^\[rank0\][:+] (\(Pdb\) )?finished 0 42$")
+        self.assertRegex(screen, r"(?m)^\[rank1\][:+] (\(Pdb\) )?finished 1 42$")
+        self.assertNotIn("BdbQuit", screen)
+
+    def test_input_on_every_rank_from_a_terminal(self):
+        script = write_program(self.tmp, "ask_all.py", (
+            "import os, torch\n"
+            "r = os.environ['RANK']\n"
+            "name = input(f'rank {r} name? ')\n"
+            "print('got', r, name, flush=True)\n"))
+        tmux = Tmux(self.tmp, self.drun_command("--standalone", "--nproc-per-node", "2", script))
+        self.addCleanup(tmux.close)
+        tmux.wait_for(r"^\[rank0\][:+] rank 0 name\? ?$")
+        tmux.wait_for(r"^\[rank1\][:+] rank 1 name\? ?$")
+        tmux.keys("alice", "Enter")
+        screen = tmux.wait_for(r"^DRUN_EXIT=\d+")
+        self.assertIn("DRUN_EXIT=0", screen)
+        self.assertRegex(screen, r"(?m)^\[rank0\][:+] (rank 0 name\? )?got 0 alice$")
+        self.assertRegex(screen, r"(?m)^\[rank1\][:+] (rank 1 name\? )?got 1 alice$")
+        self.assertNotIn("EOFError", screen)
+
     def test_ctrl_c_reaches_every_worker_while_rank0_reads_stdin(self):
         script = write_program(self.tmp, "wait_input.py", (
             "import os, sys, time, torch\n"
@@ -343,8 +379,8 @@ class LogFileTest(DrunTestCase):
             self.assertEqual(err, out.replace("out of", "err of"))
             got.add(out)
         self.assertEqual(got, {"out of run 1\n", "out of run 2\n"})
-        help_text = self.drun("--help").stdout
-        self.assertRegex(help_text, r"--log-dir DIR +keep workers' output .*both streams")
+        help_text = " ".join(self.drun("--help").stdout.split())  # wrapped at 80 columns
+        self.assertRegex(help_text, r"--log-dir DIR keep workers' output .*both streams")
 
     def test_full_disk_costs_the_job_nothing(self):
         small = os.path.join(self.tmp, "small")

@@ -149,14 +149,17 @@ class WorkerEnvTest(DrunTestCase):
                 for name in records:
                     os.unlink(os.path.join(self.tmp, name))
 
-    def test_gpu_list_sets_cuda_visible_devices(self):
+    def test_gpu_list_on_a_node_without_gpus_is_refused(self):
+        # This machine has no GPU: gpu:1,3,5 is refused as gpu is, in one line, before any
+        # worker starts (the CUDA_VISIBLE_DEVICES mapping of a GPU list is covered by
+        # worker_env_test). Before, it ran three CPU workers.
         run = self.drun("--standalone", "--nproc-per-node", "gpu:1,3,5", "--no-python",
-                        "/bin/sh", "-c",
-                        'echo "local=$LOCAL_RANK world=$WORLD_SIZE cvd=$CUDA_VISIBLE_DEVICES"')
-        self.assertExit(run, 0)
-        got = sorted(rank_lines(run.stdout_lines))
-        self.assertEqual(got, [(0, "local=0 world=3 cvd=1"), (1, "local=1 world=3 cvd=3"),
-                               (2, "local=2 world=3 cvd=5")], run.describe())
+                        "/bin/sh", "-c", 'echo "worker $LOCAL_RANK ran"',
+                        env=base_env(CUDA_VISIBLE_DEVICES=None))
+        self.assertExit(run, 2)
+        self.assertEqual(run.stdout_lines, [], run.describe())
+        self.assertIn("drun: --nproc-per-node gpu:1,3,5: no GPU found on this node; use a number, "
+                      "cpu or auto", run.stderr_lines, run.describe())
 
     def test_virtual_local_rank_gives_every_worker_local_rank_0_and_its_own_gpu(self):
         show = 'echo "local=$LOCAL_RANK rank=$RANK lws=$LOCAL_WORLD_SIZE cvd=$CUDA_VISIBLE_DEVICES"'

@@ -110,6 +110,70 @@ TEST(PlanSshJob, RejectsStaticRanks) {
   EXPECT_FALSE(PlanSshJob(cl, cl.spec, Hosts({{"a", 0}}), {}, {}).ok());
 }
 
+std::vector<std::string> Nprocs(const SshPlan& plan) {
+  std::vector<std::string> out;
+  for (const HostPlan& h : plan.hosts) out.push_back(h.spec.nproc_per_node() + (h.spare ? " spare" : ""));
+  return out;
+}
+
+// mpirun's -np N with a host list: the job's total, slots first, then round-robin.
+TEST(PlanSshJob, TotalFillsSlotsThenRoundRobin) {
+  CommandLine cl = Cl();
+  cl.total_procs = 4;
+  auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 0}, {"b", 0}}), {}, {});  // the seeds' hostfile
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(Nprocs(*plan), ElementsAre("2", "2"));
+  EXPECT_EQ(plan->max_nodes, 2);
+  cl.total_procs = 7;
+  plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 4}, {"b", 2}}), {}, {});  // 4+2 filled, then a
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(Nprocs(*plan), ElementsAre("5", "2"));
+  cl.total_procs = 3;
+  plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 2}, {"b", 2}, {"c", 2}}), {}, {});  // c idles
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(Nprocs(*plan), ElementsAre("2", "1"));
+  EXPECT_EQ(plan->max_nodes, 2);
+}
+
+TEST(PlanSshJob, TotalWithNnodes) {
+  CommandLine cl = Cl({Opt::kNnodes, Opt::kNprocPerNode});
+  cl.spec.set_min_nodes(2);
+  cl.spec.set_max_nodes(2);
+  cl.total_procs = 4;
+  auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 0}, {"b", 0}, {"c", 0}}), {}, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(Nprocs(*plan), ElementsAre("2", "2", "1 spare"));
+  cl.total_procs = 1;
+  plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 0}, {"b", 0}}), {}, {});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message(), "-np 1 fills only 1 host(s), but --nnodes needs 2; raise -np or lower --nnodes");
+}
+
+TEST(PlanSshJob, TotalPastMaxSlots) {
+  CommandLine cl = Cl();
+  cl.total_procs = 5;
+  auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 1}, {"b", 1}}, /*max_slots=*/2), {}, {});
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message(),
+            "-np 5 is more processes than the hosts' max_slots allow (4); lower -np or raise max_slots");
+}
+
+TEST(PlanSshJob, StdinRankPastTheHostsWorldIsRefused) {
+  CommandLine cl = Cl({Opt::kStdin});
+  cl.origins[Opt::kStdin].value = "5";
+  cl.spec.mutable_stdin_target()->set_rank(5);
+  auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 2}, {"b", 3}}), {}, {});  // ranks 0..4
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().message(),
+            "--stdin 5: the job has ranks 0 to 4 (over 2 host(s)); write one of them, all or none");
+  cl.spec.mutable_stdin_target()->set_rank(4);
+  EXPECT_TRUE(PlanSshJob(cl, cl.spec, Hosts({{"a", 2}, {"b", 3}}), {}, {}).ok());
+  cl.spec.mutable_stdin_target()->set_rank(5);
+  cl.spec.set_nproc_per_node("gpu");  // known only on each host
+  cl.origins[Opt::kNprocPerNode] = Origin{Origin::kCommandLine, "--nproc-per-node", "gpu"};
+  EXPECT_TRUE(PlanSshJob(cl, cl.spec, Hosts({{"a", 0}, {"b", 0}}), {}, {}).ok());
+}
+
 TEST(AlwaysForwardedEnv, OnlyThoseSetHere) {
   auto env = AlwaysForwardedEnv({{"PATH", "/p"}, {"HOME", "/h"}, {"VIRTUAL_ENV", "/v"}});
   EXPECT_THAT(env, ElementsAre(Pair("PATH", "/p"), Pair("VIRTUAL_ENV", "/v")));

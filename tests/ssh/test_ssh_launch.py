@@ -1,5 +1,5 @@
 """The ssh launcher starting real jobs from one command: PyTorch gloo training across 3 hosts
-x 2 workers, an mpirun-style host file with `max_slots = 2`, -x/--env-file forwarding with a
+x 2 workers and over mpirun's -np 5 (3 + 1 + 1), an mpirun-style host file with `max_slots = 2`, -x/--env-file forwarding with a
 ~/.ssh/config alias, and --rsh through OpenSSH's client."""
 import os
 import subprocess
@@ -29,6 +29,27 @@ class LaunchTest(t.SshTestCase):
         self.assertTrue(all(len(v) == 2 for v in hosts.values()), hosts)
         weights = {r["weight"] for r in t.records(out, "trained")}
         self.assertEqual(len(weights), 1, out)  # DDP: the same weights everywhere
+        self.assertHostsClean()
+
+    def test_mpirun_np_is_the_jobs_total_spread_over_the_hosts(self):
+        # mpirun's line: -np N is the whole job's count, each host's slots filled first, then
+        # round-robin (red01: its 2 slots + 1; the others 1 each), so hosts differ in nproc.
+        # Before, -np with a host list was refused even with --nnodes.
+        hf = self.bed.write_hostfile("red01 slots=2\norange07\npurple11\n")
+        p = self.drun(["--hostfile", hf, "-np", "5", "--nnodes", "3",
+                       os.path.join(t.HERE, "..", "multinode", "programs", "train_allreduce.py")])
+        code = self.finish(p)
+        out = p[1].lines()
+        self.assertEqual(code, 0, p[1].describe())
+        reduced = t.records(out, "allreduce")
+        self.assertEqual(sorted(r["rank"] for r in reduced), list(range(5)), p[1].describe())
+        for r in reduced:
+            self.assertEqual((r["world"], r["sum"]), (5, 15))
+        hosts = {}
+        for r in reduced:
+            hosts.setdefault(r["prefix_host"], []).append(r["rank"])
+        self.assertEqual({h: len(v) for h, v in hosts.items()},
+                         {"red01": 3, "orange07": 1, "purple11": 1}, p[1].describe())
         self.assertHostsClean()
 
     def test_max_slots_hostfile_env_forwarding_and_ssh_config_alias(self):

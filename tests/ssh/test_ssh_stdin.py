@@ -127,6 +127,32 @@ class TerminalTest(t.SshTestCase):
         pdb_dialogue(tmux, rank0, r"\[[\w.-]+:rank1\]")
         self.assertHostsClean()
 
+    def test_breakpoint_on_every_remote_rank_from_a_terminal(self):
+        # From a terminal the default is --stdin all: the launcher relays what is typed to
+        # every agent, and one `c` continues both ranks' pdb on two hosts.
+        script = os.path.join(self.bed.tmp, "debug_all.py")
+        with open(script, "w") as f:
+            f.write("import os\nx = 6 * 7\nbreakpoint()\n"
+                    "print('finished', os.environ['RANK'], x, flush=True)\n")
+        env = self.bed.env()
+        drun = self.bed.client_cmd([self.bed.drun, "-H", ",".join(self.HOSTS), script])
+        command = (f"trap true INT; {shlex.join(['env'] + [f'{k}={v}' for k, v in env.items()] + drun)}"
+                   "; echo DRUN_EXIT=$?; exec sleep 600")
+        own = os.path.join(self.bed.tmp, "tmux_all")  # its own tmux server, not the other test's
+        os.makedirs(own, exist_ok=True)
+        tmux = Tmux(own, command)
+        self.addCleanup(tmux.close)
+        for r in (0, 1):
+            tmux.wait_for(rf"^\[[\w.-]+:rank{r}\][:+] \(Pdb\) ?$")
+        tmux.keys("c", "Enter")
+        screen = tmux.wait_for(r"^DRUN_EXIT=\d+")
+        self.assertIn("DRUN_EXIT=0", screen)
+        for r in (0, 1):
+            # (rank 1's line may follow an empty continuation of its "(Pdb) " prompt)
+            self.assertRegex(screen, rf"(?m)\[[\w.-]+:rank{r}\][:+] (\(Pdb\) )?finished {r} 42$")
+        self.assertNotIn("BdbQuit", screen)
+        self.assertHostsClean()
+
 
 if __name__ == "__main__":
     t.main()

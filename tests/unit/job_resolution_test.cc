@@ -336,7 +336,14 @@ TEST_F(JobResolutionTest, RefusedCombinations) {
       {{"t.py"}, {{"PET_NNODES", "2"}}, "PET_NNODES=2"},
       {{"t.py"}, {{"PET_NODE_RANK", "x"}}, "PET_NODE_RANK"},
       {{"t.py"}, {{"PET_MASTER_PORT", "70000"}}, "PET_MASTER_PORT"},
-      {{}, {}, "missing the training script"},
+      {{"--nnodes", "1"}, {}, "missing the training script"},
+      // --stdin names a rank the job has, where the command line fixes the world size.
+      {{"--nproc-per-node", "2", "--stdin", "5", "t.py"}, {}, "--stdin 5: the job has ranks 0 to 1"},
+      {{"--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "2", "t.py"}, {{"DRUN_STDIN", "4"}},
+       "DRUN_STDIN=4 (environment): the job has ranks 0 to 3"},
+      // -np is the whole job's count: per node only with a fixed node count (or a host list).
+      {{"--nnodes", "1:2", "-np", "4", "t.py"}, {}, "or name the hosts (--hostfile/-H)"},
+      {{"-H", "a,b", "-np", "4", "--print-config", "t.py"}, {}, "-np 4 over hosts has no job-file key"},
       // Found by tests/fuzz/job_fuzz.cc: an empty argument was taken as the entrypoint.
       {{""}, {}, "the training script is an empty string"},
       {{"-m", "", "arg"}, {}, "the training script is an empty string"},
@@ -537,6 +544,60 @@ TEST_F(JobResolutionTest, JobFileAlone) {
 
 // Found by tests/fuzz/job_fuzz.cc: yaml-cpp's LoadAll looped forever (and grew without
 // bound) on a job file with a ',' where a document starts.
+// mpirun's -np N with a host list: the job's total, for the ssh plan to spread.
+TEST_F(JobResolutionTest, TotalOverHostsIsKeptForTheSshPlan) {
+  for (const Args& args : {Args{"--hostfile", "hosts", "-np", "4", "t.py"},
+                           Args{"-H", "a,b", "--nnodes", "2", "-n", "4", "t.py"}}) {
+    auto cl = Parse(args);
+    ASSERT_TRUE(cl.ok()) << cl.status();
+    EXPECT_EQ(cl->total_procs, 4);
+    EXPECT_EQ(cl->launcher, Launcher::kSsh);
+  }
+  auto local = Parse({"--nnodes", "2", "--rdzv-endpoint", "h:29400", "-np", "4", "t.py"});
+  ASSERT_TRUE(local.ok()) << local.status();
+  EXPECT_EQ(local->total_procs, 0);
+  EXPECT_EQ(local->spec.nproc_per_node(), "2");
+}
+
+// `drun` alone: the usage, not a one-line error; `drun help`: --help unless ./help exists.
+TEST_F(JobResolutionTest, BareDrunAndHelpWord) {
+  auto bare = Parse({});
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_TRUE(bare->usage);
+  auto help = Parse({"help"});
+  ASSERT_TRUE(help.ok()) << help.status();
+  EXPECT_TRUE(help->help);
+  auto from_file = Parse({}, {}, "script: t.py\n");  // a job file's script runs
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  EXPECT_FALSE(from_file->usage);
+  EXPECT_EQ(from_file->spec.entrypoint(), "t.py");
+}
+
+// --stdin's default: every rank from a terminal, rank 0 from a pipe; a choice wins.
+TEST_F(JobResolutionTest, StdinDefaultFollowsTheTerminal) {
+  using T = v1::JobSpec::StdinTarget;
+  auto piped = ParseCommandLine({"--nproc-per-node", "2", "t.py"}, {}, /*stdin_is_terminal=*/false);
+  ASSERT_TRUE(piped.ok()) << piped.status();
+  EXPECT_EQ(piped->spec.stdin_target().mode(), T::RANK);
+  EXPECT_EQ(piped->spec.stdin_target().rank(), 0);
+  auto typed = ParseCommandLine({"--nproc-per-node", "2", "t.py"}, {}, /*stdin_is_terminal=*/true);
+  ASSERT_TRUE(typed.ok()) << typed.status();
+  EXPECT_EQ(typed->spec.stdin_target().mode(), T::ALL);
+  for (const auto& [args, env] : std::vector<std::pair<Args, Env>>{
+           {{"--stdin", "1", "--nproc-per-node", "2", "t.py"}, {}},
+           {{"--nproc-per-node", "2", "t.py"}, {{"DRUN_STDIN", "1"}}}}) {
+    auto chosen = ParseCommandLine(args, env, /*stdin_is_terminal=*/true);
+    ASSERT_TRUE(chosen.ok()) << chosen.status();
+    EXPECT_EQ(chosen->spec.stdin_target().mode(), T::RANK);
+    EXPECT_EQ(chosen->spec.stdin_target().rank(), 1);
+  }
+  auto from_file = Parse({"t.py"}, {}, "stdin: none\n");
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  EXPECT_EQ(from_file->spec.stdin_target().mode(), T::NONE);
+  // Where the world size is not known yet (a node range), any rank is accepted here.
+  EXPECT_TRUE(Parse({"--nnodes", "1:3", "--rdzv-endpoint", "h:1", "--stdin", "9", "t.py"}).ok());
+}
+
 TEST_F(JobResolutionTest, StrayCommaInJobFileIsAnErrorNotAHang) {
   for (const char* text : {",\n", ",nproc-per-node: 2\n", ",a: 1\nb: 2\n"}) {
     auto job = ParseJobFile(text, "job.yaml");

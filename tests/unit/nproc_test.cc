@@ -12,7 +12,7 @@ TEST(NprocTest, Forms) {
   EXPECT_EQ(ResolveNproc("gpu", gpus)->count, 2);
   EXPECT_EQ(ResolveNproc("auto", gpus)->count, 2);
   EXPECT_EQ(ResolveNproc("auto", cpu_only)->count, 8);
-  auto list = ResolveNproc("gpu:1,3,5", cpu_only);
+  auto list = ResolveNproc("gpu:1,3,5", gpus);
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(list->count, 3);
   EXPECT_EQ(list->devices, (std::vector<std::string>{"1", "3", "5"}));
@@ -23,6 +23,12 @@ TEST(NprocTest, Errors) {
   auto no_gpu = ResolveNproc("gpu", NodeFacts{4, 0});
   ASSERT_FALSE(no_gpu.ok());
   EXPECT_NE(no_gpu.status().message().find("no GPU"), std::string::npos);
+  // A GPU list on a node without GPUs is refused as gpu is, not run as CPU workers.
+  auto no_gpu_list = ResolveNproc("gpu:0,5", NodeFacts{4, 0});
+  ASSERT_FALSE(no_gpu_list.ok());
+  EXPECT_EQ(no_gpu_list.status().message(),
+            "--nproc-per-node gpu:0,5: no GPU found on this node; use a number, cpu or auto");
+  EXPECT_TRUE(ValidateNprocSpec("gpu:0,5").ok());
   for (const char* bad : {"0", "x", "gpu:", "gpu:a", "gpu:-1", ""}) {
     EXPECT_FALSE(ResolveNproc(bad, NodeFacts{4, 4}).ok()) << bad;
   }
