@@ -540,6 +540,13 @@ void Agent::OnReject(const v1::Reject& reject, TimePoint now) {
 }
 
 void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
+  if (w.kind() == v1::Waiting::FINISHED) {
+    if (SpansNodes(opt_.spec)) {
+      Info(absl::StrCat("done: the workers here all succeeded; waiting for the other ", MembersWord(),
+                        " to finish"));
+    }
+    return;
+  }
   if (status_tty_) {
     waiting_ = w;
     waiting_at_ = now;

@@ -241,7 +241,10 @@ RendezvousState::Outbox RendezvousState::OnSucceeded(NodeId node, int64_t round,
   if (phase_ != Phase::kRunning || round != round_) return {};
   if (it->second.state != NodeState::kRunning) return {};
   SetState(it->second, NodeState::kSucceeded);
-  return FinishIfAllSucceeded();
+  Outbox out = FinishIfAllSucceeded();
+  // The round goes on: the node hears that its success counts (it may leave now).
+  if (out.empty()) out.push_back({node, WaitingMessage(v1::Waiting::FINISHED, now)});
+  return out;
 }
 
 RendezvousState::Outbox RendezvousState::FinishIfAllSucceeded() {
@@ -458,6 +461,8 @@ const char* WaitingText(v1::Waiting::Reason reason) {
       return "spare: the job runs at its maximum size";
     case v1::Waiting::ROUND_STOPPING:
       return "waiting for the current round to stop";
+    case v1::Waiting::FINISHED:
+      return "its workers all succeeded; waiting for the others to finish";
     default:
       return "";
   }

@@ -16,6 +16,7 @@ episode broke an invariant. Needs root (tests/ssh/ssh_testlib.py); run it under
 """
 import argparse
 import json
+import re
 import os
 import random
 import shutil
@@ -219,7 +220,7 @@ class Episode:
 
     def inject_after_finish(self, lines):
         """Every rank but 0 has finished (rank 0 lingers): the agent of a host without rank 0,
-        whose workers have all succeeded, is killed."""
+        whose workers have all succeeded and whose success the rendezvous has, is killed."""
         self.wait_step(lines, 1)
         world = self.current_round()[0]["world"]
         lines.wait_for(r"\]: chaos kind=done ", count=world - 1, timeout=RUN_BOUND)
@@ -227,6 +228,10 @@ class Episode:
         rank0_host = rnd[0]["host"]
         hosts = sorted({r["host"] for r in rnd} - {rank0_host})
         host = self.pick(hosts, self.plan.pick)
+        # Finished means the rendezvous has the node's success, which the agent says: a
+        # worker's last line comes before its exit, and its exit before the agent's report.
+        lines.wait_for(rf"drun: {re.escape(host)}: done: the workers here all succeeded",
+                       stream="stderr", timeout=RUN_BOUND)
         t0 = time.time()
         os.kill(self.agent_of(host), signal.SIGKILL)
         self.fault = checks.Fault(self.plan.kind, f"agent on {host} (its workers done)", t0,

@@ -202,7 +202,11 @@ TEST_F(RendezvousStateTest, AllSucceededFinishesZero) {
   RendezvousState s(Config(2, 2));
   Arrive(s, 1, "a");
   Arrive(s, 2, "b");
-  EXPECT_TRUE(s.OnSucceeded(1, 0, now).empty());
+  // The first success while the other node runs: only that node hears it counted.
+  Outbox first = s.OnSucceeded(1, 0, now);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(For(first, 1, kWaiting).size(), 1u);
+  EXPECT_EQ(For(first, 1, kWaiting)[0]->waiting().kind(), v1::Waiting::FINISHED);
   Outbox out = s.OnSucceeded(2, 0, now);
   ASSERT_EQ(Count(out, kFinish), 2);
   EXPECT_EQ(out[0].msg.finish().exit_code(), 0);
@@ -689,7 +693,7 @@ TEST_F(RendezvousStateTest, LosingANodeWhoseWorkersSucceededRestartsNoOne) {
   RendezvousState s(Config(2, 2, 3));
   Arrive(s, 1, "a");
   Arrive(s, 2, "b");
-  EXPECT_TRUE(s.OnSucceeded(1, 0, now).empty());
+  EXPECT_EQ(Count(s.OnSucceeded(1, 0, now), kWaiting), 1);
   Outbox out = s.OnLost(1, now);
   EXPECT_EQ(Count(out, kStop), 0);
   out = s.OnSucceeded(2, 0, now);
