@@ -729,7 +729,7 @@ void Agent::Apply(const AgentAction& a, TimePoint now) {
       [[fallthrough]];
     case AgentAction::kKillGroup:
     case AgentAction::kForwardSignal:
-      if (group_) ApplyToGroup(a, group_.get(), now);
+      if (group_) ApplyToGroup(a, group_.get());
       return;
     case AgentAction::kRetireGroup:
       return RetireGroup();

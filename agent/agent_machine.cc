@@ -56,10 +56,10 @@ GroupStatus StatusOf(const WorkerProcesses& group) {
   return s;
 }
 
-bool ApplyToGroup(const AgentAction& action, WorkerProcesses* group, TimePoint now) {
+bool ApplyToGroup(const AgentAction& action, WorkerProcesses* group) {
   switch (action.kind) {
     case AgentAction::kStopGroup:
-      group->Stop(action.signal, now, action.grace);
+      group->Stop(action.signal, action.grace);
       return true;
     case AgentAction::kKillGroup:
       group->KillNow();

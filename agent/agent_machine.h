@@ -91,7 +91,7 @@ struct GroupStatus {
 GroupStatus StatusOf(const WorkerProcesses& group);
 // Carries out a group action (stop, kill, forward) on `group`; false for
 // any other action.
-bool ApplyToGroup(const AgentAction& action, WorkerProcesses* group, TimePoint now);
+bool ApplyToGroup(const AgentAction& action, WorkerProcesses* group);
 
 class AgentMachine {
  public:

@@ -258,7 +258,7 @@ absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint no
       }
     }
   }
-  if (!status.ok()) Stop(SIGKILL, now, Duration::zero());
+  if (!status.ok()) Stop(SIGKILL, Duration::zero());
   return status;
 }
 
@@ -509,14 +509,9 @@ void WorkerGroup::Forward(int sig) {
   }
 }
 
-void WorkerGroup::Stop(int sig, TimePoint now, Duration grace) {
+void WorkerGroup::Stop(int sig, Duration grace) {
   if (sig != 0) stop_signal_ = sig;
-  if (!stopping_) {
-    stopping_ = true;
-    kill_at_ = now + grace;
-  } else if (kill_at_ && now + grace < *kill_at_) {
-    kill_at_ = now + grace;
-  }
+  stopping_ = true;
   Forward(sig);
   if (grace <= Duration::zero()) KillNow();
 }
@@ -524,16 +519,6 @@ void WorkerGroup::Stop(int sig, TimePoint now, Duration grace) {
 void WorkerGroup::KillNow() {
   killed_ = true;
   Forward(SIGKILL);
-  kill_at_.reset();
-}
-
-void WorkerGroup::OnTick(TimePoint now) {
-  if (kill_at_ && now >= *kill_at_) KillNow();
-}
-
-std::optional<TimePoint> WorkerGroup::NextDeadline() const {
-  if (done()) return std::nullopt;
-  return kill_at_;
 }
 
 // Without a worker started to count: its pipes' ends, and per log file the

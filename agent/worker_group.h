@@ -10,9 +10,9 @@
 //    (leftover grandchildren are SIGKILLed as soon as the leader exits) and
 //    its output is drained;
 //  - Stop() sends the signal to every live group, and SIGKILL at once when
-//    the grace is not positive; SIGKILL once the grace has passed is sent on
-//    OnTick, or by the caller that keeps the deadline itself (the agent's
-//    AgentMachine does, and calls KillNow);
+//    the grace is not positive; SIGKILL once the grace has passed is the
+//    caller's, who keeps that deadline (the agent's AgentMachine does, and
+//    calls KillNow);
 //  - the first non-zero exit seen while not stopping is the group's failure;
 //  - log files get the workers' bytes exactly, written by LogPump threads
 //    (splice(2) pipe -> file) so that the logs' page-cache copies run beside
@@ -102,7 +102,7 @@ class WorkerProcesses {
   // From now on exits are not failures: sends `sig` (0: none) to every live
   // worker. The SIGKILL once `grace` has passed is the caller's (KillNow);
   // WorkerGroup also sends it at once when `grace` is not positive.
-  virtual void Stop(int sig, TimePoint now, Duration grace) = 0;
+  virtual void Stop(int sig, Duration grace) = 0;
   virtual void KillNow() = 0;
   virtual void Forward(int sig) = 0;
   // Every worker is finished (reaped, its process group empty, its output drained).
@@ -140,10 +140,8 @@ class WorkerGroup : public WorkerProcesses {
   void Sweep();
 
   void Forward(int sig) override;
-  void Stop(int sig, TimePoint now, Duration grace) override;
+  void Stop(int sig, Duration grace) override;
   void KillNow() override;
-  void OnTick(TimePoint now);
-  std::optional<TimePoint> NextDeadline() const;
 
   bool stopping() const { return stopping_; }
   bool done() const override;
@@ -244,7 +242,6 @@ class WorkerGroup : public WorkerProcesses {
   bool stopping_ = false;
   int stop_signal_ = 0;     // what Stop() sent (0: none)
   bool killed_ = false;     // KillNow() sent SIGKILL
-  std::optional<TimePoint> kill_at_;
   std::optional<TimePoint> next_note_;  // the next NoteOutput sample of pump-read streams
   std::optional<WorkerExit> first_failure_;
   std::vector<std::string> incomplete_logs_;

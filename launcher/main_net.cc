@@ -323,9 +323,9 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   setup.summary = cl.summary;
   setup.report_path = cl.report_path;
   setup.members_are_tasks = slurm == SlurmMode::kPerTask;
+  setup.summary_elsewhere = slurm != SlurmMode::kOff && !server;  // one summary per srun step
   AgentOptions options = MakeAgentOptions(std::move(setup));
   if (server) options.refused_connections = [s = server.get()] { return s->refused_connections(); };
-  options.summary_elsewhere = slurm != SlurmMode::kOff && !server;  // one summary per srun step
   auto agent = std::make_unique<Agent>(std::move(options), std::move(client.value()), &guardian);
   const int code = agent->Run();
   if (server) {

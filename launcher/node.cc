@@ -83,6 +83,7 @@ AgentOptions MakeAgentOptions(AgentSetup setup) {
   o.summary = setup.summary;
   o.report_path = std::move(setup.report_path);
   o.members_are_tasks = setup.members_are_tasks;
+  o.summary_elsewhere = setup.summary_elsewhere;
   o.version = DrunVersion();
   o.capture = CaptureRank;
   absl::StatusOr<std::string> dir = ControlDir(o.base_env, /*create=*/true);

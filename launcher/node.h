@@ -50,6 +50,9 @@ struct AgentSetup {
   std::string report_path;
   bool launcher_reports_end = false;  // kLaunched: as the AgentLaunch says
   bool members_are_tasks = false;     // kNetworkNode in Slurm's task mode
+  // kNetworkNode under srun without the rendezvous server: the node that
+  // hosts it prints the job's one summary; this one prints a line at most.
+  bool summary_elsewhere = false;
 };
 
 // The one AgentOptions of this process, for every mode. The control directory

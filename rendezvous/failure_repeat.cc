@@ -2,6 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "rendezvous/base/signal_name.h"
 
 namespace drun {
 
@@ -24,6 +25,12 @@ bool FailureRepeat::OnRoundFailed(const v1::Failure& f) {
 
 namespace {
 
+// "rank 3 on host a", "the --node-setup command on host a".
+std::string Who(const v1::Failure& f) {
+  return f.rank() < 0 ? absl::StrCat("the --node-setup command on host ", f.host())
+                      : absl::StrCat("rank ", f.rank(), " on host ", f.host());
+}
+
 // The traceback's last line (the exception), else the tail's last non-empty line.
 std::string LastWords(const v1::Failure& f) {
   for (int i = f.stderr_tail_size() - 1; i >= 0; --i) {
@@ -35,13 +42,22 @@ std::string LastWords(const v1::Failure& f) {
 
 }  // namespace
 
+std::string DescribeFailure(const v1::Failure& f) {
+  if (f.hung()) return absl::StrCat(Who(f), " hung (--hang-timeout, exit code ", f.exit_code(), ")");
+  std::string how;
+  if (f.signal() > 0) {
+    how = absl::StrCat("killed by ", SignalName(f.signal()));
+  } else {
+    how = absl::StrCat("exit code ", f.exit_code());
+  }
+  return absl::StrCat(Who(f), " failed (", how, ")");
+}
+
 std::string DescribeRepeat(const v1::Failure& f) {
-  std::string who = f.rank() < 0 ? absl::StrCat("the --node-setup command on host ", f.host())
-                                 : absl::StrCat("rank ", f.rank(), " on host ", f.host());
   std::string how = absl::StrCat("exit code ", f.exit_code());
   const std::string words = LastWords(f);
   if (!words.empty()) absl::StrAppend(&how, ", ", words);
-  return absl::StrCat(who, " failed the same way in 2 rounds in a row (", how, ")");
+  return absl::StrCat(Who(f), " failed the same way in 2 rounds in a row (", how, ")");
 }
 
 }  // namespace drun

@@ -1,5 +1,5 @@
 // FailureRepeat: tells a deterministic failure from bad luck, for the restart
-// policy (docs/semantics.md, "Restarts").
+// policy (docs/semantics.md, "Restarts"); and the words for a failure.
 //
 // A worker failure has a fingerprint when it could be a bug in the program:
 // it exited by itself (no signal: an OOM kill or a SIGKILL from outside is bad
@@ -9,9 +9,10 @@
 // and its error file's message. A round whose failing rank printed anything
 // different made progress, or at least failed differently, and so restarts.
 //
-// Observe() is given every round's end in order; Repeated() says whether the
-// round that just failed ended exactly as the one before it. A round that ends
-// for another reason (a lost node, a newcomer, a hang) breaks the streak.
+// OnRoundFailed() is given every failed round in order and says whether it
+// ended exactly as the one before it; OnRoundInterrupted() is told of a round
+// that ended for another reason (a lost node, a newcomer), which breaks the
+// streak.
 #ifndef DRUN_RENDEZVOUS_FAILURE_REPEAT_H_
 #define DRUN_RENDEZVOUS_FAILURE_REPEAT_H_
 
@@ -52,8 +53,13 @@ class FailureRepeat {
   std::optional<FailureFingerprint> last_;
 };
 
-// "rank 1 failed the same way in 2 rounds in a row (ValueError: bad at
-// train.py:12)": what a repeated failure is said as, before the way out.
+// "rank 3 on host a failed (exit code 1)", "the --node-setup command on host
+// a failed (killed by SIGKILL)", "rank 0 on host a hung (--hang-timeout, ...)":
+// what a failure is said as in the rendezvous' messages.
+std::string DescribeFailure(const v1::Failure& f);
+
+// "rank 1 on host a failed the same way in 2 rounds in a row (exit code 1,
+// ValueError: bad)": what a repeated failure is said as, before the way out.
 std::string DescribeRepeat(const v1::Failure& f);
 
 }  // namespace drun

@@ -18,20 +18,6 @@ v1::ServerMessage RejectMessage(const std::string& text) {
   return m;
 }
 
-// "rank 3 on host a (exit code 1)", "the --node-setup command on host a (SIGKILL)".
-std::string DescribeFailure(const v1::Failure& f) {
-  std::string who = f.rank() < 0 ? absl::StrCat("the --node-setup command on host ", f.host())
-                                 : absl::StrCat("rank ", f.rank(), " on host ", f.host());
-  if (f.hung()) return absl::StrCat(who, " hung (--hang-timeout, exit code ", f.exit_code(), ")");
-  std::string how;
-  if (f.signal() > 0) {
-    how = absl::StrCat("killed by ", SignalName(f.signal()));
-  } else {
-    how = absl::StrCat("exit code ", f.exit_code());
-  }
-  return absl::StrCat(who, " failed (", how, ")");
-}
-
 std::string HostOf(const v1::Hello& hello) {
   return hello.hostname().empty() ? std::string("?") : hello.hostname();
 }

@@ -47,8 +47,7 @@ std::string Sig(int sig) { return sig == 0 ? std::string("no signal") : SignalNa
 class FakeGroup : public WorkerProcesses {
  public:
   explicit FakeGroup(Log* log) : log_(log) {}
-  void Stop(int sig, TimePoint now, Duration grace) override {
-    (void)now;
+  void Stop(int sig, Duration grace) override {
     log_->push_back(absl::StrCat("stop ", Sig(sig), " grace ",
                                  std::chrono::duration_cast<seconds>(grace).count(), "s"));
   }
@@ -83,7 +82,7 @@ class AgentMachineTest : public ::testing::Test {
     return log_;
   }
   void Do(const AgentAction& a) {
-    if (group_ && ApplyToGroup(a, group_.get(), now)) return;
+    if (group_ && ApplyToGroup(a, group_.get())) return;
     switch (a.kind) {
       case AgentAction::kSendJoin: return log_.push_back("join");
       case AgentAction::kStartSetup: return Started("start setup");

@@ -714,7 +714,9 @@ TEST_F(RendezvousStateTest, ANewcomerAfterAFinishedNodeLeftWaitsAsSpare) {
   EXPECT_EQ(For(out, 3, kWaiting)[0]->waiting().kind(), v1::Waiting::SPARE);
   // The running node keeps its group rank for the rest of the round.
   for (const auto& m : s.Members()) {
-    if (m.node == 2) EXPECT_EQ(m.node_rank, 1);
+    if (m.node == 2) {
+      EXPECT_EQ(m.node_rank, 1);
+    }
   }
 }
 

@@ -27,9 +27,17 @@ StacksRelay::Asker ByNode(StacksRelay::NodeId node, uint64_t request_id) {
   return {StacksRelay::Asker::Kind::kNode, node, request_id};
 }
 
+Member M(StacksRelay::NodeId node, const std::string& host, int node_rank) {
+  Member m;
+  m.node = node;
+  m.host = host;
+  m.node_rank = node_rank;
+  return m;
+}
+
 std::vector<Member> ThreeNodes() {
   // Known in join order; node 7 holds group rank 0.
-  return {{5, "b", 1}, {7, "a", 0}, {9, "spare", -1}};
+  return {M(5, "b", 1), M(7, "a", 0), M(9, "spare", -1)};
 }
 
 TEST(StacksRelayTest, AsksEveryNodeAndAnswersByNodeRankOnceAllReplied) {
@@ -91,8 +99,8 @@ TEST(StacksRelayTest, SilentNodeIsNamedAtTheDeadline) {
 
 TEST(StacksRelayTest, RequestsAreIndependentAndRepliesGoToTheirOwn) {
   StacksRelay relay;
-  const uint64_t first = relay.Start(ByNode(7, 1), {{7, "a", 0}}, kT0)[0].id;
-  const uint64_t second = relay.Start(ByNode(5, 1), {{7, "a", 0}}, kT0)[0].id;
+  const uint64_t first = relay.Start(ByNode(7, 1), {M(7, "a", 0)}, kT0)[0].id;
+  const uint64_t second = relay.Start(ByNode(5, 1), {M(7, "a", 0)}, kT0)[0].id;
   EXPECT_NE(first, second);
   relay.OnReply(7, second, Dump("a", 1, "second\n"));
   relay.OnReply(7, second, Dump("a", 1, "repeat\n"));  // a repeat keeps the first
@@ -115,7 +123,7 @@ TEST(StacksRelayTest, NoMembersIsDoneAtOnce) {
 TEST(StacksRelayTest, AnAnswerStaysUnderItsBudgetCutAtALineEnd) {
   StacksRelay relay;
   std::vector<Member> members;
-  for (int i = 0; i < 4; ++i) members.push_back({static_cast<uint64_t>(i + 1), "h", i});
+  for (int i = 0; i < 4; ++i) members.push_back(M(static_cast<uint64_t>(i + 1), "h", i));
   const uint64_t id = relay.Start(ByNode(1, 1), members, kT0)[0].id;
   const std::string line(99, 'x');
   std::string big;
