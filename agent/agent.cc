@@ -346,6 +346,19 @@ void Agent::SayInterface() {
                     iface.given ? "" : "; --iface NAME|CIDR chooses another"));
 }
 
+// --stdin RANK in an elastic job whose round is smaller than RANK (the command
+// line refuses it where the world size is known first): the node of group rank
+// 0 says once that no rank reads drun's stdin.
+void Agent::SayStdinOutsideRound(const v1::Assignment& a) {
+  const auto& t = opt_.spec.stdin_target();
+  if (t.mode() != v1::JobSpec::StdinTarget::RANK || t.rank() < a.world_size() || a.group_rank() != 0 ||
+      std::exchange(stdin_outside_said_, true)) {
+    return;
+  }
+  Log(absl::StrCat("--stdin ", t.rank(), ": this round has ranks 0 to ", a.world_size() - 1,
+                   ", so no rank reads drun's stdin; write one of them, all or none"));
+}
+
 void Agent::SendHello(TimePoint now) {
   v1::AgentMessage hello;
   auto* h = hello.mutable_hello();
@@ -570,6 +583,7 @@ void Agent::OnAssignment(const v1::Assignment& a, TimePoint now) {
   if (start.empty()) return;  // stopping on a signal: no new round
   ClearStatus();
   SayInterface();
+  SayStdinOutsideRound(a);
   if (logs_.keeps_logs() && !logs_.claimed() && !ClaimLogDir(a.spec().log_run_dir())) {
     // The root was writable a moment ago; the workers run, shown on the console only.
     report_.incomplete_logs.push_back(opt_.spec.log_dir());

@@ -93,6 +93,7 @@ class Agent {
   // agent_stacks.cc: the control socket, stack dumps and --hang-timeout.
   void OpenControl();
   void SayInterface();
+  void SayStdinOutsideRound(const v1::Assignment& a);
   void OnControl(TimePoint now);
   // Who this agent is, for control replies: run id, host, pid, ranks now.
   v1::ControlReply ControlHeader() const;
@@ -182,6 +183,7 @@ class Agent {
   bool dump_for_hang_ = false;  // the dump under way answers a hang
   std::optional<HangMonitor> hang_;  // watching this round's workers (--hang-timeout)
   bool interface_said_ = false;     // SayInterface() spoke
+  bool stdin_outside_said_ = false; // SayStdinOutsideRound() spoke
   bool hang_quiet_sent_ = false;     // many nodes: this node said it is quiet (HangQuiet)
   std::vector<RankStack> hang_ranks_;  // many nodes: this node's ranks in its hang dump
   bool status_shown_ = false;

@@ -2,7 +2,7 @@
 import os
 import socket
 
-from drun_testlib import DrunTestCase, base_env, main, rank_lines
+from drun_testlib import DrunTestCase, base_env, free_port, main, rank_lines
 
 ECHO = ["--no-python", "/bin/sh", "-c", 'echo "world=$WORLD_SIZE"']
 
@@ -133,6 +133,19 @@ class CliTest(DrunTestCase):
                                             "write one of them, all or none"], run.describe())
         run = self.drun("--nproc-per-node", 2, "--stdin", 1, *ECHO, timeout=30)
         self.assertEqual(self.workers(run), [(0, "world=2"), (1, "world=2")])
+
+    def test_stdin_rank_outside_an_elastic_round_is_said(self):
+        # 1:2 nodes: the command line cannot know the world size; the round of one node has
+        # ranks 0 and 1, and the node of group rank 0 says so once. The job runs.
+        run = self.drun("--nnodes", "1:2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+                        "--rdzv-conf", "last_call_timeout=0.2", "--nproc-per-node", 2, "--stdin", 3,
+                        *ECHO, timeout=60)
+        self.assertExit(run, 0)
+        said = [l for l in run.stderr_lines if "--stdin 3" in l]
+        self.assertEqual(said, ["drun: --stdin 3: this round has ranks 0 to 1, so no rank reads drun's "
+                                "stdin; write one of them, all or none"], run.describe())
+        self.assertEqual(sorted(l for l in run.stdout_lines if l.endswith(": world=2")),
+                         [f"[{socket.gethostname()}:rank{r}]: world=2" for r in range(2)])
 
     def test_version(self):
         run = self.drun("--version", timeout=30)
