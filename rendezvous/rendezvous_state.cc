@@ -379,20 +379,8 @@ RendezvousState::Outbox RendezvousState::OnTick(TimePoint now) {
       if (now - due > config_.stall_tolerance) stalled_ += now - due - config_.stall_tolerance;
       last_sweep_ = now;
     }
-    const TimePoint v_now = now - stalled_;
-    while (!by_seen_.empty() && !finished_) {
-      const NodeId id = by_seen_.front();
-      if (v_now - nodes_.at(id).seen <= config_.keepalive_timeout) break;
-      // Tell the node, should it wake up (a stopped process): it is out.
-      out.push_back({id, RejectMessage(absl::StrCat(
-                             "nothing came from this node for ",
-                             std::chrono::duration_cast<std::chrono::seconds>(
-                                 config_.keepalive_timeout)
-                                 .count(),
-                             " s (a stopped or stuck drun): it was dropped from the job"))});
-      Outbox o = OnLost(id, now);
-      out.insert(out.end(), o.begin(), o.end());
-    }
+    Outbox o = DropSilent(now - stalled_, now);
+    out.insert(out.end(), o.begin(), o.end());
     if (nodes_.empty()) last_sweep_.reset();  // no one to watch: no ticks
   }
   if (phase_ == Phase::kWaiting) {
@@ -410,6 +398,40 @@ RendezvousState::Outbox RendezvousState::OnTick(TimePoint now) {
                                    " s)"),
                       nullptr);
     out.insert(out.end(), o.begin(), o.end());
+  }
+  return out;
+}
+
+bool RendezvousState::IsLastRunner(const Node& n) const {
+  return phase_ == Phase::kRunning && !finished_ && n.state == NodeState::kRunning &&
+         succeeded_count_ + 1 == static_cast<int>(participants_.size());
+}
+
+// Oldest silence first; the sweep stops at the first node heard from within
+// its bound (all after it were heard from later), passing over the last
+// runner while it is inside its longer one.
+RendezvousState::Outbox RendezvousState::DropSilent(TimePoint v_now, TimePoint now) {
+  Outbox out;
+  for (auto pos = by_seen_.begin(); pos != by_seen_.end() && !finished_;) {
+    const NodeId id = *pos;
+    const Node& n = nodes_.at(id);
+    const Duration silent = v_now - n.seen;
+    if (silent <= config_.keepalive_timeout) break;
+    const bool last_runner = IsLastRunner(n);
+    if (last_runner && silent <= config_.last_runner_silence) {
+      ++pos;
+      continue;
+    }
+    const Duration bound = last_runner ? config_.last_runner_silence : config_.keepalive_timeout;
+    ++pos;  // OnLost erases `id` from by_seen_
+    // Tell the node, should it wake up (a stopped process): it is out.
+    out.push_back({id, RejectMessage(absl::StrCat(
+                           "nothing came from this node for ",
+                           std::chrono::duration_cast<std::chrono::seconds>(bound).count(),
+                           " s (a stopped or stuck drun): it was dropped from the job"))});
+    Outbox o = OnLost(id, now);
+    out.insert(out.end(), o.begin(), o.end());
+    pos = by_seen_.begin();  // OnLost may have changed who is the last runner
   }
   return out;
 }

@@ -91,6 +91,13 @@ class RendezvousState {
     // counted as anyone's silence, so an overloaded server does not declare
     // its nodes lost for its own delay.
     Duration sweep_period = std::chrono::milliseconds(100);
+    // The last runner: a node still running while every other node of the
+    // round has succeeded. Only its word decides the job, and dropping it
+    // restarts every node's finished work, so its silence is borne this long
+    // (not keepalive_timeout) before it is dropped: a frozen agent whose
+    // workers finished meanwhile reports on waking, and the job ends at 0.
+    // A closed connection (a killed agent, a cut link) is still lost at once.
+    Duration last_runner_silence = std::chrono::seconds(60);
     Duration stall_tolerance = std::chrono::milliseconds(50);
     bool use_agent_store = false;
     // --restart-policy always: a failure that repeats exactly (failure_repeat.h)
@@ -219,6 +226,8 @@ class RendezvousState {
   // The node sent something: it is alive now.
   void Touch(NodeId id, Node& n, TimePoint now);
   bool KeepaliveOn() const { return config_.keepalive_timeout > Duration::zero(); }
+  bool IsLastRunner(const Node& n) const;
+  Outbox DropSilent(TimePoint v_now, TimePoint now);
 
   Config config_;
   Phase phase_ = Phase::kWaiting;

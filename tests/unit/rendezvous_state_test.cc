@@ -357,6 +357,70 @@ TEST_F(RendezvousStateTest, KeepaliveExpiryLosesSilentNode) {
   EXPECT_EQ(s.stalled(), Duration::zero());
 }
 
+// The last runner (every other node of the round succeeded) is borne
+// last_runner_silence: a frozen agent whose workers finished meanwhile reports
+// when it wakes, and the job ends at 0 without rerunning the finished nodes.
+TEST_F(RendezvousStateTest, TheLastRunnersSilenceIsBorneLongerAndItsLateSuccessFinishes) {
+  auto c = Config(3, 3, 3);
+  c.keepalive_timeout = seconds(3);
+  c.last_runner_silence = seconds(20);
+  RendezvousState s(c);
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  Arrive(s, 3, "c");
+  // Nodes 1 and 2 succeed and keep their heartbeats; node 3 goes silent.
+  s.OnSucceeded(1, 0, now + seconds(1));
+  s.OnSucceeded(2, 0, now + seconds(1));
+  for (int t = 2; t <= 19; ++t) {
+    s.OnHeartbeat(1, now + seconds(t));
+    s.OnHeartbeat(2, now + seconds(t));
+    Outbox out = TickThrough(s, now + seconds(t));
+    EXPECT_EQ(Count(out, kStop), 0) << "at " << t << " s";
+    EXPECT_EQ(Count(out, kReject), 0) << "at " << t << " s";
+  }
+  EXPECT_EQ(s.num_nodes(), 3);
+  // It wakes after 19 s of silence and reports: the job is done, round 0.
+  Outbox out = s.OnSucceeded(3, 0, now + seconds(19));
+  ASSERT_EQ(Count(out, kFinish), 3);
+  EXPECT_EQ(For(out, 3, kFinish)[0]->finish().exit_code(), 0);
+  EXPECT_EQ(s.round(), 0);
+}
+
+TEST_F(RendezvousStateTest, TheLastRunnerSilentPastItsBoundIsLostAndTheRoundRestarts) {
+  auto c = Config(2, 2, 3);
+  c.keepalive_timeout = seconds(3);
+  c.last_runner_silence = seconds(20);
+  RendezvousState s(c);
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  s.OnSucceeded(1, 0, now + seconds(1));
+  for (int t = 2; t <= 20; ++t) s.OnHeartbeat(1, now + seconds(t));
+  EXPECT_EQ(Count(TickThrough(s, now + seconds(20)), kStop), 0);
+  Outbox out = TickThrough(s, now + seconds(20) + c.sweep_period);
+  ASSERT_EQ(For(out, 2, kReject).size(), 1u);
+  EXPECT_NE(For(out, 2, kReject)[0]->reject().message().find("nothing came from this node for 20 s"),
+            std::string::npos);
+  EXPECT_EQ(For(out, 1, kStop).size(), 1u);
+  EXPECT_EQ(s.num_nodes(), 1);
+}
+
+TEST_F(RendezvousStateTest, ARunnerWithAnotherRunnerBesideItHasTheUsualBound) {
+  // Two nodes still run: neither is the last runner, so silence is lost at 3 s.
+  auto c = Config(3, 3, 3);
+  c.keepalive_timeout = seconds(3);
+  c.last_runner_silence = seconds(20);
+  RendezvousState s(c);
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  Arrive(s, 3, "c");
+  s.OnSucceeded(1, 0, now);
+  s.OnHeartbeat(1, now + seconds(2));
+  s.OnHeartbeat(2, now + seconds(2));
+  Outbox out = TickThrough(s, now + seconds(3) + c.sweep_period);
+  EXPECT_EQ(For(out, 3, kReject).size(), 1u);
+  EXPECT_EQ(For(out, 2, kStop).size(), 1u);
+}
+
 TEST_F(RendezvousStateTest, ServerStallIsNobodysSilence) {
   // The server itself did not run for 5 s (its tick came 5 s late): the
   // nodes' messages of that time may be waiting unread, so the stall is not
