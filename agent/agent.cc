@@ -83,7 +83,9 @@ Agent::Agent(AgentOptions options, std::unique_ptr<RendezvousClient> rdzv, Guard
     : opt_(std::move(options)),
       rdzv_(std::move(rdzv)),
       guardian_(guardian),
-      machine_(MachineConfig(opt_)) {}
+      machine_(MachineConfig(opt_)) {
+  if (opt_.console_relay) console_.RelayFramed(opt_.hostname);
+}
 
 Agent::~Agent() = default;
 

@@ -49,6 +49,7 @@ struct AgentSetup {
   bool summary = false;
   std::string report_path;
   bool launcher_reports_end = false;  // kLaunched: as the AgentLaunch says
+  bool console_relay = false;         // kLaunched: as the AgentLaunch says
   bool members_are_tasks = false;     // kNetworkNode in Slurm's task mode
 };
 
