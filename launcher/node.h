@@ -50,6 +50,7 @@ struct AgentSetup {
   std::string report_path;
   bool launcher_reports_end = false;  // kLaunched: as the AgentLaunch says
   bool console_relay = false;         // kLaunched: as the AgentLaunch says
+  bool launcher_announces_start = false;  // kLaunched: as the AgentLaunch says
   bool members_are_tasks = false;     // kNetworkNode in Slurm's task mode
 };
 
