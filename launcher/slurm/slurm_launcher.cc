@@ -300,7 +300,9 @@ void StepSupervisor::Run(int signal_fd) {
   const PollSet::Id blocked_ids[2] = {set.Add(-1, POLLOUT, [](short) {}), set.Add(-1, POLLOUT, [](short) {})};
   while (!srun_status_) {
     set.SetFd(stdin_id, escalation_ == 0 ? stdin_->fd() : -1);  // none once the agents were told to stop
-    for (int i : {0, 1}) set.SetFd(output_ids[i], step_.output[i].get());  // -1 once it ended
+    // srun's output: not while the console is behind (srun, and so the agents, wait), -1 once it ended.
+    const bool behind = console.congested();
+    for (int i : {0, 1}) set.SetFd(output_ids[i], behind ? -1 : step_.output[i].get());
     std::optional<TimePoint> wake = deadline_;
     // The partial lines that are due; the console's descriptors that are full.
     if (std::optional<TimePoint> due = console.Tick(); due && (!wake || *due < *wake)) wake = due;

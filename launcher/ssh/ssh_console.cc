@@ -88,6 +88,11 @@ std::vector<int> ConsoleHub::BlockedFds() {
   return console_.BlockedFds();
 }
 
+bool ConsoleHub::congested() {
+  MutexLock lock(&mu_);
+  return console_.congested();
+}
+
 void ConsoleHub::Drain() {
   MutexLock lock(&mu_);
   console_.Drain();

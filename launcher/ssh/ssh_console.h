@@ -58,6 +58,10 @@ class ConsoleHub {
   int wake_fd() const { return wake_.fd(); }
   std::optional<OutClock::time_point> Tick();
   std::vector<int> BlockedFds();
+  // More is queued than the console takes (Console::congested): a caller
+  // with one loop stops reading its hosts until it is not, so Write never
+  // waits there.
+  bool congested();
   // Blocks until everything queued is written (before the end's report).
   void Drain();
 
