@@ -83,7 +83,9 @@ Agent::Agent(AgentOptions options, std::unique_ptr<RendezvousClient> rdzv, Guard
     : opt_(std::move(options)),
       rdzv_(std::move(rdzv)),
       guardian_(guardian),
-      machine_(MachineConfig(opt_)) {}
+      machine_(MachineConfig(opt_)) {
+  if (opt_.console_relay) console_.RelayFramed(opt_.hostname);
+}
 
 Agent::~Agent() = default;
 
@@ -567,6 +569,9 @@ void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
     return;
   }
   if (!SpansNodes(opt_.spec)) return;
+  // The launcher says when the job starts: nodes still to come are its news.
+  const bool before_start = w.kind() == v1::Waiting::WAITING_FOR_NODES || w.kind() == v1::Waiting::LAST_CALL;
+  if (opt_.launcher_announces_start && before_start && report_.rounds_total == 0) return;
   // The server's words are about nodes; in Slurm's task mode its members are tasks.
   const bool for_members = w.kind() == v1::Waiting::WAITING_FOR_NODES;
   std::string text = absl::StrCat("waiting: ", w.joined(), " of ", NodeRange(w.min_nodes(), w.max_nodes()), " ",

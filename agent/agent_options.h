@@ -79,6 +79,13 @@ struct AgentOptions {
   // A launcher (ssh, --launcher slurm) prints the job's end for every host:
   // no outcome line, table or root cause of this agent's own.
   bool launcher_reports_end = false;
+  // The launcher relays this agent's stdout and stderr through something that
+  // holds partial lines (AgentLaunch.console_relay, --launcher slurm): the
+  // console writes relay frames (agent/output.h Console::RelayFramed).
+  bool console_relay = false;
+  // The launcher announces the job's start (AgentLaunch.launcher_announces_start,
+  // ssh): no "waiting: K of N nodes joined" lines before the first round.
+  bool launcher_announces_start = false;
   // srun drun: the node that hosts the rendezvous prints the job's table and
   // root cause; this one (true) says a failed job's end in one line naming it
   // (all of it still when it lost the rendezvous).

@@ -52,6 +52,82 @@ void LineSplitter::Feed(absl::string_view data,
   }
 }
 
+namespace {
+
+constexpr char kFrameMark = '\x1e';
+constexpr char kFrameHostEnd = '\x1f';
+constexpr char kFrameEndsLine = 'L';
+constexpr char kFramePiece = 'P';
+
+void AppendFrame(std::string* out, char kind, absl::string_view host, absl::string_view bytes) {
+  out->push_back(kFrameMark);
+  out->push_back(kind);
+  out->append(host.data(), host.size());
+  out->push_back(kFrameHostEnd);
+  out->append(bytes.data(), bytes.size());
+  out->push_back('\n');
+}
+
+}  // namespace
+
+std::string RelayFrames::Encode(absl::string_view host, absl::string_view data) {
+  const size_t header = host.size() + 4;  // mark, kind, host end, newline
+  const size_t room = kFrameMax > header + 64 ? kFrameMax - header : 64;
+  std::string out;
+  out.reserve(data.size() + 2 * header);
+  while (!data.empty()) {
+    const size_t nl = data.find('\n');
+    const size_t line = nl == absl::string_view::npos ? data.size() : nl;
+    const size_t take = std::min(line, room);
+    const bool ends = take == line && nl != absl::string_view::npos;
+    AppendFrame(&out, ends ? kFrameEndsLine : kFramePiece, host, data.substr(0, take));
+    data.remove_prefix(ends ? take + 1 : take);
+  }
+  return out;
+}
+
+void RelayDecoder::Feed(absl::string_view data, const Sink& sink) {
+  while (!data.empty()) {
+    const size_t nl = data.find('\n');
+    if (nl == absl::string_view::npos) {
+      pending_.append(data.data(), data.size());
+      if (pending_.size() >= kMaxPending) {  // no frame is this long
+        sink(std::nullopt, pending_);
+        pending_.clear();
+      }
+      return;
+    }
+    if (pending_.empty()) {
+      Line(data.substr(0, nl + 1), sink);
+    } else {
+      pending_.append(data.data(), nl + 1);
+      Line(pending_, sink);
+      pending_.clear();
+    }
+    data.remove_prefix(nl + 1);
+  }
+}
+
+void RelayDecoder::Finish(const Sink& sink) {
+  if (pending_.empty()) return;
+  sink(std::nullopt, pending_);
+  pending_.clear();
+}
+
+void RelayDecoder::Line(absl::string_view line, const Sink& sink) {
+  const size_t host_end = line.find(kFrameHostEnd);
+  const bool frame = line.size() >= 4 && line[0] == kFrameMark &&
+                     (line[1] == kFrameEndsLine || line[1] == kFramePiece) &&
+                     host_end != absl::string_view::npos;
+  if (!frame) {
+    sink(std::nullopt, line);
+    return;
+  }
+  absl::string_view bytes = line.substr(host_end + 1);  // with the line's '\n'
+  if (line[1] == kFramePiece) bytes.remove_suffix(1);
+  sink(line.substr(2, host_end - 2), bytes);
+}
+
 void LineSplitter::Flush(const std::function<void(absl::string_view)>& on_line) {
   if (pending_.empty()) return;
   on_line(pending_);
@@ -261,6 +337,22 @@ Console::Console(int out_fd, int err_fd) {
   } else if (fds_[2] >= 0 && isatty(fds_[2])) {
     term_queue_ = 2;
   }
+}
+
+void Console::RelayFramed(std::string host) {
+  relay_host_ = std::move(host);
+  colour_ = false;
+  term_queue_ = 0;
+  queue_of_[1] = 1;
+  queue_of_[2] = 2;
+}
+
+void Console::FrameQueue(int q) {
+  std::string& b = queue_[q];
+  if (!relay_host_ || framed_[q] >= b.size()) return;
+  std::string frames = RelayFrames::Encode(*relay_host_, absl::string_view(b).substr(framed_[q]));
+  b.replace(framed_[q], std::string::npos, frames);
+  framed_[q] = b.size();
 }
 
 Console::~Console() {
@@ -718,6 +810,7 @@ void Console::Flush() {
   for (int s : {1, 2}) {
     std::string& q = queue_[s];
     size_t& off = queue_off_[s];
+    FrameQueue(s);
     while (off < q.size()) {
       ssize_t n = write(fds_[s], q.data() + off, q.size() - off);
       if (n > 0) {
@@ -733,8 +826,10 @@ void Console::Flush() {
     if (off == q.size()) {
       q.clear();
       off = 0;
+      framed_[s] = 0;
     } else if (off > (4 << 20)) {
       q.erase(0, off);
+      framed_[s] -= off;
       off = 0;
     }
   }

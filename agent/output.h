@@ -93,6 +93,38 @@ class RawTail {
   std::string bytes_;
 };
 
+// Relay frames: how an agent whose stdout and stderr reach its launcher
+// through a relay that holds a task's bytes until a newline (srun's I/O:
+// slurmstepd line-buffers, and forwards a line shorter than 1024 bytes in one
+// message, so lines of different tasks never mix) still gets its partial
+// lines there at once, and says whose bytes they are. Each frame is one line
+// of at most kFrameMax bytes:
+//   '\x1e' kind host '\x1f' bytes '\n'
+// kind 'L': the bytes end a line (the reader puts the '\n' back); 'P': they
+// do not. The bytes hold no '\n'. A line that does not start with '\x1e' is
+// no frame (srun's own messages; an agent's line before it read its launch).
+struct RelayFrames {
+  static constexpr size_t kFrameMax = 1000;
+  // `data` as frames from `host`. Stateless: the frames of consecutive calls
+  // decode to the concatenation of their data.
+  static std::string Encode(absl::string_view host, absl::string_view data);
+};
+
+// Reads one relayed stream back: frames become their host's bytes, any other
+// line passes whole (host nullopt), however the stream is split.
+class RelayDecoder {
+ public:
+  using Sink = std::function<void(std::optional<absl::string_view> host, absl::string_view bytes)>;
+  void Feed(absl::string_view data, const Sink& sink);
+  // The stream ended: a last line without its newline passes as it is.
+  void Finish(const Sink& sink);
+
+ private:
+  void Line(absl::string_view line, const Sink& sink);  // with its '\n'
+  static constexpr size_t kMaxPending = 64 * 1024;  // a longer unframed line passes in pieces
+  std::string pending_;
+};
+
 // Which of a worker's two streams a -r/-t value names. torchrun spells them
 // as a digit, 0 (none), 1 (stdout), 2 (stderr) or 3 (both): FromDigit and
 // ToDigit are the only places that read or write that encoding (the JobSpec
@@ -146,6 +178,10 @@ class Console {
   Console(const Console&) = delete;
   Console& operator=(const Console&) = delete;
   bool colour() const { return colour_; }
+  // From now on everything this console writes goes out as relay frames from
+  // `host` (AgentOptions::console_relay): no colour, no live region (the
+  // launcher's console draws those on its own terminal). Call before AddSource.
+  void RelayFramed(std::string host);
 
   // A worker stream. stream: 1 = stdout, 2 = stderr. has_file: the bytes
   // also reach a log file, so the console may drop them when it is too slow.
@@ -233,6 +269,11 @@ class Console {
   std::string RowText(const Source& s) const;
   size_t RegionRows() const;  // the region's rows that fit on the screen
 
+  // Frames the queue's bytes from framed_[q] on (relay only).
+  void FrameQueue(int q);
+
+  std::optional<std::string> relay_host_;  // RelayFramed
+  size_t framed_[3] = {0, 0, 0};           // the queue's bytes before this are frames
   int fds_[3] = {-1, -1, -1};
   bool own_fd_[3] = {false, false, false};
   bool discard_[3] = {false, false, false};

@@ -30,19 +30,16 @@ absl::StatusOr<std::unique_ptr<JobHost>> JobHost::Start(const v1::JobSpec& spec,
   return host;
 }
 
-std::string JobHost::LaunchMessage(const std::string& dial_host, const std::string& hostname,
-                                   const std::string& local_addr) const {
+v1::AgentLaunch JobHost::Launch(const std::string& dial_host) const {
   v1::AgentLaunch launch;
   *launch.mutable_spec() = spec_;
   launch.set_token(token_);
   launch.set_rdzv_target(dial_host.find(':') == std::string::npos
                              ? absl::StrCat(dial_host, ":", port())
                              : absl::StrCat("[", dial_host, "]:", port()));
-  launch.set_hostname(hostname);
-  launch.set_local_addr(local_addr);
   launch.set_launcher_reports_end(true);
   launch.set_launcher_version(VersionWords());
-  return EncodeAgentLaunch(launch);
+  return launch;
 }
 
 int JobHost::Report(const v1::Finish& finish) {

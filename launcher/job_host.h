@@ -30,10 +30,10 @@ class JobHost {
                                                         Members members);
   int port() const { return server_->port(); }
   RendezvousServer* server() { return server_.get(); }
-  // The bytes to write to a remote `drun agent`'s standard input.
-  // `dial_host`: the address that host reaches this launcher at.
-  std::string LaunchMessage(const std::string& dial_host, const std::string& hostname,
-                            const std::string& local_addr) const;
+  // The launch for a remote `drun agent` (EncodeAgentLaunch gives the bytes
+  // for its standard input). `dial_host`: the address that host reaches this
+  // launcher at.
+  v1::AgentLaunch Launch(const std::string& dial_host) const;
   // Prints the job's end like an agent would (on failure: the message and the
   // root cause) and returns the exit code.
   static int Report(const v1::Finish& finish);

@@ -106,6 +106,8 @@ int AgentMain() {
   setup.nproc = *nproc;
   setup.hostname = launch->hostname();
   setup.launcher_reports_end = launch->launcher_reports_end();
+  setup.console_relay = launch->console_relay();
+  setup.launcher_announces_start = launch->launcher_announces_start();
   setup.advertise_addr = launch->local_addr();
   if (setup.advertise_addr.empty()) {
     auto ep = ParseEndpoint(copt.target, 0);

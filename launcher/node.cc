@@ -73,6 +73,8 @@ AgentOptions MakeAgentOptions(AgentSetup setup) {
   o.host_in_prefix = launched || SpansNodes(setup.spec);
   o.lifeline_fd = launched ? 0 : -1;  // the launch message came on standard input
   o.launcher_reports_end = launched && setup.launcher_reports_end;
+  o.console_relay = launched && setup.console_relay;
+  o.launcher_announces_start = launched && setup.launcher_announces_start;
   o.quiet = setup.spec.quiet();
   o.spec = std::move(setup.spec);
   o.hostname = setup.hostname.empty() ? Hostname() : std::move(setup.hostname);

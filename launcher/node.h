@@ -49,6 +49,8 @@ struct AgentSetup {
   bool summary = false;
   std::string report_path;
   bool launcher_reports_end = false;  // kLaunched: as the AgentLaunch says
+  bool console_relay = false;         // kLaunched: as the AgentLaunch says
+  bool launcher_announces_start = false;  // kLaunched: as the AgentLaunch says
   bool members_are_tasks = false;     // kNetworkNode in Slurm's task mode
   // kNetworkNode under srun without the rendezvous server: the node that
   // hosts it prints the job's one summary; this one prints a line at most.

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <set>
 
@@ -27,6 +28,8 @@
 #include "launcher/job_host.h"
 #include "launcher/node.h"
 #include "launcher/slurm/slurm_env.h"
+#include "launcher/slurm/srun_relay.h"
+#include "launcher/ssh/ssh_console.h"
 #include "rendezvous/base/clock.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/event_loop.h"
@@ -80,11 +83,14 @@ absl::StatusOr<std::string> DialHost(const v1::JobSpec& spec, const Env& env, in
       "ADDR, this machine's address that the nodes reach"));
 }
 
-// srun with its standard input on `stdin_fd`, in its own process group (so a
-// Ctrl-C reaches drun, which decides), with default signal handling.
-absl::StatusOr<pid_t> SpawnSrun(const std::vector<std::string>& argv, int stdin_fd) {
+// srun with its standard input on `stdin_fd` and its output on `out_fd` and
+// `err_fd`, in its own process group (so a Ctrl-C reaches drun, which
+// decides), with default signal handling.
+absl::StatusOr<pid_t> SpawnSrun(const std::vector<std::string>& argv, int stdin_fd, int out_fd, int err_fd) {
   SpawnStdio stdio;
   stdio.in = stdin_fd;
+  stdio.out = out_fd;
+  stdio.err = err_fd;
   pid_t pid;
   const int rc = SpawnInOwnGroup(argv, stdio, &pid);
   if (rc != 0) return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", strerror(rc)));
@@ -121,31 +127,43 @@ std::vector<std::string> SrunAgentArgv(const std::string& srun, int nodes,
 namespace {
 
 // srun running `drun agent` on every node, fed the launch message through a
-// pipe that then stays open as the agents' lifeline.
+// pipe that then stays open as the agents' lifeline; its stdout and stderr
+// (the agents' relay frames, srun's own messages) come back on two pipes.
 struct SrunStep {
   pid_t pid = -1;
   UniqueFd lifeline;
+  UniqueFd output[2];  // srun's stdout and stderr, non-blocking
 };
 
 absl::StatusOr<SrunStep> StartAgentStep(const std::vector<std::string>& argv,
                                         const std::string& message) {
-  UniqueFd read_end, write_end;
-  if (!MakePipe(&read_end, &write_end)) {
+  UniqueFd read_end, write_end, out_read, out_write, err_read, err_write;
+  if (!MakePipe(&read_end, &write_end) || !MakePipe(&out_read, &out_write, O_CLOEXEC | O_NONBLOCK) ||
+      !MakePipe(&err_read, &err_write, O_CLOEXEC | O_NONBLOCK)) {
     return absl::InternalError(absl::StrCat("cannot create a pipe: ", strerror(errno)));
   }
-  auto pid = SpawnSrun(argv, read_end.get());
+  // srun's ends block as usual (O_NONBLOCK is the pipe's, both ends'): clear it there.
+  for (int fd : {out_write.get(), err_write.get()}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  auto pid = SpawnSrun(argv, read_end.get(), out_write.get(), err_write.get());
   if (!pid.ok()) return pid.status();
   SrunStep step;
   step.pid = *pid;
   step.lifeline = std::move(write_end);
+  step.output[0] = std::move(out_read);
+  step.output[1] = std::move(err_read);
   // srun reads its standard input as soon as it runs; if it died at once the
   // write fails with EPIPE and its exit status says why.
   WriteAll(step.lifeline.get(), message);
   return step;
 }
 
+// drun's own lines while srun runs go through the hosts' console, after
+// ending any host's open line.
+void Tell(absl::string_view message) { ConsoleHub::Get().Text(DrunLine(message)); }
+
 // Watches srun and the rendezvous until srun ends: forwards signals, stops
-// the agents in escalating steps, and remembers what the job's end needs.
+// the agents in escalating steps, shows the agents' output (srun_relay.h),
+// and remembers what the job's end needs.
 class StepSupervisor {
  public:
   StepSupervisor(const v1::JobSpec& spec, SrunStep step, StdinRelay* stdin_relay,
@@ -165,6 +183,9 @@ class StepSupervisor {
   void OnSignal(int sig, TimePoint now);
   void DrainEvents();
   void RelayStdin();
+  // Reads srun's stream i (0: stdout, 1: stderr) while it has bytes (once
+  // srun ended: all of them); closes it at its end.
+  void ReadOutput(int i, bool drain);
   int ExitCode() const;
 
   const Duration grace_;
@@ -182,6 +203,7 @@ class StepSupervisor {
   std::set<std::string> lost_seen_;
   int stop_signal_ = 0;
   std::optional<int> srun_status_;
+  std::unique_ptr<SrunOutputRelay> relays_[2];  // srun's stdout and stderr, while Run runs
 };
 
 void StepSupervisor::Escalate(TimePoint now) {
@@ -206,7 +228,7 @@ void StepSupervisor::OnSignal(int sig, TimePoint now) {
   }
   if (stop_signal_ == 0) {
     stop_signal_ = sig;
-    Say(absl::StrCat("got ", SignalName(sig), ": stopping the agents (", SignalName(sig),
+    Tell(absl::StrCat("got ", SignalName(sig), ": stopping the agents (", SignalName(sig),
                      " again stops them at once)"));
     if (escalation_ == 0 && step_.lifeline.valid()) {
       // srun hands the notice to every agent, which stops its workers with
@@ -218,7 +240,7 @@ void StepSupervisor::OnSignal(int sig, TimePoint now) {
       return;
     }
   } else {
-    Say(absl::StrCat("got ", SignalName(sig), " again: srun ends the step now"));
+    Tell(absl::StrCat("got ", SignalName(sig), " again: srun ends the step now"));
   }
   Escalate(now);
 }
@@ -236,7 +258,7 @@ void StepSupervisor::DrainEvents() {
                lost_seen_.insert(ev->host).second) {
       lost_.push_back(ev->host);
       // While stopping on a signal, agents leaving is the plan, not news.
-      if (stop_signal_ == 0) Say(absl::StrCat("lost the agent on ", ev->host));
+      if (stop_signal_ == 0) Tell(absl::StrCat("lost the agent on ", ev->host));
     }
   }
 }
@@ -251,7 +273,19 @@ void StepSupervisor::RelayStdin() {
   }
 }
 
+void StepSupervisor::ReadOutput(int i, bool drain) {
+  UniqueFd& fd = step_.output[i];
+  SrunOutputRelay::Read r = SrunOutputRelay::Read::kMore;
+  while (fd.valid() && r == SrunOutputRelay::Read::kMore) {
+    r = relays_[i]->ReadFrom(fd.get());
+    if (r == SrunOutputRelay::Read::kEnded) fd.reset();
+    if (!drain) break;
+  }
+}
+
 void StepSupervisor::Run(int signal_fd) {
+  ConsoleHub& console = ConsoleHub::Get();
+  for (int i : {0, 1}) relays_[i] = std::make_unique<SrunOutputRelay>(&console, i + 1);
   PollSet set;
   set.Add(signal_fd, POLLIN, [&](short) {
     const TimePoint now = Clock::now();
@@ -260,10 +294,22 @@ void StepSupervisor::Run(int signal_fd) {
   set.Add(server_->event_fd(), POLLIN, [&](short) { DrainEvents(); });
   if (control_) set.Add(control_->fd(), POLLIN, [&](short) { control_->OnReadable(); });
   const PollSet::Id stdin_id = set.Add(stdin_->fd(), POLLIN, [&](short) { RelayStdin(); });
+  PollSet::Id output_ids[2];
+  for (int i : {0, 1}) output_ids[i] = set.Add(step_.output[i].get(), POLLIN, [this, i](short) { ReadOutput(i, false); });
+  // The console's descriptors that are full only end the wait: Tick() writes.
+  const PollSet::Id blocked_ids[2] = {set.Add(-1, POLLOUT, [](short) {}), set.Add(-1, POLLOUT, [](short) {})};
   while (!srun_status_) {
     set.SetFd(stdin_id, escalation_ == 0 ? stdin_->fd() : -1);  // none once the agents were told to stop
-    if (set.Poll(deadline_) < 0) {
-      Say(absl::StrCat("poll failed: ", strerror(errno)));
+    // srun's output: not while the console is behind (srun, and so the agents, wait), -1 once it ended.
+    const bool behind = console.congested();
+    for (int i : {0, 1}) set.SetFd(output_ids[i], behind ? -1 : step_.output[i].get());
+    std::optional<TimePoint> wake = deadline_;
+    // The partial lines that are due; the console's descriptors that are full.
+    if (std::optional<TimePoint> due = console.Tick(); due && (!wake || *due < *wake)) wake = due;
+    const std::vector<int> blocked = console.BlockedFds();
+    for (size_t i = 0; i < 2; ++i) set.SetFd(blocked_ids[i], i < blocked.size() ? blocked[i] : -1);
+    if (set.Poll(wake) < 0) {
+      Tell(absl::StrCat("poll failed: ", strerror(errno)));
       kill(step_.pid, SIGTERM);
       break;
     }
@@ -272,8 +318,14 @@ void StepSupervisor::Run(int signal_fd) {
     int status;
     if (waitpid(step_.pid, &status, WNOHANG) == step_.pid) srun_status_ = status;
   }
+  // srun is gone: what it wrote is in the pipes.
+  for (int i : {0, 1}) {
+    ReadOutput(i, true);
+    relays_[i].reset();  // a last partial line ends here, before the end's report
+  }
   step_.lifeline.reset();
   DrainEvents();
+  console.Drain();
 }
 
 int StepSupervisor::ExitCode() const {
@@ -368,7 +420,9 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec_in, const st
     return kExitLauncherFailed;
   }
   const std::string& dial = *dial_or;
-  const std::string message = (*host)->LaunchMessage(dial, "", "");
+  v1::AgentLaunch launch = (*host)->Launch(dial);
+  launch.set_console_relay(true);  // srun holds partial lines: the agents write frames (srun_relay.h)
+  const std::string message = EncodeAgentLaunch(launch);
 
   std::string path = Get(env, "PATH");
   std::string srun = FindOnPath("srun", path.empty() ? "/usr/bin:/bin" : path);

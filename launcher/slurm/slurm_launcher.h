@@ -12,11 +12,15 @@
 // notice first (drun died) every agent stops its workers (SIGHUP) and exits.
 //
 // The agents' output passes through srun's own I/O, which holds a task's
-// output until a newline: a partial line (a prompt, a `\r` bar) of a remote
-// rank shows only once its line ends. srun --unbuffered is no cure: Slurm
-// 22.05 then runs the tasks on a pseudo-terminal (the agents colour their
-// prefixes, keep a live region, and every '\n' becomes "\r\n"). Showing them
-// needs the launcher to relay the agents' output itself (not done).
+// output until a newline (srun --unbuffered is no cure: Slurm 22.05 then
+// runs the tasks on a pseudo-terminal, which echoes and turns '\n' into
+// "\r\n"). So the launch tells the agents (AgentLaunch.console_relay) to
+// write their console as relay frames, one line each with the host's name,
+// a partial line (a prompt, a `\r` bar) as a frame of its own; srun's stdout
+// and stderr come back to drun on pipes, and drun shows every host's bytes
+// through its own console (srun_relay.h): partial lines at once, two hosts'
+// bars on rows of their own when drun's stdout is a terminal, srun's own
+// lines as they are.
 //
 // The agents dial this machine at --local-addr, else at the source address of
 // its route toward another node's NodeAddr (scontrol), which works from an

@@ -16,7 +16,6 @@ constexpr absl::string_view kOwnLine = "drun: ";
 // An agent's rank prefix is "[host:rankN]: " (or "[rankN]: ", "[host:setup]: "),
 // well within this many bytes of a line's start.
 constexpr size_t kMaxPrefix = 256;
-constexpr std::chrono::milliseconds kHostPartialDelay{5};
 
 }  // namespace
 
@@ -28,13 +27,13 @@ ConsoleHub& ConsoleHub::Get() {
   return *hub;
 }
 
-int ConsoleHub::AddSource(int stream) {
+int ConsoleHub::AddSource(int stream, std::chrono::milliseconds partial_delay) {
   MutexLock lock(&mu_);
   // No prefix of its own (the agent's lines carry theirs), no colour.
   const int id = console_.AddSource(stream, "", "", -1, /*has_file=*/false);
   // The agent held its partial lines for Console::kPartialDelay already
   // (one write each): a chunk split on its way waits only this much more.
-  console_.SetPartialDelay(id, kHostPartialDelay);
+  console_.SetPartialDelay(id, partial_delay);
   return id;
 }
 
@@ -89,13 +88,19 @@ std::vector<int> ConsoleHub::BlockedFds() {
   return console_.BlockedFds();
 }
 
+bool ConsoleHub::congested() {
+  MutexLock lock(&mu_);
+  return console_.congested();
+}
+
 void ConsoleHub::Drain() {
   MutexLock lock(&mu_);
   console_.Drain();
 }
 
-HostStream::HostStream(ConsoleHub* hub, int stream, std::string host)
-    : hub_(hub), stream_(stream), host_(std::move(host)), id_(hub->AddSource(stream)) {}
+HostStream::HostStream(ConsoleHub* hub, int stream, std::string host,
+                       std::chrono::milliseconds partial_delay)
+    : hub_(hub), stream_(stream), host_(std::move(host)), id_(hub->AddSource(stream, partial_delay)) {}
 
 HostStream::~HostStream() { hub_->RemoveSource(id_); }
 

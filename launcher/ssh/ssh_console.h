@@ -1,9 +1,13 @@
-// The ssh launcher's console: every host's output and drun's own lines go
+// The remote launchers' console (ssh, and --launcher slurm through
+// launcher/slurm/srun_relay.h): every host's output and drun's own lines go
 // through one Console (agent/output.h), the same code that keeps a local
 // agent's ranks apart, so
 //  - a remote rank's partial line (a prompt, a progress bar) shows within
-//    about 100 ms with its prefix (the agent shows it after its own short
-//    delay, prefixed; this console 5 ms later);
+//    about 40 ms with its prefix (the agent shows it after its own 30 ms,
+//    prefixed; this console 5 ms after it arrives, or at once for a stream
+//    whose partial pieces arrive whole: HostStream's partial_delay);
+//  - two hosts' `\r` bars on a terminal each keep a row of their own (the
+//    Console's live region: each host is a source of its own);
 //  - a `\r` redraw keeps its prefix (the agent sends it again after '\r');
 //  - bytes of two hosts never share a console line: a host's unfinished line
 //    is ended when another must write (after Console::kHoldLimit), and goes
@@ -37,7 +41,10 @@ class ConsoleHub {
   // before the end.
   static ConsoleHub& Get();
 
-  int AddSource(int stream);
+  static constexpr std::chrono::milliseconds kHostPartialDelay{5};
+  // A host's stream: no prefix of its own (the agent's lines carry theirs).
+  // Its partial lines wait `partial_delay` more here.
+  int AddSource(int stream, std::chrono::milliseconds partial_delay = kHostPartialDelay);
   void SetContinuation(int id, absl::string_view cont_prefix);
   void RemoveSource(int id);
   // From any thread; returns once the console took the bytes.
@@ -51,6 +58,10 @@ class ConsoleHub {
   int wake_fd() const { return wake_.fd(); }
   std::optional<OutClock::time_point> Tick();
   std::vector<int> BlockedFds();
+  // More is queued than the console takes (Console::congested): a caller
+  // with one loop stops reading its hosts until it is not, so Write never
+  // waits there.
+  bool congested();
   // Blocks until everything queued is written (before the end's report).
   void Drain();
 
@@ -63,7 +74,8 @@ class ConsoleHub {
 // One stream (1: stdout, 2: stderr) of one host's agent, into the hub.
 class HostStream {
  public:
-  HostStream(ConsoleHub* hub, int stream, std::string host);
+  HostStream(ConsoleHub* hub, int stream, std::string host,
+             std::chrono::milliseconds partial_delay = ConsoleHub::kHostPartialDelay);
   ~HostStream();  // what is pending goes out, ended by a newline
   HostStream(const HostStream&) = delete;
   HostStream& operator=(const HostStream&) = delete;

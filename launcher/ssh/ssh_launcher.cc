@@ -268,6 +268,9 @@ v1::AgentLaunch LaunchFor(const LaunchInfo& info) {
   launch.set_token(info.token);
   launch.set_hostname(info.entry.host);
   launch.set_launcher_reports_end(true);
+  // Announce() says when the job starts: the agents' "waiting: K of N nodes
+  // joined" lines, held until then, would follow it stale.
+  launch.set_launcher_announces_start(true);
   // The agent checks the version, the working directory and the script
   // itself (CheckLaunchHere): one remote command per host is all a start costs.
   launch.set_launcher_version(VersionWords());

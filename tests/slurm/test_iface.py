@@ -30,7 +30,7 @@ class StockNodes(SlurmTestCase):
     def said(self, output):
         return [l for l in self.drun_lines(output) if SAID in l]
 
-    def assert_trained_on_eth0(self, job):
+    def assert_trained_on_eth0(self, job, launcher=False):
         info = job.wait()
         out = job.output()
         self.assert_completed(job, info)
@@ -45,11 +45,12 @@ class StockNodes(SlurmTestCase):
         self.assertEqual(len(reduced), 6, out)
         for line in reduced:
             self.assertTrue(line.endswith(" world=6 sum=21 gathered=0,1,2,3,4,5"), line)
-        # One line per node, naming the node's own address on eth0 (not lo's 127.0.0.1).
+        # One line per node, naming the node's own address on eth0 (not lo's 127.0.0.1);
+        # --launcher slurm shows its agents' lines with their node's name.
         said = self.said(out)
         self.assertEqual(sorted(said), sorted(
-            f"drun: {SAID} eth0 ({NODE_ADDR[n]}, this node's address toward the rendezvous); "
-            f"--iface NAME|CIDR chooses another" for n in NODES), out)
+            f"drun: {n + ': ' if launcher else ''}{SAID} eth0 ({NODE_ADDR[n]}, this node's address "
+            f"toward the rendezvous); --iface NAME|CIDR chooses another" for n in NODES), out)
 
     def test_srun_drun_trains_with_each_nodes_interface_toward_the_rendezvous(self):
         job = self.submit(f"""
@@ -63,7 +64,7 @@ srun {self.drun} --nproc-per-node 2 {WORKER} --train
 #SBATCH --nodes=3
 {self.drun} --launcher slurm --nproc-per-node 2 {WORKER} --train
 """, name="stock-launcher")
-        self.assert_trained_on_eth0(job)
+        self.assert_trained_on_eth0(job, launcher=True)
 
     def test_without_it_gloo_fails_as_on_stock_pcs(self):
         # The control: an empty GLOO_SOCKET_IFNAME (the user's, so drun keeps it) makes gloo

@@ -2,7 +2,9 @@
 when salloc is given a command): here this process's root namespace, whose host name the nodes
 cannot resolve and whose resolver knows none of the nodes' names. drun finds the address the
 nodes reach it at from their NodeAddr (scontrol), or refuses in one line naming --local-addr.
-The terminal case (rank 0's prompt before the user types) is written but skipped: still open."""
+On the salloc shell's terminal (a tmux pane): rank 0's prompt on another node shows before the
+user types, and two nodes' `\r` progress bars each keep a row of their own (the agents write
+their console as relay frames that srun passes on at once: launcher/slurm/srun_relay.h)."""
 import os
 import re
 import shlex
@@ -19,6 +21,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from tmux_pane import Tmux  # noqa: E402
 
 PROMPT = os.path.join(HERE, "programs", "prompt.py")
+TWO_BARS = os.path.join(HERE, "programs", "two_bars.py")
 
 
 class SallocOnTheLoginHost(SlurmTestCase):
@@ -54,19 +57,22 @@ class SallocOnTheLoginHost(SlurmTestCase):
                                   r"give --local-addr ADDR, ")
         self.assertNotIn("starting", out)
 
-    @unittest.skip("issue 22 item 3, open: srun holds a task's output until a newline, and "
-                   "srun --unbuffered runs the agents on a pseudo-terminal (coloured prefixes, "
-                   "\\r\\n); the launcher must relay the agents' output itself")
-    def test_rank0_prompt_shows_before_the_user_types(self):
+    def salloc_in_tmux(self, nodes, *args):
+        """salloc --nodes=N drun --launcher slurm ARGS in a tmux pane; then DRUN_EXIT=<code>."""
         # tmux's socket path must stay short (a unix socket's 108 bytes): not under self.dir.
         tmp = tempfile.mkdtemp(prefix="drs-tmux-")
         self.addCleanup(shutil.rmtree, tmp, True)
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in
                        {"SLURM_CONF": CONF, "PYTHON_EXEC": PYTHON}.items())
-        tmux = Tmux(tmp, f"cd {shlex.quote(self.dir)} && env {env} salloc --nodes=3 "
-                         f"{shlex.quote(self.drun)} --launcher slurm --nproc-per-node 1 "
-                         f"{shlex.quote(PROMPT)}; echo DRUN_EXIT=$?; sleep 600")
+        command = " ".join(shlex.quote(a) for a in (self.drun, "--launcher", "slurm", *args))
+        tmux = Tmux(tmp, f"cd {shlex.quote(self.dir)} && env {env} salloc --nodes={nodes} "
+                         f"{command}; echo DRUN_EXIT=$?; sleep 600")
         self.addCleanup(tmux.close)
+        return tmux
+
+    @unittest.skipIf(shutil.which("tmux") is None, "tmux is not installed (tests/install_deps.sh)")
+    def test_rank0_prompt_shows_before_the_user_types(self):
+        tmux = self.salloc_in_tmux(3, "--nproc-per-node", "1", PROMPT)
         # The prompt has no newline: it is on screen only if it was passed on as it came.
         tmux.wait_for(r"^\[node\d:rank0\]: rank 0: your name\? ?$", bound=JOB_TIMEOUT)
         tmux.keys("carol", "Enter")
@@ -76,6 +82,27 @@ class SallocOnTheLoginHost(SlurmTestCase):
         self.assertRegex(screen, r"(?m)^\[node\d:rank0\]: rank 0 got 'carol'$")
         self.assertEqual(sorted(re.findall(r"(?m)^\[node\d:rank\d\]: done (\d)$", screen)),
                          ["0", "1", "2"], screen)
+
+    @unittest.skipIf(shutil.which("tmux") is None, "tmux is not installed (tests/install_deps.sh)")
+    def test_two_nodes_bars_each_keep_a_row_of_their_own(self):
+        fifo = os.path.join(self.dir, "go")
+        os.mkfifo(fifo)
+        tmux = self.salloc_in_tmux(2, "--nproc-per-node", "1", TWO_BARS, fifo)
+        # Mid-run: both bars at step 10, each on its own row (neither overwrote the other),
+        # and no redraw became a row of its own.
+        tmux.wait_for(r"^\[node\d:rank0\]: step 10/21$", bound=JOB_TIMEOUT)
+        screen = tmux.wait_for(r"^\[node\d:rank1\]: step 10/21$", bound=JOB_TIMEOUT)
+        rows = [r for r in screen.splitlines() if "]: step " in r]
+        self.assertEqual(sorted(re.sub(r"node\d", "node", r) for r in rows),
+                         ["[node:rank0]: step 10/21", "[node:rank1]: step 10/21"], screen)
+        self.assertNotEqual(rows[0][:6], rows[1][:6], screen)  # two nodes
+        with open(fifo, "w"):
+            pass  # rank 0 goes on
+        screen = tmux.wait_for(r"^DRUN_EXIT=\d+", bound=JOB_TIMEOUT)
+        self.assertIn("DRUN_EXIT=0", screen)
+        rows = [r for r in screen.splitlines() if "]: step " in r]
+        self.assertEqual(sorted(re.sub(r"node\d", "node", r) for r in rows),
+                         ["[node:rank0]: step 21/21 done", "[node:rank1]: step 21/21 done"], screen)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 x 2 workers and over mpirun's -np 5 (3 + 1 + 1), an mpirun-style host file with `max_slots = 2`, -x/--env-file forwarding with a
 ~/.ssh/config alias, and --rsh through OpenSSH's client."""
 import os
+import re
 import subprocess
 
 import ssh_testlib as t
@@ -29,6 +30,14 @@ class LaunchTest(t.SshTestCase):
         self.assertTrue(all(len(v) == 2 for v in hosts.values()), hosts)
         weights = {r["weight"] for r in t.records(out, "trained")}
         self.assertEqual(len(weights), 1, out)  # DDP: the same weights everywhere
+        # The progress lines in the order of events: once the launcher said every host's
+        # agent joined, no host says it is still waiting for nodes (issue 22 item 13: a
+        # host's "waiting: 1 of 3" came after "agents joined on 3 of 3 hosts").
+        err = p[1].lines("stderr")
+        joined = [i for i, l in enumerate(err) if l.startswith("drun: agents joined on 3 of 3 hosts")]
+        self.assertEqual(len(joined), 1, p[1].describe())
+        self.assertEqual([l for l in err[joined[0]:] if re.search(r"waiting: \d+ of \d+", l)], [],
+                         p[1].describe())
         self.assertHostsClean()
 
     def test_mpirun_np_is_the_jobs_total_spread_over_the_hosts(self):

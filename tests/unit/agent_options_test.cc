@@ -94,6 +94,20 @@ TEST_F(AgentOptionsTest, NodesTypedByHandShowTheHostOnlyWhenTheJobSpansNodes) {
   EXPECT_FALSE(MakeAgentOptions(std::move(net)).launcher_reports_end);
 }
 
+TEST_F(AgentOptionsTest, OnlyALaunchedAgentTakesItsLaunchersConsoleRelayAndStartAnnouncement) {
+  for (AgentRole role : {AgentRole::kSingleNode, AgentRole::kNetworkNode, AgentRole::kLaunched}) {
+    AgentSetup s = Setup(role, 2);
+    s.console_relay = true;
+    s.launcher_announces_start = true;
+    AgentOptions o = MakeAgentOptions(std::move(s));
+    EXPECT_EQ(o.console_relay, role == AgentRole::kLaunched);
+    EXPECT_EQ(o.launcher_announces_start, role == AgentRole::kLaunched);
+  }
+  AgentOptions plain = MakeAgentOptions(Setup(AgentRole::kLaunched, 2));
+  EXPECT_FALSE(plain.console_relay);
+  EXPECT_FALSE(plain.launcher_announces_start);
+}
+
 TEST(SpansNodesTest, IsTheMaximumNodeCount) {
   v1::JobSpec s;
   s.set_min_nodes(1);
