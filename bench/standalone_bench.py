@@ -2,9 +2,16 @@
 """drun vs torchrun on one node (--standalone), side by side in the same run.
 
     /usr/bin/python3 bench/standalone_bench.py --drun build/launcher/drun [--markdown out.md]
+    /usr/bin/python3 bench/standalone_bench.py --drun NEW --drun-ref OLD --only 1,3
+
+--drun-ref OLD runs a second drun build in the same loop as --drun for measures 1 and 3
+(the two alternate within each repetition, the order swapped every other repetition), so
+both see the same background load; the table gains the reference's rows, the ratio of the
+medians and the median of the per-repetition ratios with its 95% interval (wall and CPU).
 
 A benchmark, not a test: it prints a table of medians (with min-max and the number of
-repetitions) and ratios, the machine, the versions and how busy the machine was. Runs of
+repetitions) and ratios, the machine, the versions and how busy the machine was (load,
+other processes' share of the cores, and how long an rmdir in $TMPDIR takes). Runs of
 the different launchers are interleaved, so background load hits them alike. Defaults take
 about 6-8 minutes on a quiet 2-core machine; --quick is a smoke run of ~1-2 minutes.
 
@@ -106,7 +113,22 @@ class CpuMeter:
             total += r.ru_utime + r.ru_stime
         return total
 
+    @staticmethod
+    def rmdir_cost(n=20):
+        """Median seconds of rmdir of a fresh empty directory under TMPDIR. drun removes
+        its error-file directory there on every run (at the end of the launch); on a file
+        system that discards freed blocks synchronously (ext4 mounted with `discard` and
+        no journal) that costs a disk round trip, 0.1 to several ms with others' I/O."""
+        times = []
+        for _ in range(n):
+            d = tempfile.mkdtemp(prefix="drun-bench-rmdir-")
+            t0 = time.perf_counter()
+            os.rmdir(d)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
     def __init__(self):
+        self.rmdir0 = self.rmdir_cost()
         self.t0, self.busy0, self.ours0 = time.monotonic(), self._busy(), self._ours()
         self.load0 = os.getloadavg()[0]
 
@@ -118,6 +140,7 @@ class CpuMeter:
             "wall": wall,
             "foreign_pct": max(0.0, 100.0 * foreign / (wall * ncpu)) if wall > 0 else 0.0,
             "load": (self.load0, os.getloadavg()[0]),
+            "rmdir": (self.rmdir0, self.rmdir_cost()),
         }
 
 
@@ -149,9 +172,12 @@ class Series:
         self.label = label
         self.values = []
         self.failures = []
+        self.by_rep = {}  # repetition -> value, for paired ratios
 
-    def add(self, v):
+    def add(self, v, rep=None):
         self.values.append(v)
+        if rep is not None:
+            self.by_rep[rep] = v
 
     def fail(self, why):
         self.failures.append(why)
@@ -210,8 +236,33 @@ class Bench:
         subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", self.rss_lib,
                         os.path.join(PROGRAMS, "rss_probe.c")], check=True)
 
-    def drun(self, *args):
-        return [self.a.drun, "--standalone", "--nproc-per-node", str(NPROC), *args]
+    def drun(self, *args, binary=None):
+        return [binary or self.a.drun, "--standalone", "--nproc-per-node", str(NPROC), *args]
+
+    def drun_builds(self, i):
+        """The drun builds to run in repetition i, in order: [("new", path)] alone, or with
+        ("ref", path) before or after it, alternating (ABBA), so neither always goes first."""
+        builds = [("new", self.a.drun)]
+        if self.a.drun_ref:
+            builds.append(("ref", self.a.drun_ref))
+            if i % 2:
+                builds.reverse()
+        return builds
+
+    def ref_rows(self, measure, label, new, ref, fmt):
+        """The reference build's row, and the per-repetition ratios new / ref."""
+        if not self.a.drun_ref:
+            return
+        self.rows.append((measure, f"{label} (--drun-ref {self.a.drun_ref_name})",
+                          ref.cells(fmt), ratio(new.median, ref.median), ""))
+        q = paired_ratios(new, ref)
+        self.rows.append((measure, "  drun ÷ drun-ref, paired per repetition",
+                          [f"{statistics.median(q):.3f}", f"{min(q):.3f} – {max(q):.3f}",
+                           str(len(q))] if q else ["-", "-", "0"], "", ""))
+        ci = median_ci95(q)
+        if ci:
+            self.rows.append((measure, "  95% confidence interval of that median",
+                              [f"{ci[0]:.3f} – {ci[1]:.3f}", "", str(len(q))], "", ""))
 
     def torchrun(self, monitor, *args):
         # -r 9:1 -t 9:1: Debian's torchrun 1.13 under Python 3.11 exits 1 in Std.from_str
@@ -245,16 +296,22 @@ class Bench:
         self.tr_rss_true = Series("torchrun rss")
         cwd = self.rundir()
         rss_out = os.path.join(self.work, "rss_launch.txt")
+        ref, ref_cpu = Series("drun-ref"), Series("drun-ref cpu")
+        runs = {"new": (drun, drun_cpu), "ref": (ref, ref_cpu)}
         # warm-up: page cache, ld.so cache
-        run_timed(self.drun("--no-python", "/bin/true"), self.env, cwd)
+        for _, binary in self.drun_builds(0):
+            run_timed(self.drun("--no-python", "/bin/true", binary=binary), self.env, cwd)
         for i in range(max(a.launch_reps, a.torchrun_reps)):
             if i < a.launch_reps:
-                wall, rc, ru, _ = run_timed(self.drun("--no-python", "/bin/true"), self.env, cwd)
-                if rc == 0:
-                    drun.add(wall)
-                    drun_cpu.add(ru.ru_utime + ru.ru_stime)
-                else:
-                    drun.fail(f"exit {rc}")
+                for which, binary in self.drun_builds(i):
+                    wall, rc, ru, _ = run_timed(self.drun("--no-python", "/bin/true",
+                                                          binary=binary), self.env, cwd)
+                    walls, cpus = runs[which]
+                    if rc == 0:
+                        walls.add(wall, i)
+                        cpus.add(ru.ru_utime + ru.ru_stime, i)
+                    else:
+                        walls.fail(f"exit {rc}")
                 t0 = time.perf_counter()
                 ps = [subprocess.Popen(["/bin/true"], env=self.env, cwd=cwd,
                                        stdin=subprocess.DEVNULL) for _ in range(NPROC)]
@@ -283,9 +340,21 @@ class Bench:
                           f"≤ 25 ms: {'met' if goal else 'MISSED'}"))
         self.rows.append((m1, "  drun, CPU time (user+sys, incl. workers)", drun_cpu.cells(fmt_time),
                           "", ""))
+        self.ref_rows(m1, "drun --no-python", drun, ref, fmt_time)
+        if a.drun_ref:
+            self.rows.append((m1, "  drun-ref, CPU time (user+sys, incl. workers)",
+                              ref_cpu.cells(fmt_time), ratio(drun_cpu.median, ref_cpu.median), ""))
+            q = paired_ratios(drun_cpu, ref_cpu)
+            ci = median_ci95(q)
+            if ci:
+                self.rows.append((m1, "  CPU time, drun ÷ drun-ref paired: median, 95% interval",
+                                  [f"{statistics.median(q):.3f}", f"{ci[0]:.3f} – {ci[1]:.3f}",
+                                   str(len(q))], "", ""))
         self.rows.append((m1, "  drun --help: exec, dynamic loading, CLI, exit",
                           drun_help.cells(fmt_time), "", ""))
         for m, s in tr.items():
+            if a.torchrun_reps == 0:
+                break
             name = "torchrun --no_python, monitor " + ("5 s (default)" if m is None else f"{m} s")
             self.rows.append((m1, name, s.cells(fmt_time), ratio(drun.median, s.median), ""))
         self.rows.append((m1, f"floor: {NPROC} × Popen('/bin/true') + wait from Python",
@@ -479,16 +548,24 @@ class Bench:
         start_med, start_min, start_max = (int(x) / 1e9 for x in out)
         drun, drun_first = Series("drun"), Series("drun first")
         tr = {m: Series(f"torchrun monitor {m}") for m in (None, 0.1)}
-        drun_argv = self.drun("--max-restarts", "1", "--no-python", self.probe)
-        self.restart_once(drun_argv, self.env)  # warm-up
+        ref, ref_first = Series("drun-ref"), Series("drun-ref first")
+        runs = {"new": (drun, drun_first), "ref": (ref, ref_first)}
+
+        def drun_argv(binary):
+            return self.drun("--max-restarts", "1", "--no-python", self.probe, binary=binary)
+
+        for _, binary in self.drun_builds(0):
+            self.restart_once(drun_argv(binary), self.env)  # warm-up
         for i in range(max(a.restart_reps, a.torchrun_reps)):
             if i < a.restart_reps:
-                res, err = self.restart_once(drun_argv, self.env)
-                if err:
-                    drun.fail(err)
-                else:
-                    drun.add(res[0])
-                    drun_first.add(res[1])
+                for which, binary in self.drun_builds(i):
+                    last, first = runs[which]
+                    res, err = self.restart_once(drun_argv(binary), self.env)
+                    if err:
+                        last.fail(err)
+                    else:
+                        last.add(res[0], i)
+                        first.add(res[1], i)
             if i < a.torchrun_reps:
                 for m, s in tr.items():
                     res, err = self.restart_once(
@@ -510,7 +587,14 @@ class Bench:
         self.rows.append((m3, "drun --max-restarts 1 --no-python", drun.cells(fmt_time), "", goal))
         self.rows.append((m3, "  drun: crash → first worker of attempt 1", drun_first.cells(fmt_time),
                           "", ""))
+        self.ref_rows(m3, "drun --max-restarts 1 --no-python", drun, ref, fmt_time)
+        if a.drun_ref:
+            self.rows.append((m3, "  drun-ref: crash → first worker of attempt 1",
+                              ref_first.cells(fmt_time), ratio(drun_first.median, ref_first.median),
+                              ""))
         for m, s in tr.items():
+            if a.torchrun_reps == 0:
+                break
             name = "torchrun --max_restarts 1, monitor " + (
                 "5 s (default)" if m is None else f"{m} s")
             self.rows.append((m3, name, s.cells(fmt_time), ratio(drun.median, s.median), ""))
@@ -605,6 +689,8 @@ class Bench:
                         if hasattr(platform, "freedesktop_os_release") else platform.platform()),
             ("drun", f"{cmd([self.a.drun, '--version'])} ({self.a.drun}; "
                      f"repo at {git}{' + local changes' if dirty else ''})"),
+            *([("drun-ref", f"{cmd([self.a.drun_ref, '--version'])} ({self.a.drun_ref})")]
+              if self.a.drun_ref else []),
             ("torchrun", f"{self.a.torchrun}, torch {torch_v}, Python {py_v} ({self.a.python})"),
             ("C library", os.confstr("CS_GNU_LIBC_VERSION")),
             ("priority", f"nice {os.getpriority(os.PRIO_PROCESS, 0)} (bench and all it starts)"),
@@ -621,7 +707,10 @@ class Bench:
         machine = self.machine()
         loads = [(name, f"load avg (1 min) {m['load'][0]:.2f} → {m['load'][1]:.2f}, "
                         f"other processes used {m['foreign_pct']:.0f}% of the cores "
-                        f"during {m['wall']:.0f} s") for name, m in self.loads]
+                        f"during {m['wall']:.0f} s; rmdir of an empty directory in "
+                        f"{tempfile.gettempdir()} {fmt_time(m['rmdir'][0])} → "
+                        f"{fmt_time(m['rmdir'][1])} (median of 20)")
+                 for name, m in self.loads]
 
         # console
         widths = [max(len(str(row[i])) for row in [header] + lines) for i in range(len(header))]
@@ -653,13 +742,37 @@ class Bench:
             for name, text in loads:
                 md.append(f"- section {name}: {text}")
             md.append("")
-            reps = (f"Repetitions: drun launch {self.a.launch_reps}, reduce {self.a.reduce_reps} "
-                    f"(drun and floor each), drun restart {self.a.restart_reps}, torchrun "
-                    f"{self.a.torchrun_reps} per variant, drun RSS {self.a.rss_reps}.")
+            a = self.a
+            both = " (drun and drun-ref each)" if a.drun_ref else ""
+            parts = {"1": f"drun launch {a.launch_reps}{both}",
+                     "2": f"reduce {a.reduce_reps} (drun and floor each)",
+                     "3": f"drun restart {a.restart_reps}{both}",
+                     "4": f"drun RSS {a.rss_reps}"}
+            reps = ("Repetitions: " + ", ".join(v for k, v in parts.items() if k in a.only)
+                    + f", torchrun {a.torchrun_reps} per variant.")
             md.append(reps)
             with open(self.a.markdown, "w") as f:
                 f.write("\n".join(md) + "\n")
             print(f"\nmarkdown table written to {self.a.markdown}")
+
+
+def paired_ratios(x, y):
+    """x / y for every repetition both series measured."""
+    return [x.by_rep[r] / y.by_rep[r] for r in sorted(set(x.by_rep) & set(y.by_rep))
+            if y.by_rep[r] > 0]
+
+
+def median_ci95(values):
+    """A distribution-free 95% confidence interval of the median: the order statistics
+    n/2 ∓ 1.96·√n/2 (normal approximation of the binomial); None under 6 values."""
+    n = len(values)
+    if n < 6:
+        return None
+    v = sorted(values)
+    half = 1.96 * n ** 0.5 / 2
+    lo = max(0, int(n / 2 - half))
+    hi = min(n - 1, int(-(-(n / 2 + half) // 1)))
+    return v[lo], v[hi]
 
 
 def ratio(a, b):
@@ -674,6 +787,9 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--drun", default=os.path.join(REPO, "build", "launcher", "drun"),
                    help="drun binary (default: build/launcher/drun)")
+    p.add_argument("--drun-ref", metavar="PATH",
+                   help="a second drun build, run in the same interleaved loop as --drun in "
+                        "measures 1 and 3 (rows for both, their ratio)")
     p.add_argument("--torchrun", default="/usr/bin/torchrun")
     p.add_argument("--python", default="/usr/bin/python3",
                    help="interpreter with torch, also drun's PYTHON_EXEC")
@@ -700,10 +816,13 @@ def main():
                 setattr(a, k, v)
     a.drun = os.path.abspath(a.drun)
     a.reduce = os.path.abspath(a.reduce)
-    for path in (a.drun, a.torchrun, a.python):
+    a.drun_ref_name = a.drun_ref
+    if a.drun_ref:
+        a.drun_ref = os.path.abspath(a.drun_ref)
+    for path in (a.drun, a.torchrun, a.python) + ((a.drun_ref,) if a.drun_ref else ()):
         if not os.access(path, os.X_OK):
             sys.exit(f"standalone_bench: {path} is not an executable (see --help)")
-    only = set(a.only.split(","))
+    only = a.only = set(a.only.split(","))
     if a.nice:
         os.setpriority(os.PRIO_PROCESS, 0, a.nice)
     b = Bench(a)
