@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -240,6 +241,10 @@ struct Reader {
   const PythonTarget& t;
   const CPythonLayout& L;
   uint32_t pthread_tid_offset = 0;  // struct pthread's tid; 0: unknown
+  // The code objects of C-stack frames seen (3.12+: the interpreter's
+  // trampoline). A frame caught while one is being set up reads a stale owner
+  // byte; its code still gives it away.
+  std::set<uint64_t> trampolines;
 };
 
 // A compact str object (all code, file and function names are compact) as UTF-8.
@@ -349,17 +354,21 @@ FrameRead ReadFrameObject(Reader& r, uint64_t addr, Frame* frame, uint64_t* prev
   return FrameRead::kFrame;
 }
 
-// 3.11-3.13: one _PyInterpreterFrame; fills `frame` and `*previous`.
-FrameRead ReadInterpreterFrame(Reader& r, uint64_t addr, Frame* frame, uint64_t* previous) {
+// 3.11-3.13: one _PyInterpreterFrame; fills `frame`, `*previous` and `*code`.
+FrameRead ReadInterpreterFrame(Reader& r, uint64_t addr, Frame* frame, uint64_t* previous, uint64_t* code_out) {
   const CPythonLayout& L = r.L;
   std::vector<char> f(std::max({L.frame_back, L.frame_code, L.frame_instr}) + 8);
   f.resize(std::max<size_t>(f.size(), L.frame_owner + 1));
   if (!r.mem.Read(addr, f.data(), f.size())) return FrameRead::kTorn;
   *previous = At<uint64_t>(f, L.frame_back);
   const uint8_t owner = At<uint8_t>(f, L.frame_owner);
-  // A frame of the C stack (3.12+: the entry frame of each evaluation loop) is no Python frame.
-  if (owner == L.owned_by_cstack) return FrameRead::kSkip;
   const uint64_t code = At<uint64_t>(f, L.frame_code);
+  *code_out = code;
+  // A frame of the C stack (3.12+: the entry frame of each evaluation loop) is no Python frame.
+  if (owner == L.owned_by_cstack) {
+    r.trampolines.insert(code);
+    return FrameRead::kSkip;
+  }
   std::vector<char> co;
   if (!ReadCodeHeader(r, code, &co)) return FrameRead::kTorn;
   const uint64_t instr = At<uint64_t>(f, L.frame_instr);
@@ -421,7 +430,8 @@ uint64_t OsThreadId(Reader& r, const std::vector<char>& ts, bool* none) {
 }
 
 // The thread state at `ts_addr`, whose first bytes are `ts`.
-PythonThread ReadThread(Reader& r, uint64_t ts_addr, const std::vector<char>& ts) {
+// `codes` gets each frame's code object (0 for a PyFrameObject), for DropTrampolines.
+PythonThread ReadThread(Reader& r, uint64_t ts_addr, const std::vector<char>& ts, std::vector<uint64_t>* codes) {
   PythonThread thread;
   thread.native_thread_id = OsThreadId(r, ts, &thread.no_os_thread);
   if (thread.no_os_thread) return thread;
@@ -432,17 +442,30 @@ PythonThread ReadThread(Reader& r, uint64_t ts_addr, const std::vector<char>& ts
       break;
     }
     Frame frame;
-    uint64_t previous = 0;
+    uint64_t previous = 0, code = 0;
     FrameRead got = r.L.frame_kind == 0 ? ReadFrameObject(r, frame_addr, &frame, &previous)
-                                        : ReadInterpreterFrame(r, frame_addr, &frame, &previous);
+                                        : ReadInterpreterFrame(r, frame_addr, &frame, &previous, &code);
     if (got == FrameRead::kTorn) {
       thread.truncated = true;
       break;
     }
-    if (got == FrameRead::kFrame) thread.frames.push_back(std::move(frame));
+    if (got == FrameRead::kFrame) {
+      thread.frames.push_back(std::move(frame));
+      codes->push_back(code);
+    }
     frame_addr = previous;
   }
   return thread;
+}
+
+// Frames whose code is a trampoline's (read while their owner byte was stale) are no Python frames.
+void DropTrampolines(const Reader& r, const std::vector<uint64_t>& codes, PythonThread* thread) {
+  if (r.trampolines.empty()) return;
+  std::vector<Frame> kept;
+  for (size_t i = 0; i < thread->frames.size(); ++i) {
+    if (!r.trampolines.count(codes[i])) kept.push_back(std::move(thread->frames[i]));
+  }
+  thread->frames = std::move(kept);
 }
 
 absl::Status ReadError(const Remote& mem, const char* what) {
@@ -501,7 +524,7 @@ absl::StatusOr<PythonStacks> ReadPythonStacks(pid_t pid, const PythonTarget& t) 
   Remote version_mem(pid);
   absl::StatusOr<Version> version = ResolveVersion(version_mem, t);
   if (!version.ok()) return version.status();
-  Reader r{Remote(pid), t, *version->layout};
+  Reader r{Remote(pid), t, *version->layout, 0, {}};
   const CPythonLayout& L = r.L;
   if (L.tstate_native_thread_id == 0) r.pthread_tid_offset = PthreadTidOffset(r.mem, t);
   PythonStacks out;
@@ -511,6 +534,7 @@ absl::StatusOr<PythonStacks> ReadPythonStacks(pid_t pid, const PythonTarget& t) 
     return ReadError(r.mem, "reading _PyRuntime");
   }
   std::vector<char> ts(ThreadStateSize(L));
+  std::vector<std::vector<uint64_t>> codes;  // per thread read, per frame
   int threads = 0;
   for (int i = 0; interp != 0 && i < kMaxInterpreters; ++i) {
     uint64_t tstate = 0;
@@ -521,11 +545,13 @@ absl::StatusOr<PythonStacks> ReadPythonStacks(pid_t pid, const PythonTarget& t) 
         out.torn = true;
         break;
       }
-      out.threads.push_back(ReadThread(r, tstate, ts));
+      codes.emplace_back();
+      out.threads.push_back(ReadThread(r, tstate, ts, &codes.back()));
       tstate = At<uint64_t>(ts, L.tstate_next);
     }
     if (!r.mem.Get(interp + L.interp_next, &interp)) break;
   }
+  for (size_t i = 0; i < out.threads.size(); ++i) DropTrampolines(r, codes[i], &out.threads[i]);
   // Nothing at all read: say why (permission, process gone) instead of "no threads".
   if (out.threads.empty() && r.mem.first_errno() != 0) {
     return ReadError(r.mem, "reading thread states");

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -38,8 +39,9 @@ const char* MethodName(Method method) {
 
 namespace {
 
-// Tries of the built-in reader when a thread's chain changed under it.
-constexpr int kPythonTries = 3;
+// Tries of the built-in reader when a thread's chain, or the list of threads,
+// changed under it (each try is a few microseconds).
+constexpr int kPythonTries = 10;
 
 bool HaveCapSysPtrace() {
   absl::StatusOr<std::string> status = ReadProcFile("/proc/self/status", 1 << 16);
@@ -130,16 +132,24 @@ void ReadProcInfo(pid_t pid, const ProcStat& st, ProcessStacks* s) {
   }
 }
 
+bool Torn(const PythonStacks& read) {
+  bool torn = read.torn;
+  for (const PythonThread& t : read.threads) torn = torn || t.truncated;
+  return torn;
+}
+
+// Reads until a read is whole. Threads ending while the list of thread states
+// is walked tear it where they stood, and the oldest states (the main
+// thread's) are at its end: when every try is torn, the one that got furthest.
 absl::StatusOr<PythonStacks> ReadBuiltin(pid_t pid, const PythonTarget& target) {
-  absl::StatusOr<PythonStacks> read;
+  std::optional<PythonStacks> best;
   for (int attempt = 0; attempt < kPythonTries; ++attempt) {
-    read = ReadPythonStacks(pid, target);
-    if (!read.ok()) return read;
-    bool torn = read->torn;
-    for (const PythonThread& t : read->threads) torn = torn || t.truncated;
-    if (!torn) break;
+    absl::StatusOr<PythonStacks> read = ReadPythonStacks(pid, target);
+    if (!read.ok()) return best ? *std::move(best) : read;
+    if (!Torn(*read)) return read;
+    if (!best || read->threads.size() > best->threads.size()) best = *std::move(read);
   }
-  return read;
+  return *std::move(best);
 }
 
 // Python frames: the built-in reader, else py-spy. Returns a reason when
