@@ -562,6 +562,7 @@ void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
     }
     return;
   }
+  if (w.kind() == v1::Waiting::LAST_RUNNER_SILENT) return Log(w.reason());
   if (status_tty_) {
     waiting_ = w;
     waiting_at_ = now;

@@ -414,11 +414,13 @@ RendezvousState::Outbox RendezvousState::DropSilent(TimePoint v_now, TimePoint n
   Outbox out;
   for (auto pos = by_seen_.begin(); pos != by_seen_.end() && !finished_;) {
     const NodeId id = *pos;
-    const Node& n = nodes_.at(id);
+    Node& n = nodes_.at(id);
     const Duration silent = v_now - n.seen;
     if (silent <= config_.keepalive_timeout) break;
     const bool last_runner = IsLastRunner(n);
     if (last_runner && silent <= config_.last_runner_silence) {
+      Outbox o = SaySilence(n, silent, now);
+      out.insert(out.end(), o.begin(), o.end());
       ++pos;
       continue;
     }
@@ -434,6 +436,22 @@ RendezvousState::Outbox RendezvousState::DropSilent(TimePoint v_now, TimePoint n
     pos = by_seen_.begin();  // OnLost may have changed who is the last runner
   }
   return out;
+}
+
+// Once: the finished node of the lowest group rank says that the job waits
+// for the silent last runner, and how long (no wait is ever silent).
+RendezvousState::Outbox RendezvousState::SaySilence(Node& n, Duration silent, TimePoint now) {
+  if (std::exchange(n.silence_said, true)) return {};
+  auto secs = [](Duration d) { return std::chrono::duration_cast<std::chrono::seconds>(d).count(); };
+  v1::ServerMessage m = WaitingMessage(v1::Waiting::LAST_RUNNER_SILENT, now);
+  m.mutable_waiting()->set_reason(absl::StrCat(
+      NodeEvent(n.hello, n.group_rank, n.addr, "is silent"), ": ", secs(silent),
+      " s now, and every other node has finished; its word decides the job: waiting up to ",
+      secs(config_.last_runner_silence), " s for it, then the round restarts"));
+  for (NodeId id : participants_) {
+    if (nodes_.at(id).state == NodeState::kSucceeded) return {{id, std::move(m)}};
+  }
+  return {};
 }
 
 std::optional<TimePoint> RendezvousState::NextDeadline() const {
@@ -471,6 +489,8 @@ const char* WaitingText(v1::Waiting::Reason reason) {
       return "waiting for the current round to stop";
     case v1::Waiting::FINISHED:
       return "its workers all succeeded; waiting for the others to finish";
+    case v1::Waiting::LAST_RUNNER_SILENT:
+      return "the last node still running is silent";
     default:
       return "";
   }

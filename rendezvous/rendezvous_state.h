@@ -203,6 +203,7 @@ class RendezvousState {
     TimePoint seen;
     std::list<NodeId>::iterator seen_pos;  // its place in by_seen_
     std::unique_ptr<TokenAuthority::StreamKey> key;  // with a token: its stream's
+    bool silence_said = false;  // as the last runner, its silence was told (SaySilence)
   };
 
   Outbox Finish(int exit_code, const std::string& message, const v1::Failure* failure);
@@ -228,6 +229,7 @@ class RendezvousState {
   bool KeepaliveOn() const { return config_.keepalive_timeout > Duration::zero(); }
   bool IsLastRunner(const Node& n) const;
   Outbox DropSilent(TimePoint v_now, TimePoint now);
+  Outbox SaySilence(Node& n, Duration silent, TimePoint now);
 
   Config config_;
   Phase phase_ = Phase::kWaiting;

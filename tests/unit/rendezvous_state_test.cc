@@ -371,14 +371,23 @@ TEST_F(RendezvousStateTest, TheLastRunnersSilenceIsBorneLongerAndItsLateSuccessF
   // Nodes 1 and 2 succeed and keep their heartbeats; node 3 goes silent.
   s.OnSucceeded(1, 0, now + seconds(1));
   s.OnSucceeded(2, 0, now + seconds(1));
+  Outbox said;
   for (int t = 2; t <= 19; ++t) {
     s.OnHeartbeat(1, now + seconds(t));
     s.OnHeartbeat(2, now + seconds(t));
     Outbox out = TickThrough(s, now + seconds(t));
     EXPECT_EQ(Count(out, kStop), 0) << "at " << t << " s";
     EXPECT_EQ(Count(out, kReject), 0) << "at " << t << " s";
+    said.insert(said.end(), out.begin(), out.end());
   }
   EXPECT_EQ(s.num_nodes(), 3);
+  // The wait is said once, past the usual bound, by the finished node of the lowest rank.
+  ASSERT_EQ(said.size(), 1u);
+  ASSERT_EQ(For(said, 1, kWaiting).size(), 1u);
+  const v1::Waiting& w = For(said, 1, kWaiting)[0]->waiting();
+  EXPECT_EQ(w.kind(), v1::Waiting::LAST_RUNNER_SILENT);
+  EXPECT_EQ(w.reason(), "host c is silent (node rank 2, 10.0.0.3): 3 s now, and every other node has finished; "
+                        "its word decides the job: waiting up to 20 s for it, then the round restarts");
   // It wakes after 19 s of silence and reports: the job is done, round 0.
   Outbox out = s.OnSucceeded(3, 0, now + seconds(19));
   ASSERT_EQ(Count(out, kFinish), 3);
