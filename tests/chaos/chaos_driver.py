@@ -274,7 +274,7 @@ class Episode:
             # The job goes on (or has ended); the checks see what happened.
 
 
-def run_episodes(plans, report_path=None):
+def run_episodes(plans, report_path=None, show_lines=False):
     reason = t.unavailable_reason()
     if reason:
         print(f"chaos: skipped: {reason}")
@@ -293,7 +293,7 @@ def run_episodes(plans, report_path=None):
     try:
         with t.Testbed(HOSTS, tag="chaos", private_tmp=True) as bed:
             for plan in plans:
-                results.append(run_one(bed, plan))
+                results.append(run_one(bed, plan, show_lines))
     finally:
         shutil.rmtree(base, ignore_errors=True)
     text = checks.markdown(results)
@@ -306,7 +306,7 @@ def run_episodes(plans, report_path=None):
     return 1 if failed else 0
 
 
-def run_one(bed, plan):
+def run_one(bed, plan, show_lines=False):
     print(f"chaos: episode {plan.describe()}", flush=True)
     start = time.monotonic()
     ep = Episode(bed, plan)
@@ -322,6 +322,9 @@ def run_one(bed, plan):
                 proc.wait()
     res.seconds = time.monotonic() - start
     print(res.summary(), flush=True)
+    if show_lines:  # what drun said, also when the episode kept every invariant
+        for i, run in enumerate(ep.runs):
+            print(f"--- run {i}, the launcher's last lines ---\n" + "\n".join(run.stderr_tail))
     return res
 
 
@@ -371,6 +374,8 @@ def main():
     ap.add_argument("--soak-plan", action="store_true",
                     help="with --episode: the soak's plan (link cuts up to 30 s)")
     ap.add_argument("--report", help="write the markdown table here too")
+    ap.add_argument("--show-lines", action="store_true",
+                    help="print the launchers' last lines of every episode, not only of failures")
     ap.add_argument("--list-kinds", action="store_true")
     args = ap.parse_args()
     if args.list_kinds:
@@ -382,7 +387,7 @@ def main():
         return 77
     if seed is not None:
         print(f"chaos: seed {seed}", flush=True)
-    return run_episodes(plans, args.report)
+    return run_episodes(plans, args.report, args.show_lines)
 
 
 if __name__ == "__main__":
