@@ -6,6 +6,8 @@
 // the real thing.
 #include "launcher/slurm/srun_relay.h"
 
+#include "tests/ssh/console_hub_fixture.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
@@ -18,18 +20,6 @@
 
 namespace drun {
 namespace {
-
-std::string ReadAll(int fd) {
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 0) <= 0) return out;
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n <= 0) return out;
-    out.append(buf, static_cast<size_t>(n));
-  }
-}
 
 struct Piece {
   std::optional<std::string> host;
@@ -90,27 +80,7 @@ TEST(RelayFramesTest, LinesThatAreNoFramesPassWhole) {
                                                    {std::nullopt, "no newline"}}));
 }
 
-class SrunRelayTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_EQ(pipe2(out_, O_CLOEXEC), 0);
-    ASSERT_EQ(pipe2(err_, O_CLOEXEC), 0);
-    hub_ = std::make_unique<ConsoleHub>(out_[1], err_[1]);
-  }
-  void TearDown() override {
-    hub_.reset();
-    for (int fd : {out_[0], out_[1], err_[0], err_[1]}) close(fd);
-  }
-  // Calls Tick at each deadline it names until none is left (the launcher's loop).
-  void RunDeadlines() {
-    while (std::optional<OutClock::time_point> due = hub_->Tick()) {
-      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(*due - OutClock::now());
-      poll(nullptr, 0, std::max<int>(0, static_cast<int>(wait.count()) + 1));
-    }
-  }
-  int out_[2], err_[2];
-  std::unique_ptr<ConsoleHub> hub_;
-};
+using SrunRelayTest = ConsoleHubFixture;
 
 // An agent's Console on a relay: what it writes is frames from its host, and
 // a partial line goes out as one (srun would hold it otherwise).

@@ -2,6 +2,8 @@
 // come prefixed by their agents, through one Console into pipes.
 #include "launcher/ssh/ssh_console.h"
 
+#include "tests/ssh/console_hub_fixture.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
@@ -13,38 +15,7 @@
 namespace drun {
 namespace {
 
-class ConsoleHubTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_EQ(pipe2(out_, O_CLOEXEC), 0);
-    ASSERT_EQ(pipe2(err_, O_CLOEXEC), 0);
-    hub_ = std::make_unique<ConsoleHub>(out_[1], err_[1]);
-  }
-  void TearDown() override {
-    hub_.reset();
-    for (int fd : {out_[0], out_[1], err_[0], err_[1]}) close(fd);
-  }
-  // Calls Tick at each deadline it names until none is left (the launcher's loop).
-  void RunDeadlines() {
-    while (std::optional<OutClock::time_point> due = hub_->Tick()) {
-      const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(*due - OutClock::now());
-      poll(nullptr, 0, std::max<int>(0, static_cast<int>(wait.count()) + 1));
-    }
-  }
-  static std::string ReadAll(int fd) {
-    std::string out;
-    char buf[4096];
-    for (;;) {
-      pollfd p{fd, POLLIN, 0};
-      if (poll(&p, 1, 0) <= 0) return out;
-      const ssize_t n = read(fd, buf, sizeof buf);
-      if (n <= 0) return out;
-      out.append(buf, static_cast<size_t>(n));
-    }
-  }
-  int out_[2], err_[2];
-  std::unique_ptr<ConsoleHub> hub_;
-};
+using ConsoleHubTest = ConsoleHubFixture;
 
 TEST_F(ConsoleHubTest, APartialLineShowsAndACutLineGoesOnUnderTheRanksContinuation) {
   HostStream a(hub_.get(), 1, "a"), b(hub_.get(), 1, "b");
