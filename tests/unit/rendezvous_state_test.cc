@@ -26,6 +26,13 @@ class RendezvousStateTest : public ::testing::Test {
     c.join_timeout = seconds(600);
     return c;
   }
+  // `nodes` fixed, 3 restarts, silence lost after 3 s, the last runner's after 20 s.
+  RendezvousState::Config LastRunnerConfig(int nodes) {
+    auto c = Config(nodes, nodes, 3);
+    c.keepalive_timeout = seconds(3);
+    c.last_runner_silence = seconds(20);
+    return c;
+  }
   v1::Hello Hello(const std::string& host, int nproc = 2, int rank = -1) {
     v1::Hello h;
     h.set_run_id("job1");
@@ -361,9 +368,7 @@ TEST_F(RendezvousStateTest, KeepaliveExpiryLosesSilentNode) {
 // last_runner_silence: a frozen agent whose workers finished meanwhile reports
 // when it wakes, and the job ends at 0 without rerunning the finished nodes.
 TEST_F(RendezvousStateTest, TheLastRunnersSilenceIsBorneLongerAndItsLateSuccessFinishes) {
-  auto c = Config(3, 3, 3);
-  c.keepalive_timeout = seconds(3);
-  c.last_runner_silence = seconds(20);
+  auto c = LastRunnerConfig(3);
   RendezvousState s(c);
   Arrive(s, 1, "a");
   Arrive(s, 2, "b");
@@ -396,9 +401,7 @@ TEST_F(RendezvousStateTest, TheLastRunnersSilenceIsBorneLongerAndItsLateSuccessF
 }
 
 TEST_F(RendezvousStateTest, TheLastRunnerSilentPastItsBoundIsLostAndTheRoundRestarts) {
-  auto c = Config(2, 2, 3);
-  c.keepalive_timeout = seconds(3);
-  c.last_runner_silence = seconds(20);
+  auto c = LastRunnerConfig(2);
   RendezvousState s(c);
   Arrive(s, 1, "a");
   Arrive(s, 2, "b");
@@ -415,9 +418,7 @@ TEST_F(RendezvousStateTest, TheLastRunnerSilentPastItsBoundIsLostAndTheRoundRest
 
 TEST_F(RendezvousStateTest, ARunnerWithAnotherRunnerBesideItHasTheUsualBound) {
   // Two nodes still run: neither is the last runner, so silence is lost at 3 s.
-  auto c = Config(3, 3, 3);
-  c.keepalive_timeout = seconds(3);
-  c.last_runner_silence = seconds(20);
+  auto c = LastRunnerConfig(3);
   RendezvousState s(c);
   Arrive(s, 1, "a");
   Arrive(s, 2, "b");
