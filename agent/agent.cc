@@ -4,6 +4,9 @@
 #include "agent/agent_launch.h"
 #include "agent/cpu_placement.h"
 #include "agent/handled_signals.h"
+#include "agent/python_env.h"
+#include "agent/root_cause_hints.h"
+#include "agent/torch_probe.h"
 #include "agent/std_streams.h"
 
 #include <arpa/inet.h>
@@ -282,6 +285,7 @@ void Agent::DeliverStdin() {
 
 int Agent::Run() {
   if (int code = Start(); code != 0) return code;
+  nccl_error_var_ = NcclErrorVarFor(ProbeWorkersTorch(opt_.spec, opt_.base_env));
   TimePoint now = Clock::now();
   started_ = now;
   SendHello(now);
@@ -677,6 +681,7 @@ void Agent::StartWorkers(TimePoint now) {
     in.cuda_visible_device = (*placements)[lr].cuda_visible_device;
     in.omp_threads = (*placements)[lr].omp_threads;
     in.socket_iface = opt_.socket_iface;
+    in.nccl_error_var = nccl_error_var_;
     EnvMap env = BuildWorkerEnv(opt_.base_env, spec, a, in);
     l.request.cpus = (*placements)[lr].cpus;
 
@@ -779,7 +784,11 @@ void Agent::ReportFailure(const WorkerExit& e, TimePoint now, bool hung) {
   for (const auto& line : e.stderr_tail) fl->add_stderr_tail(line);
   fl->set_error_message(e.error_message);
   fl->set_hung(hung);
-  if (e.rank >= 0) fl->set_program(WorkerProgram(opt_.spec, opt_.base_env));
+  if (e.rank >= 0) {
+    fl->set_program(WorkerProgram(opt_.spec, opt_.base_env));
+    if (opt_.spec.kind() != v1::JobSpec::PROGRAM) *fl->mutable_python_env() = InspectPythonEnv(fl->program());
+    fl->set_use_libuv_off(UseLibuvOff(WithForwardedEnv(opt_.base_env, opt_.spec)));
+  }
   fl->set_time_unix_s(
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   rdzv_->Send(m, now);

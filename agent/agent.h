@@ -153,6 +153,9 @@ class Agent {
   AgentMachine machine_;
   // What the machine's Exit said (or the loop's own failure).
   int exit_code_ = 0;
+  // The name of NCCL's async error handling the workers' torch reads, probed
+  // once before the first round (agent/torch_probe.h).
+  NcclErrorVar nccl_error_var_ = NcclErrorVar::kBoth;
   std::string exit_message_;
   std::optional<v1::Failure> exit_failure_;
   std::optional<v1::Assignment> assignment_;
