@@ -81,7 +81,8 @@ class Torch214Case(DrunTestCase):
         shared = sidlib.shared_tempdir("drun-compat214-")
         self.addCleanup(shared.cleanup)
         self.shared = shared.name
-        self.env = sidlib.drun_env(sidlib.python_wrapper(self.shared), USE_LIBUV=None, **self.ENV)
+        # USE_LIBUV only as the class gives it (base_env drops the caller's).
+        self.env = sidlib.drun_env(sidlib.python_wrapper(self.shared), **self.ENV)
 
     def script(self, name, text):
         return sidlib.write_executable(os.path.join(self.shared, name), text)
@@ -90,9 +91,10 @@ class Torch214Case(DrunTestCase):
         script, = sidlib.stage(self.shared, example(name))
         return self.run_script(script, *args, **kw)
 
-    def run_script(self, script, *args, nproc=NPROC, timeout=RUN_TIMEOUT, expect=0, flags=()):
-        run = self.drun("--standalone", "--nproc-per-node", nproc, *flags, script, *args,
-                        env=self.env, timeout=timeout)
+    def run_script(self, script, *args, nproc=NPROC, timeout=RUN_TIMEOUT, expect=0, flags=(),
+                   standalone=True):
+        run = self.drun(*(["--standalone"] if standalone else []), "--nproc-per-node", nproc,
+                        *flags, script, *args, env=self.env, timeout=timeout)
         if expect is not None:
             self.assertExit(run, expect)
         return run
@@ -134,8 +136,9 @@ class UseLibuv0Test(Torch214Case):
             self.skipTest(f"{FASHION_MNIST} missing (Debian: dataset-fashion-mnist)")
         data = os.path.join(self.shared, "fashion-mnist")
         shutil.copytree(FASHION_MNIST, data)
+        # As the user types it: `USE_LIBUV=0 drun --nproc-per-node N ddp.py`.
         run = self.run_example("mnist_ddp.py", "--epochs", 1, "--limit", DDP_LIMIT,
-                               "--data-dir", data, timeout=DDP_TIMEOUT)
+                               "--data-dir", data, timeout=DDP_TIMEOUT, standalone=False)
         rank0 = texts_of(run.stdout_lines, 0)
         accuracy = [m for m in (re.search(r"^Accuracy on testing data: Got \d+/10000 with "
                                           r"accuracy (\d+\.\d+)$", line) for line in rank0) if m]
@@ -172,13 +175,13 @@ class ElasticTest(Torch214Case):
         common = ["--nnodes", 2, "--nproc-per-node", 2, "--max-restarts", 1, "--run-id", "el214",
                   "--rdzv-endpoint", f"127.0.0.1:{free_port()}", script]
         host = self.start("--rdzv-conf", "is_host=true", *common, env=self.env)
-        other = self.start(*common, env=self.env)
+        other = self.start("--rdzv-conf", "is_host=false", *common, env=self.env)
         for p in (host, other):
             p.wait(timeout=RUN_TIMEOUT)
             self.assertExit(p, 0)
-        lines = texts_of(host.stdout_lines, 0) + texts_of(host.stdout_lines, 1) + \
-            texts_of(other.stdout_lines, 2) + texts_of(other.stdout_lines, 3)
-        lines = [l for l in lines if l.startswith("restart")]
+        # A job that may span nodes prefixes "[HOST:rankN]: ".
+        lines = [l.split("]: ", 1)[1] for l in host.stdout_lines + other.stdout_lines
+                 if re.match(r"^\[[^]]*:rank\d+\]: restart ", l)]
         self.assertEqual(sorted(lines), [f"restart 1 rank {r} of 4 sum 6" for r in range(4)],
                          host.describe() + other.describe())
 
