@@ -6,7 +6,8 @@ One class per ctest entry:
   UseLibuv0Test   torch's own advice, `USE_LIBUV=0 drun ...`: drun says in one line that rank 0
                   hosts the store, and the seeds' programs and DDP Fashion-MNIST run
   PackagedTest    without USE_LIBUV: every rank fails and the summary's one hint names
-                  USE_LIBUV=0; `-x USE_LIBUV=0` and `--rdzv-conf use_libuv=0` work
+                  USE_LIBUV=0; `-x USE_LIBUV=0`, `--rdzv-conf use_libuv=0` and
+                  `--no-agent-store -x USE_LIBUV=0` work
   ElasticTest     two agents on 127.0.0.1 (--nnodes 2, c10d rendezvous): rank 1 fails in the
                   first round, drun restarts both nodes, the second round completes
   AccelerateTest  accelerate 1.14's Accelerator(backend="gloo") under drun
@@ -160,6 +161,10 @@ class PackagedTest(Torch214Case):
 
     def test_x_use_libuv_0_works(self):
         self.assertSeedsRun(lambda n: self.run_example(n, flags=("-x", "USE_LIBUV=0")))
+
+    def test_no_agent_store_with_x_use_libuv_0_works(self):
+        self.assertSeedsRun(lambda n: self.run_example(
+            n, flags=("--no-agent-store", "-x", "USE_LIBUV=0")))
 
     def test_rdzv_conf_use_libuv_0_works(self):
         run = self.assertSeedsRun(lambda n: self.run_example(n, flags=("--rdzv-conf", "use_libuv=0")))
