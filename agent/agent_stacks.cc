@@ -53,6 +53,13 @@ v1::RankSummary ToSummary(const RankStack& r) {
   return s;
 }
 
+// The rank whose failure ends a hung round: the culprit, else (none stands
+// out) the first, whose root cause then says that none does.
+int Reporter(const StackDump& dump, int culprit) {
+  if (culprit >= 0 || dump.ranks.empty()) return culprit;
+  return dump.ranks.front().target.rank;
+}
+
 RankStack FromSummary(const v1::RankSummary& s) {
   RankStack r;
   r.target.rank = s.rank();
@@ -273,22 +280,23 @@ void Agent::OnHangFound(const v1::HangFound& found, TimePoint now) {
   }
   std::sort(all.ranks.begin(), all.ranks.end(),
             [](const RankStack& a, const RankStack& b) { return a.target.rank < b.target.rank; });
-  const int culprit = Culprit(all, QuietestRank(all));
+  const int reporter = Reporter(all, Culprit(all, QuietestRank(all)));
   const bool mine = std::any_of(hang_ranks_.begin(), hang_ranks_.end(), [&](const RankStack& r) {
-    return r.target.rank == culprit;
+    return r.target.rank == reporter;
   });
   if (!mine) return;  // its own agent reports it; the server stops this node's ranks
   DeclareHang(all, QuietestRank(all), unkept, absl::StrJoin(files, ", "), now);
 }
 
 // The rank to blame: the odd one; else the one that went quiet first; else
-// (all alike) the first.
+// none (-1): all alike, or nothing tells them apart.
 int Agent::Culprit(const StackDump& dump, int quietest) {
   const std::vector<int> odd = OddRanks(dump);
   if (!odd.empty()) return odd.front();
-  if (quietest >= 0) return quietest;
-  return dump.ranks.empty() ? -1 : dump.ranks.front().target.rank;
+  return quietest;
 }
+
+
 
 // Prints the table of every rank in `dump` (and `full_text`, or where the full
 // dumps are) and reports the round's failure as this node's rank's hang.
@@ -296,6 +304,7 @@ void Agent::DeclareHang(const StackDump& dump, int quietest, const std::string& 
                         const std::string& files, TimePoint now) {
   if (machine_.state() != AgentMachine::State::kRunning || !group_) return;  // it ended meanwhile
   const int culprit = Culprit(dump, quietest);
+  const int reporter = Reporter(dump, culprit);
   Log(absl::StrFormat("no rank made progress (output or CPU) for %gs (--hang-timeout); where each one is:",
                       opt_.spec.hang_timeout_s()));
   console_.Text(FormatHangTable(dump, quietest));
@@ -305,13 +314,12 @@ void Agent::DeclareHang(const StackDump& dump, int quietest, const std::string& 
   e.exit_code = kExitHung;
   e.when = now;
   for (const RankStack& r : dump.ranks) {
-    if (r.target.rank != culprit) continue;
+    if (r.target.rank != reporter) continue;
     e.rank = r.target.rank;
     e.local_rank = r.target.local_rank;
     e.pid = r.target.pid;
-    e.error_message = absl::StrFormat("hung: no rank made progress for %gs; rank %d is at %s",
-                                      opt_.spec.hang_timeout_s(), e.rank,
-                                      r.where.empty() ? "an unknown place" : r.where);
+    e.error_message = absl::StrFormat("hung: no rank made progress for %gs; %s",
+                                      opt_.spec.hang_timeout_s(), HangVerdict(dump, culprit));
   }
   Apply(machine_.OnHang(e, now), now);
   hang_.reset();
