@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -87,7 +88,9 @@ class HangTimeoutTest(DrunTestCase):
         python, why = sid_python("3", self.tmp)
         if python is None:
             self.skipTest(why)
-        script = program("hang_allreduce.py")
+        # The sid tree sees this machine's /tmp, not the repository.
+        script = os.path.join(self.tmp, "hang_allreduce.py")
+        shutil.copy(program("hang_allreduce.py"), script)
         sleep_line = line_of(script, "HANG LINE")
         # Debian's torch 2.14 lacks libuv: rank 0's own TCPStore, told so (docs/migrating.md).
         run = self.drun("--nproc-per-node", 3, "--hang-timeout", 5, "--no-agent-store",
