@@ -408,6 +408,36 @@ class OtherPythonVersionsTest(DrunTestCase):
                 run.send_signal(signal.SIGTERM)
                 self.assertEqual(run.wait(), 128 + signal.SIGTERM, run.describe())
 
+    def test_frames_unreadable_the_wait_channel_marks_the_rank_elsewhere(self):
+        """Workers whose frames drun cannot read (pyenv's CPython 3.7, no py-spy, no eu-stack
+        or gdb on drun's PATH): the kernel's wait channel still tells rank 1, asleep, from
+        ranks 0 and 2, blocked on a lock; each rank says once why its frames are missing."""
+        python = self.python_or_skip("3.7")
+        script = os.path.join(self.tmp, "wait.py")
+        with open(script, "w") as f:
+            f.write("import os, threading, time\n"
+                    "print('waiting', flush=True)\n"
+                    "if os.environ['RANK'] == '1':\n"
+                    "    time.sleep(10**6)\n"
+                    "lock = threading.Lock()\n"
+                    "lock.acquire() and lock.acquire()\n")
+        empty = os.path.join(self.tmp, "no_tools")
+        os.mkdir(empty)
+        run = self.drun("--nproc-per-node", 3, "--hang-timeout", 3, "--run-id", "wchan", script,
+                        env=base_env(XDG_RUNTIME_DIR=self.xdg, PYTHON_EXEC=python, PATH=empty),
+                        timeout=120)
+        self.assertExit(run, 124)
+        table = [l for l in run.stderr_lines if re.match(r"drun: \d+\s+\S+\s+\d+\s+[A-Z] ", l)]
+        self.assertEqual(len(table), 3, run.describe())
+        for l in table:
+            self.assertEqual(l.startswith("drun: 1 "), "not where the others are" in l, l)
+        # 3.7's time.sleep waits in select(): poll_schedule_timeout, not the lock's futex.
+        self.assertRegex(run.stderr, r"rank 1 is at an unknown place \(state S (?!futex)\w")
+        sections = stack_sections(run.stderr)
+        self.assertEqual(sorted(sections), [0, 1, 2], run.describe())
+        for _, _, text in sections.values():
+            self.assertEqual(text.count("CPython 3.7 not readable by drun"), 1, text)
+
     def test_hang_timeout_names_where_3_13_to_3_15_ranks_sleep(self):
         for minor in ("3.13", "3.14", "3.15"):
             with self.subTest(minor=minor):
