@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +52,16 @@ v1::RankSummary ToSummary(const RankStack& r) {
   s.set_window_s(r.target.window_s);
   s.set_quiet_s(r.target.quiet_s);
   return s;
+}
+
+// How long `pid`'s main thread was runnable but waited for a CPU, so far
+// (/proc/PID/schedstat: CPU ns, run_delay ns, timeslices); 0 when unknown
+// (the process is gone, or a kernel without schedstats).
+double RunDelaySeconds(pid_t pid) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/schedstat"));
+  unsigned long long cpu_ns = 0, wait_ns = 0;
+  if (!(f >> cpu_ns >> wait_ns)) return 0;
+  return static_cast<double>(wait_ns) / 1e9;
 }
 
 // The rank whose failure ends a hung round: the culprit, else (none stands
@@ -211,7 +222,7 @@ std::vector<HangMonitor::Sample> Agent::SampleWorkers() const {
   if (!group_ || group_is_setup_) return samples;
   for (const WorkerGroup::Activity& a : group_->activity()) {
     std::optional<ProcStat> st = ReadProcStat(a.pid);
-    samples.push_back({a.rank, a.output_bytes, st ? st->cpu_seconds : 0});
+    samples.push_back({a.rank, a.output_bytes, st ? st->cpu_seconds : 0, RunDelaySeconds(a.pid)});
   }
   return samples;
 }
