@@ -11,8 +11,8 @@
 //    on I/O uses none and waits for none; a polling wait stays below (torch
 //    1.13's store-based barrier in init_process_group, waiting for a rank that
 //    never comes: 3 %); a rank that computes uses most of a core, and one
-//    starved on an oversubscribed machine (16 runnable processes on 2 cores:
-//    8 % of a core each) waits for the rest. A busy-waiting library (NCCL
+//    starved on an oversubscribed machine (load 16 on 2 cores: 8 % of a core
+//    each) waits for the rest. A busy-waiting library (NCCL
 //    spinning on a GPU) counts as progress: such a hang is not detected; nor,
 //    while the machine is that oversubscribed, is a polling wait's.
 // The job hangs when the last progress of every rank is at least timeout ago.
