@@ -56,10 +56,11 @@ struct CPythonLayout {
   // PyFrameObject chained by f_back (frame_back), with f_lasti/f_lineno.
   // 1 (3.11, 3.12): tstate_frame is PyThreadState.cframe, whose
   // cframe_current_frame is the innermost _PyInterpreterFrame; tstate_root_cframe
-  // is the thread state's own (empty at rest). 2 (3.13): tstate_frame is
+  // is the thread state's own (empty at rest). 2 (3.13+): tstate_frame is
   // PyThreadState.current_frame. For 1 and 2, frames chain by `previous`
-  // (frame_back); frame_code is f_code (f_executable in 3.13: a code object
-  // or None), frame_instr prev_instr (instr_ptr in 3.13), frame_owner `owner`.
+  // (frame_back); frame_code is f_code (f_executable from 3.13: a code object
+  // or None, tagged as a _PyStackRef from 3.14), frame_instr prev_instr
+  // (instr_ptr from 3.13), frame_owner `owner`.
   uint32_t frame_kind = 0;
   uint32_t tstate_frame = 0, tstate_root_cframe = 0, cframe_current_frame = 0;
   uint32_t frame_back = 0, frame_code = 0;
