@@ -32,13 +32,13 @@ def read_text(path):
 
 class HangTimeoutTest(DrunTestCase):
 
-    def assertHangTable(self, run, ranks, sleep_line):
-        """The hang table on `run`'s stderr: one row per rank, rank 2 in stuck() and marked,
-        every other one in all_reduce and not marked."""
+    def assertHangTable(self, run, ranks, sleep_line, asleep=2):
+        """The hang table on `run`'s stderr: one row per rank, rank `asleep` in stuck() and
+        marked, every other one in all_reduce and not marked."""
         table = [l for l in run.stderr_lines if re.match(r"drun: \d+\s+\S+\s+\d+\s+[A-Z] ", l)]
         self.assertEqual(len(table), ranks, run.describe())
         for l in table:
-            if l.startswith("drun: 2 "):
+            if l.startswith(f"drun: {asleep} "):
                 self.assertIn(f"hang_allreduce.py:{sleep_line} in stuck", l)
                 self.assertIn("not where the others are", l)
             else:
@@ -98,15 +98,7 @@ class HangTimeoutTest(DrunTestCase):
                         env=self.hang_env(PYTHON_EXEC=python, HANG_RANK="1", USE_LIBUV="0"),
                         timeout=240)
         self.assertExit(run, 124)
-        table = [l for l in run.stderr_lines if re.match(r"drun: \d+\s+\S+\s+\d+\s+[A-Z] ", l)]
-        self.assertEqual(len(table), 3, run.describe())
-        for l in table:
-            if l.startswith("drun: 1 "):
-                self.assertIn(f"hang_allreduce.py:{sleep_line} in stuck", l)
-                self.assertIn("not where the others are", l)
-            else:
-                self.assertIn("in all_reduce", l)
-                self.assertNotIn("not where the others are", l)
+        self.assertHangTable(run, 3, sleep_line, asleep=1)
         self.assertIn(f"rank 1 is at hang_allreduce.py:{sleep_line} in stuck", run.stderr)
         self.assertIn("via _Py_DebugOffsets", run.stderr)
 
