@@ -110,8 +110,9 @@ namespace {
 
 // The ranks whose `place` differs from that of a clear majority; nullopt when
 // some rank's place is unknown (""), so another kind of place must decide.
-std::optional<std::vector<int>> Minority(const StackDump& dump,
-                                         const std::function<std::string(const RankStack&)>& place) {
+using PlaceFn = std::function<std::string(const RankStack&)>;
+
+std::optional<std::vector<int>> Minority(const StackDump& dump, const PlaceFn& place) {
   std::map<std::string, int> count;
   for (const RankStack& r : dump.ranks) {
     std::string p = place(r);
@@ -131,7 +132,8 @@ std::optional<std::vector<int>> Minority(const StackDump& dump,
 
 std::string WhereOf(const RankStack& r) { return r.where; }
 std::string WaitOf(const RankStack& r) {
-  return r.wchan.empty() || r.state == '?' ? "" : absl::StrCat(std::string(1, r.state), " ", r.wchan);
+  if (r.wchan.empty() || r.state == '?') return "";
+  return absl::StrCat(std::string(1, r.state), " ", r.wchan);
 }
 
 }  // namespace

@@ -99,11 +99,13 @@ absl::StatusOr<CPythonLayout> LayoutFromDebugOffsets(const CPythonLayout& base,
   }
   // An object's type pointer sits where it always did (8: after the refcount).
   if (l.ob_type != base.ob_type) {
-    return absl::FailedPreconditionError(absl::StrCat("its _Py_DebugOffsets gives ob_type = ", l.ob_type));
+    return absl::FailedPreconditionError(
+        absl::StrCat("its _Py_DebugOffsets gives ob_type = ", l.ob_type));
   }
   for (const Before& o : kOrders) {
     if (l.*o.first >= l.*o.second) {
-      return absl::FailedPreconditionError("its _Py_DebugOffsets gives object fields out of their order");
+      return absl::FailedPreconditionError(
+          "its _Py_DebugOffsets gives object fields out of their order");
     }
   }
   return l;

@@ -531,7 +531,8 @@ absl::Status ReadPublishedLayout(Remote& mem, const PythonTarget& t, const CPyth
   }
   absl::StatusOr<CPythonLayout> published = LayoutFromDebugOffsets(base, table);
   if (!published.ok()) {
-    if (!newer) return absl::OkStatus();  // a table drun knows but cannot use: its own offsets stand
+    // A table of a version drun knows that it cannot use: the generated offsets stand.
+    if (!newer) return absl::OkStatus();
     return absl::FailedPreconditionError(absl::StrCat(
         "CPython ", v->text, " not readable by drun: ", published.status().message(),
         ", so its table is not laid out as CPython ", base.version_hex >> 24, ".",
