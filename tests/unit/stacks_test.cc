@@ -863,7 +863,7 @@ class PythonVersionTest : public StacksTest, public ::testing::WithParamInterfac
     }
   }
   // Debian sid's python3.14 and python3.15, in a sid tree at $DRUN_SID_ROOT
-  // (default /var/lib/drun-sid; tests/unit/README.md says how to make one)
+  // (default /var/lib/drun-sid; docs/stacks.md says how to make one)
   // whose /tmp is this machine's: python_ is a wrapper that execs it there
   // (chroot(8), in the caller's working directory), so the pid is Python's.
   void SetUpSid(const std::string& minor) {
