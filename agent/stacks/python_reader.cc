@@ -522,7 +522,8 @@ absl::Status VersionWithoutTable(Remote& mem, const PythonTarget& t, uint32_t* h
 }
 
 // The offsets the target publishes, over `base` (its version's generated
-// layout, or the newest drun has for a newer version).
+// layout, or the newest drun has for a newer version). A debug build is read
+// only with offsets of its own.
 absl::Status ReadPublishedLayout(Remote& mem, const PythonTarget& t, const CPythonLayout& base,
                                  bool newer, Version* v) {
   std::string table(base.debug_offsets_size, '\0');
@@ -530,6 +531,10 @@ absl::Status ReadPublishedLayout(Remote& mem, const PythonTarget& t, const CPyth
     return ReadError(mem, "reading _Py_DebugOffsets");
   }
   absl::StatusOr<CPythonLayout> published = LayoutFromDebugOffsets(base, table);
+  if (!published.ok() && t.debug_build) {  // e.g. --with-trace-refs: ob_type moved
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CPython ", v->text, " debug build not readable by drun: ", published.status().message()));
+  }
   if (!published.ok()) {
     // A table of a version drun knows that it cannot use: the generated offsets stand.
     if (!newer) return absl::OkStatus();
@@ -554,10 +559,12 @@ absl::StatusOr<Version> ResolveVersion(Remote& mem, const PythonTarget& t) {
   } else if (absl::Status s = VersionWithoutTable(mem, t, &hex, &v.text); !s.ok()) {
     return s;
   }
-  if (t.debug_build || free_threaded) {  // another object layout than the generated ones
-    return absl::FailedPreconditionError(absl::StrCat("CPython ", v.text,
-                                                      t.debug_build ? " debug" : " free-threaded",
-                                                      " build not readable by drun"));
+  // Free-threaded: another object layout than the generated ones. Debug:
+  // the same layout as a release build's from 3.13 (Py_DEBUG no longer
+  // implies Py_TRACE_REFS), read with the offsets it publishes; unknown before.
+  if (free_threaded || (t.debug_build && !table)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CPython ", v.text, free_threaded ? " free-threaded" : " debug", " build not readable by drun"));
   }
   const CPythonLayout* base = FindCPythonLayout(hex);
   // A version newer than drun knows that publishes its offsets: read with

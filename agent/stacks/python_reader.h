@@ -3,7 +3,7 @@
 // is neither stopped nor signalled (it needs the same permission as ptrace
 // attach: docs/stacks.md).
 //
-// Supports CPython 3.8 to 3.15 (release builds, with the GIL): the target's
+// Supports CPython 3.8 to 3.15 (builds with the GIL): the target's
 // version (the _Py_DebugOffsets table at the start of _PyRuntime, 3.13+; else
 // Py_Version, 3.11+; else the version in the name of the binary or libpython
 // that exports _PyRuntime) selects one CPythonLayout (cpython_layout.h),
@@ -17,8 +17,10 @@
 // (f_executable for f_code, a tagged _PyStackRef from 3.14; instr_ptr for
 // prev_instr); frames owned by the C stack (3.12, 3.13 entry frames) or the
 // interpreter (3.14+) and frames still in their prologue are not shown, as
-// CPython's own tracebacks do not show them. Another version, a debug or
-// free-threaded build gets FailedPrecondition with one line naming it.
+// CPython's own tracebacks do not show them. A debug build is read from 3.13
+// on, with the offsets it publishes only. Another version, a debug build
+// before 3.13 or one whose table does not check out, or a free-threaded build
+// gets FailedPrecondition with one line naming it.
 //
 // The target keeps running while it is read, so every loop is bounded, every
 // string length capped, every code object's type checked; a chain that

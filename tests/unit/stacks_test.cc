@@ -29,6 +29,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "agent/process.h"
 #include "agent/stacks/cpython_layout.h"
 #include "agent/stacks/python_reader.h"
@@ -280,7 +281,8 @@ class DoctoredRuntime {
 // A CPython newer than drun knows (3.16, doctored) that publishes its offsets
 // in a table laid out as 3.15's is read with them (an interpreter with no
 // thread here); one whose table holds what no CPython's offsets can be is
-// refused in one line saying why; a free-threaded build says so.
+// refused in one line saying why; a free-threaded build says so, and so does
+// a debug build drun cannot read.
 TEST(PythonReaderTest, NewerVersionIsReadWithItsOwnOffsetsOrRefusedInOneLine) {
   ASSERT_NE(NewestCPythonLayout().debug_offsets_size, 0u);
   DoctoredRuntime runtime(NewestCPythonLayout(), 0x031000F0);
@@ -308,6 +310,21 @@ TEST(PythonReaderTest, NewerVersionIsReadWithItsOwnOffsetsOrRefusedInOneLine) {
   t.runtime = free_threaded.address();
   EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
             "CPython 3.14.10 free-threaded build not readable by drun");
+  // A debug build is read with its own offsets only: one whose objects start
+  // elsewhere (--with-trace-refs) is refused; one without a table (before
+  // 3.13) too.
+  DoctoredRuntime trace_refs(*FindCPythonLayout(0x030E0000), 0x030E0AF0);
+  trace_refs.Put(FindCPythonLayout(0x030E0000)->dbg_ob_type, 24);
+  t.runtime = trace_refs.address();
+  t.debug_build = true;
+  EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
+            "CPython 3.14.10 debug build not readable by drun: its _Py_DebugOffsets gives "
+            "ob_type = 24");
+  static const uint32_t kNoTable[8] = {0x030C01F0};  // 3.12.1, then no cookie
+  t.runtime = reinterpret_cast<uint64_t>(&kNoTable[2]);
+  t.version = reinterpret_cast<uint64_t>(&kNoTable[0]);
+  EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
+            "CPython 3.12.1 debug build not readable by drun");
 }
 
 // A CPython 3.11 built as a PIE with libpython3.11.so (pyenv's build): the
@@ -851,7 +868,7 @@ class PythonVersionTest : public StacksTest, public ::testing::WithParamInterfac
   void SetUp() override {
     StacksTest::SetUp();
     const std::string minor = GetParam();
-    if (minor == "3.14" || minor == "3.15") return SetUpSid(minor);
+    if (minor == "3.14" || minor == "3.15" || minor == "3.14d") return SetUpSid(minor);
     if (minor == "3.11") {
       if (access("/usr/bin/python3.11", X_OK) == 0) python_ = "/usr/bin/python3.11";
     } else {
@@ -862,7 +879,8 @@ class PythonVersionTest : public StacksTest, public ::testing::WithParamInterfac
                    << minor << ".*, or /usr/bin/python3.11 for 3.11)";
     }
   }
-  // Debian sid's python3.14 and python3.15, in a sid tree at $DRUN_SID_ROOT
+  // Debian sid's python3.14, python3.15 and python3.14d (python3.14-dbg, the
+  // debug build), in a sid tree at $DRUN_SID_ROOT
   // (default /var/lib/drun-sid; docs/stacks.md says how to make one)
   // whose /tmp is this machine's: python_ is a wrapper that execs it there
   // (chroot(8), in the caller's working directory), so the pid is Python's.
@@ -885,8 +903,10 @@ class PythonVersionTest : public StacksTest, public ::testing::WithParamInterfac
     ASSERT_EQ(chmod(python_.c_str(), 0755), 0);
   }
   bool IsThisVersion(const std::string& version) const {
-    return version == GetParam() || absl::StartsWith(version, std::string(GetParam()) + ".");
+    return version == Minor() || absl::StartsWith(version, Minor() + ".");
   }
+  // "3.14" of "3.14d" (a debug build: python3.14d).
+  std::string Minor() const { return std::string(absl::StripSuffix(GetParam(), "d")); }
   std::string python_;
 };
 
@@ -1064,7 +1084,7 @@ TEST_P(PythonVersionTest, ThreadsComingAndGoingNeverGiveStrayThreads) {
       "churn()\n";
   std::string path;
   Child py = StartPython(script, 1, &path, nullptr, python_);
-  const std::string stdlib = absl::StrCat("/lib/python", GetParam(), "/");
+  const std::string stdlib = absl::StrCat("/lib/python", Minor(), "/");
   for (int i = 0; i < 100; ++i) {
     absl::StatusOr<ProcessStacks> s = Capture(py.pid(), CaptureOptions{});
     ASSERT_TRUE(s.ok()) << s.status();
@@ -1214,7 +1234,7 @@ TEST_P(PythonVersionTest, LineTableMatchesTheInterpreter) {
 
 INSTANTIATE_TEST_SUITE_P(CPython, PythonVersionTest,
                          ::testing::Values("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14",
-                                           "3.15"),
+                                           "3.15", "3.14d"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = absl::StrCat("v", info.param);
                            std::replace(name.begin(), name.end(), '.', '_');
