@@ -2,8 +2,10 @@
 // --nproc_per_node), their PET_<NAME> environment equivalents (drun's own
 // flags read DRUN_<NAME>), and drun's additions. The command line wins over
 // the environment. The result is a JobSpec plus what only the launcher needs.
-// Every option is a row of one table (OptionInfo): its value rule, its default
-// and its job-file key. Defaults are applied here, once, into the JobSpec; the
+// Every option is a row of one list, launcher/job/options.inc (an X-macro that
+// makes both the Opt enum and the table behind OptionInfo): its names, value
+// rule, default, job-file key and help. --help (help.cc), the man page and
+// shell completion are rendered from it. Defaults are applied here, once, into the JobSpec; the
 // rest of drun reads the JobSpec and supplies none of its own.
 #ifndef DRUN_LAUNCHER_CLI_H_
 #define DRUN_LAUNCHER_CLI_H_
@@ -207,7 +209,8 @@ absl::StatusOr<std::string> ReadJobToken(const CommandLine& cl,
                                          const std::map<std::string, std::string>& env);
 
 // Whether this process must run drun-net (the networked binary): every mode
-// but a single node, and --version.
+// but a single node, and --version (which the light drun answers itself when
+// drun-net is missing: it is no job).
 bool NeedsNetwork(const CommandLine& cl);
 
 
