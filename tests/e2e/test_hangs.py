@@ -188,7 +188,7 @@ class DrunStacksTest(DrunTestCase):
         # CPU measured while the dump is taken, over 250 ms at least.
         window = float(re.search(r"CPU 0% of a core over (\d+\.\d+)s", out.stdout).group(1))
         self.assertGreaterEqual(window, 0.2)
-        self.assertRegex(out.stdout.splitlines()[0], r"^drun stacks: run 'locks', 1 ranks on \S+, taken in \d+ ms, kept in ")
+        self.assertRegex(out.stdout.splitlines()[0], r"^drun stacks: run 'locks', 1 rank on \S+, taken in \d+ ms, kept in ")
         kept = out.stdout.splitlines()[0].rsplit("kept in ", 1)[1]
         self.assertTrue(kept.startswith(logs) and os.path.isfile(kept), kept)
         # Asking took nothing from the job: it is still deadlocked, and ends on Ctrl-C.
