@@ -188,7 +188,7 @@ void Agent::GatherNodeReports() {
   const int members = opt_.members_are_tasks ? assignment_->world_size() : assignment_->group_world_size();
   std::vector<v1::NodeReport> others = opt_.gather_node_reports(members - 1);
   if (others.empty()) return;
-  report_.AddNode(ToNodeReport(report_));
+  report_.nodes.push_back(ToNodeReport(report_));  // its ranks are in the table already
   for (const v1::NodeReport& n : others) report_.AddNode(n);
 }
 
@@ -511,9 +511,9 @@ int Agent::Finish() {
   // drun returns, however many ranks the table has.
   WriteReport(Clock::now());
   SendNodeReport();
-  // The job's failure came from the rendezvous, whose node prints it (a lost
+  // The job's end came from the rendezvous, whose node prints it (a lost
   // rendezvous is this node's news: said in full).
-  const bool said_elsewhere = opt_.summary_elsewhere && exit_failure_;
+  const bool said_elsewhere = opt_.summary_elsewhere && finish_received_;
   if (exit_code_ != 0 && !said_elsewhere && !opt_.launcher_reports_end) {
     if (!exit_message_.empty()) Log(exit_message_);
     if (exit_failure_) console_.Text(FormatRootCause(*exit_failure_, opt_.quiet));
@@ -581,7 +581,10 @@ void Agent::OnStop(const v1::Stop& stop, TimePoint now) {
   Apply(machine_.OnStop(now), now);
 }
 
-void Agent::OnFinish(const v1::Finish& f, TimePoint now) { Apply(machine_.OnFinish(f, now), now); }
+void Agent::OnFinish(const v1::Finish& f, TimePoint now) {
+  finish_received_ = true;
+  Apply(machine_.OnFinish(f, now), now);
+}
 
 void Agent::OnReject(const v1::Reject& reject, TimePoint now) {
   Apply(machine_.OnReject(absl::StrCat("the rendezvous (", rdzv_->Describe(),

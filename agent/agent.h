@@ -176,6 +176,7 @@ class Agent {
   // polled until then, when a worker may have started to wait.
   std::optional<TimePoint> stdin_recheck_;
   bool group_is_setup_ = false;
+  bool finish_received_ = false;  // the rendezvous ended the job (its Finish), not this node's loss of it
   RunReport report_;
   TimePoint started_;
   TimePoint join_sent_;
