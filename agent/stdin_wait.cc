@@ -24,13 +24,20 @@ namespace drun {
 namespace {
 
 // A small /proc file; nullopt with errno set when it cannot be read.
-std::optional<std::string> ReadProc(const std::string& path) {
+std::optional<std::string> ReadProc(const std::string& path, size_t limit = 512) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return std::nullopt;
-  char buf[512];
-  const ssize_t n = read(fd.get(), buf, sizeof buf);
-  if (n < 0) return std::nullopt;
-  return std::string(buf, static_cast<size_t>(n));
+  std::string out(limit, '\0');
+  size_t got = 0;
+  while (got < limit) {
+    const ssize_t n = read(fd.get(), &out[got], limit - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  out.resize(got);
+  return out;
 }
 
 std::string FdTarget(pid_t pid, uint64_t fd) {
@@ -72,6 +79,24 @@ bool ReadMemory(pid_t pid, uint64_t addr, T* out, size_t n = 1) {
   return process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof(T) * n);
 }
 
+// Whether the epoll instance `epfd` of `pid` watches a descriptor for input
+// that `is_pipe` accepts: its /proc fdinfo lists "tfd: N events: HEX ...".
+template <typename IsPipe>
+bool EpollWatchesInput(pid_t pid, uint64_t epfd, const IsPipe& is_pipe) {
+  std::optional<std::string> info = ReadProc(absl::StrCat("/proc/", pid, "/fdinfo/", epfd), 1 << 16);
+  if (!info) return false;
+  for (absl::string_view line : absl::StrSplit(*info, '\n')) {
+    std::vector<absl::string_view> f = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (f.size() < 4 || f[0] != "tfd:" || f[2] != "events:") continue;
+    uint64_t fd = 0;
+    const std::string events(f[3]);
+    if (absl::SimpleAtoi(f[1], &fd) && (std::strtoul(events.c_str(), nullptr, 16) & POLLIN) && is_pipe(fd)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Whether the blocked call `c` of process `pid` waits for input on a
 // descriptor whose /proc link is `pipe`.
 bool WaitsOn(pid_t pid, const BlockedCall& c, const std::string& pipe) {
@@ -106,6 +131,14 @@ bool WaitsOn(pid_t pid, const BlockedCall& c, const std::string& pipe) {
       }
       return false;
     }
+#ifdef SYS_epoll_wait
+    case SYS_epoll_wait:
+#endif
+#ifdef SYS_epoll_pwait2
+    case SYS_epoll_pwait2:
+#endif
+    case SYS_epoll_pwait:
+      return EpollWatchesInput(pid, c.args[0], is_pipe);
     default:
       return false;
   }

@@ -5,11 +5,12 @@
 // the shell, as with torchrun or any program that does not read it).
 //
 // A process waits when one of its threads is blocked in read/readv/pread on
-// a descriptor that is the worker's stdin pipe, or in poll/ppoll/select/
-// pselect asking for that descriptor's input (the descriptor sets are read
-// from the process's memory). Every process of the worker's process group
-// counts (a shell wrapper's child, a subprocess that reads the inherited
-// stdin). epoll and io_uring waits are not seen.
+// a descriptor that is the worker's stdin pipe, in poll/ppoll/select/pselect
+// asking for that descriptor's input (the descriptor sets are read from the
+// process's memory), or in epoll_wait on an instance that watches it for
+// input (its /proc fdinfo; asyncio's way). Every process of the worker's
+// process group counts (a shell wrapper's child, a subprocess that reads the
+// inherited stdin). io_uring reads are not seen.
 #ifndef DRUN_AGENT_STDIN_WAIT_H_
 #define DRUN_AGENT_STDIN_WAIT_H_
 

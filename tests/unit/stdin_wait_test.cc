@@ -85,5 +85,17 @@ TEST(WorkerWaitsForStdinTest, AProcessSelectingOnItsStdinWaits) {
   EXPECT_EQ(Await(c.pid, StdinWait::kWaiting), StdinWait::kWaiting);
 }
 
+TEST(WorkerWaitsForStdinTest, AnAsyncioReaderOfItsStdinWaits) {
+  // asyncio's event loop blocks in epoll_wait on an instance watching the pipe.
+  Child c("exec /usr/bin/python3 -c '"
+          "import asyncio, sys\n"
+          "async def main():\n"
+          "    r = asyncio.StreamReader()\n"
+          "    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(r), sys.stdin)\n"
+          "    await r.readline()\n"
+          "asyncio.run(main())'");
+  EXPECT_EQ(Await(c.pid, StdinWait::kWaiting), StdinWait::kWaiting);
+}
+
 }  // namespace
 }  // namespace drun
