@@ -514,10 +514,10 @@ std::string Console::FitRow(const Source& s, absl::string_view text) const {
   const bool redraw = !text.empty() && text.back() == '\r';
   if (redraw) text.remove_suffix(1);
   size_t cols = WindowSize(fds_[term_queue_]).first - 1;  // the last column would wrap
+  std::string on_screen;  // only its width counts: the columns left after it
+  AppendColumns(s.prefix, &cols, &on_screen);  // as wide as the continuation prefix
+  AppendColumns(s.row, &cols, &on_screen);
   std::string out;
-  AppendColumns(s.prefix, &cols, &out);  // as wide as the continuation prefix
-  AppendColumns(s.row, &cols, &out);
-  out.clear();
   if (AppendColumns(text, &cols, &out) && out.size() < text.size()) out.append("\033[0m");
   if (redraw) out.push_back('\r');
   return out;
