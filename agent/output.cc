@@ -96,9 +96,10 @@ std::string RelayFrames::Encode(absl::string_view host, absl::string_view data) 
 }
 
 std::string RelayFrames::EncodeSource(absl::string_view prefix, absl::string_view cont_prefix,
-                                      absl::string_view data) {
+                                      int colour_index, absl::string_view data) {
+  const absl::string_view sep(&kFramePrefixEnd, 1);
   return EncodeFrames(kFrameSourceEndsLine, kFrameSourcePiece,
-                      absl::StrCat(prefix, absl::string_view(&kFramePrefixEnd, 1), cont_prefix), data);
+                      absl::StrCat(prefix, sep, cont_prefix, sep, colour_index), data);
 }
 
 void RelayDecoder::Feed(absl::string_view data, const Sink& sink) {
@@ -135,9 +136,11 @@ void RelayDecoder::Line(absl::string_view line, const Sink& sink) {
   const bool agent = kind == kFrameEndsLine || kind == kFramePiece;
   const bool source = kind == kFrameSourceEndsLine || kind == kFrameSourcePiece;
   const absl::string_view tag = tag_end == absl::string_view::npos ? "" : line.substr(2, tag_end - 2);
-  const size_t prefix_end = tag.find(kFramePrefixEnd);
+  // A source's tag: prefix, continuation prefix, colour index.
+  std::vector<absl::string_view> parts = absl::StrSplit(tag, kFramePrefixEnd);
+  int colour = -1;
   if (line[0] != kFrameMark || tag_end == absl::string_view::npos || !(agent || source) ||
-      (source && prefix_end == absl::string_view::npos)) {
+      (source && (parts.size() != 3 || !absl::SimpleAtoi(parts[2], &colour)))) {
     sink(RelayOrigin{}, line);
     return;
   }
@@ -149,8 +152,9 @@ void RelayDecoder::Line(absl::string_view line, const Sink& sink) {
     origin.host = tag;
   } else {
     origin.kind = RelayOrigin::Kind::kSource;
-    origin.prefix = tag.substr(0, prefix_end);
-    origin.cont_prefix = tag.substr(prefix_end + 1);
+    origin.prefix = parts[0];
+    origin.cont_prefix = parts[1];
+    origin.colour_index = colour;
   }
   sink(origin, bytes);
 }
@@ -385,7 +389,7 @@ void Console::FrameQueue(int q) {
 void Console::RelaySend(Source& s, absl::string_view bytes) {
   const int q = Queue(s.stream);
   FrameQueue(q);  // drun's own lines before these bytes, framed as such
-  queue_[q].append(RelayFrames::EncodeSource(s.prefix, s.cont_prefix, bytes));
+  queue_[q].append(RelayFrames::EncodeSource(s.prefix, s.cont_prefix, s.colour_index, bytes));
   framed_[q] = queue_[q].size();
   s.need_prefix = bytes.back() == '\n';  // false: the line is open on the launcher's console
 }
@@ -431,6 +435,7 @@ int Console::AddSource(int stream, absl::string_view prefix, absl::string_view c
   const bool c = colour_ && colour_index >= 0;
   s.prefix = c ? Coloured(prefix, colour_index) : std::string(prefix);
   s.cont_prefix = c ? Coloured(cont_prefix, colour_index) : std::string(cont_prefix);
+  s.colour_index = colour_index;
   s.has_file = has_file;
   s.max_line = max_line;
   const int id = next_id_++;

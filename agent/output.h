@@ -105,7 +105,8 @@ class RawTail {
 //   '\x1e' kind tag '\x1f' bytes '\n'
 // kind 'L'/'P': the agent's own bytes (its "drun: ..." lines), tag = its host;
 // kind 'W'/'V': one worker stream's bytes, unprefixed, tag = that stream's
-// prefix '\x1d' continuation prefix, so the launcher's one console keeps
+// prefix '\x1d' continuation prefix '\x1d' colour index (decimal, -1: none),
+// so the launcher's one console keeps
 // every rank of every host apart (prefixes, cut lines, `\r` bars) as an
 // agent's console keeps its own ranks apart. 'L'/'W': the bytes end a line
 // (the reader puts the '\n' back); 'P'/'V': they do not. The bytes hold no
@@ -118,7 +119,7 @@ struct RelayFrames {
   static std::string Encode(absl::string_view host, absl::string_view data);
   // `data` of one worker stream as frames (the same, per stream).
   static std::string EncodeSource(absl::string_view prefix, absl::string_view cont_prefix,
-                                  absl::string_view data);
+                                  int colour_index, absl::string_view data);
 };
 
 // Whose bytes a relayed piece holds.
@@ -126,8 +127,9 @@ struct RelayOrigin {
   enum class Kind { kNone, kAgent, kSource };
   Kind kind = Kind::kNone;    // kNone: a line that is no frame
   absl::string_view host;     // kAgent
-  absl::string_view prefix;   // kSource: the stream's prefix and continuation prefix
+  absl::string_view prefix;   // kSource: the stream's prefix and continuation prefix,
   absl::string_view cont_prefix;
+  int colour_index = -1;      // and its colour (Console::AddSource)
 };
 
 // Reads one relayed stream back: frames become their origin's bytes, any
@@ -244,6 +246,7 @@ class Console {
   struct Source {
     int stream = 1;
     std::string prefix, cont_prefix;  // with colour codes when colour_
+    int colour_index = -1;
     bool has_file = false;
     size_t max_line = 64 * 1024;
     std::string pending;       // bytes of an unfinished line not yet shown

@@ -55,7 +55,7 @@ void SrunOutputRelay::Take(const RelayOrigin& origin, absl::string_view bytes) {
         // A frame's partial piece arrives whole, after the agent's own delay: it shows at once.
         it = sources_.emplace(std::string(origin.prefix),
                               hub_->AddSource(stream_, std::chrono::milliseconds(0), origin.prefix,
-                                              origin.cont_prefix))
+                                              origin.cont_prefix, origin.colour_index))
                  .first;
       }
       hub_->Write(it->second, bytes);

@@ -28,15 +28,14 @@ ConsoleHub& ConsoleHub::Get() {
 }
 
 int ConsoleHub::AddSource(int stream, std::chrono::milliseconds partial_delay) {
-  // No prefix of its own (the agent's lines carry theirs).
-  return AddSource(stream, partial_delay, "", "");
+  // No prefix of its own (the agent's lines carry theirs, uncoloured).
+  return AddSource(stream, partial_delay, "", "", -1);
 }
 
 int ConsoleHub::AddSource(int stream, std::chrono::milliseconds partial_delay, absl::string_view prefix,
-                          absl::string_view cont_prefix) {
+                          absl::string_view cont_prefix, int colour_index) {
   MutexLock lock(&mu_);
-  // No colour: the remote streams come without it.
-  const int id = console_.AddSource(stream, prefix, cont_prefix, -1, /*has_file=*/false);
+  const int id = console_.AddSource(stream, prefix, cont_prefix, colour_index, /*has_file=*/false);
   // The agent held its partial lines for Console::kPartialDelay already
   // (one write each): a chunk split on its way waits only this much more.
   console_.SetPartialDelay(id, partial_delay);

@@ -46,9 +46,10 @@ class ConsoleHub {
   // Its partial lines wait `partial_delay` more here.
   int AddSource(int stream, std::chrono::milliseconds partial_delay = kHostPartialDelay);
   // One remote worker stream whose bytes come unprefixed (relay frames,
-  // agent/output.h RelayFrames): this console prefixes them.
+  // agent/output.h RelayFrames): this console prefixes them, coloured
+  // (colour_index >= 0) as a local agent's when its output is a terminal.
   int AddSource(int stream, std::chrono::milliseconds partial_delay, absl::string_view prefix,
-                absl::string_view cont_prefix);
+                absl::string_view cont_prefix, int colour_index);
   void SetContinuation(int id, absl::string_view cont_prefix);
   void RemoveSource(int id);
   // From any thread; returns once the console took the bytes.

@@ -37,7 +37,7 @@ std::optional<std::string> OriginText(const RelayOrigin& o) {
     case RelayOrigin::Kind::kAgent:
       return std::string(o.host);
     case RelayOrigin::Kind::kSource:
-      return absl::StrCat("src ", o.prefix, "|", o.cont_prefix);
+      return absl::StrCat("src ", o.prefix, "|", o.cont_prefix, "|", o.colour_index);
     case RelayOrigin::Kind::kNone:
       break;
   }
@@ -82,11 +82,11 @@ TEST(RelayFramesTest, EveryFrameIsOneShortLineAndTheyDecodeToTheBytes) {
 
 TEST(RelayFramesTest, AWorkerStreamsFramesCarryItsPrefixesAndDecodeToItsBytes) {
   const std::string data = "hello\nyour name? " + std::string(3000, 'x') + "\r10%";
-  const std::string frames = RelayFrames::EncodeSource("[n1:rank2]: ", "[n1:rank2]+ ", data) +
+  const std::string frames = RelayFrames::EncodeSource("[n1:rank2]: ", "[n1:rank2]+ ", 2, data) +
                              RelayFrames::Encode("n1", "drun: a line of the agent\n");
   for (size_t step : {size_t{1}, size_t{13}, frames.size()}) {
     const std::vector<Piece> pieces = Decode(frames, step);
-    EXPECT_EQ(Joined(pieces, "src [n1:rank2]: |[n1:rank2]+ "), data) << step;
+    EXPECT_EQ(Joined(pieces, "src [n1:rank2]: |[n1:rank2]+ |2"), data) << step;
     EXPECT_EQ(Joined(pieces, "n1"), "drun: a line of the agent\n") << step;
   }
 }
@@ -139,13 +139,13 @@ TEST_F(SrunRelayTest, AnAgentsPromptShowsOnTheLaunchersConsoleBeforeItsNewline) 
 
 TEST_F(SrunRelayTest, TwoHostsPartialLinesNeverShareALineAndOwnLinesNameTheHost) {
   SrunOutputRelay relay(hub_.get(), 2);
-  relay.Feed(RelayFrames::EncodeSource("[node1:rank0]: ", "[node1:rank0]+ ", " 10%"));
+  relay.Feed(RelayFrames::EncodeSource("[node1:rank0]: ", "[node1:rank0]+ ", 0, " 10%"));
   RunDeadlines();
-  relay.Feed(RelayFrames::EncodeSource("[node2:rank1]: ", "[node2:rank1]+ ", "log\n") +
+  relay.Feed(RelayFrames::EncodeSource("[node2:rank1]: ", "[node2:rank1]+ ", 1, "log\n") +
              RelayFrames::Encode("node2", "drun: stopping on SIGTERM\n"));
   relay.Feed("srun: error: node2: task 1: Killed\n");
   RunDeadlines();
-  relay.Feed(RelayFrames::EncodeSource("[node1:rank0]: ", "[node1:rank0]+ ", " 20%\n"));
+  relay.Feed(RelayFrames::EncodeSource("[node1:rank0]: ", "[node1:rank0]+ ", 0, " 20%\n"));
   relay.Finish();
   hub_->Drain();
   EXPECT_EQ(ReadAll(err_[0]),
