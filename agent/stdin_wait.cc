@@ -161,8 +161,14 @@ std::optional<BlockedCall> ParseSyscallLine(absl::string_view line) {
 }
 
 StdinWait WorkerWaitsForStdin(pid_t leader) {
+  errno = 0;
   const std::string pipe = FdTarget(leader, 0);
-  if (pipe.rfind("pipe:", 0) != 0) return StdinWait::kUnknown;
+  if (pipe.empty()) {
+    // Not ours to look at: as it always was. Gone (or a zombie, which has no
+    // descriptors left): it reads nothing.
+    return errno == EACCES || errno == EPERM ? StdinWait::kUnknown : StdinWait::kNotWaiting;
+  }
+  if (pipe.rfind("pipe:", 0) != 0) return StdinWait::kNotWaiting;  // its stdin is not drun's pipe
   bool seen = false;
   for (pid_t pid : GroupMembers(leader)) {
     DIR* d = opendir(absl::StrCat("/proc/", pid, "/task").c_str());

@@ -36,7 +36,7 @@ std::optional<BlockedCall> ParseSyscallLine(absl::string_view line);
 enum class StdinWait {
   kWaiting,     // a process of the group waits for input on the pipe
   kNotWaiting,  // none does
-  kUnknown,     // /proc does not say (no permission, no such file): assume it waits
+  kUnknown,     // /proc does not say (no permission): assume it waits
 };
 
 // `leader`: the worker's pid, leader of its own process group, whose fd 0 is

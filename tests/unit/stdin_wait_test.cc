@@ -80,6 +80,17 @@ TEST(WorkerWaitsForStdinTest, ASleepingProcessDoesNotWaitAndAReadingGrandchildDo
   EXPECT_EQ(Await(wrapper.pid, StdinWait::kWaiting), StdinWait::kWaiting);
 }
 
+TEST(WorkerWaitsForStdinTest, AWorkerThatEndedWaitsNoMore) {
+  // Ended but not reaped yet (a zombie: no descriptors left), as a worker is
+  // between its exit and the agent's wait.
+  Child c("read line");
+  EXPECT_EQ(Await(c.pid, StdinWait::kWaiting), StdinWait::kWaiting);
+  ASSERT_EQ(write(c.stdin_w, "x\n", 2), 2);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOWAIT), 0);  // a zombie now
+  EXPECT_EQ(WorkerWaitsForStdin(c.pid), StdinWait::kNotWaiting);
+}
+
 TEST(WorkerWaitsForStdinTest, AProcessSelectingOnItsStdinWaits) {
   Child c("exec /usr/bin/python3 -c 'import select, sys; select.select([sys.stdin], [], [])'");
   EXPECT_EQ(Await(c.pid, StdinWait::kWaiting), StdinWait::kWaiting);
