@@ -3,8 +3,10 @@ when salloc is given a command): here this process's root namespace, whose host 
 cannot resolve and whose resolver knows none of the nodes' names. drun finds the address the
 nodes reach it at from their NodeAddr (scontrol), or refuses in one line naming --local-addr.
 On the salloc shell's terminal (a tmux pane): rank 0's prompt on another node shows before the
-user types, and two nodes' `\r` progress bars each keep a row of their own (the agents write
-their console as relay frames that srun passes on at once: launcher/slurm/srun_relay.h)."""
+user types, two ranks per node answer one typed line each on a row with one prefix, and the
+nodes' `\r` progress bars each keep a row of their own and finish on clean rows (the agents
+write every rank's bytes as relay frames that srun passes on at once, and the launcher's one
+console prefixes them: launcher/slurm/srun_relay.h)."""
 import os
 import re
 import shlex
