@@ -184,6 +184,7 @@ void Agent::WriteReport(TimePoint now) {
 // this node's ranks and those every other node sent as it ended.
 void Agent::GatherNodeReports() {
   if (!opt_.gather_node_reports || !assignment_) return;
+  if (exit_code_ == 0 && !opt_.summary && opt_.report_path.empty()) return;  // no table, no file
   // Slurm's task mode: every task is a member of one worker.
   const int members = opt_.members_are_tasks ? assignment_->world_size() : assignment_->group_world_size();
   std::vector<v1::NodeReport> others = opt_.gather_node_reports(members - 1);
