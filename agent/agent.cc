@@ -76,6 +76,7 @@ void Agent::BlockHandledSignals() {
   sigset_t mask;
   sigemptyset(&mask);
   for (int s : kHandledSignals) sigaddset(&mask, s);
+  DropIgnoredSignals(&mask);  // nohup's SIGHUP stays ignored
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
 }
 
@@ -138,6 +139,26 @@ void Agent::RetireGroup() {
     report_.incomplete_logs.insert(report_.incomplete_logs.end(), cut.begin(), cut.end());
   }
   group_.reset();
+  EndLeftovers();
+}
+
+// The temporary directories of drun runs of this user on this node that were
+// killed with their guardians (kill -9 of the process group, the OOM killer).
+void Agent::RemoveStaleTemporaries() {
+  std::error_code ec;
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+  RemoveStaleDirs(ec ? std::string("/tmp") : tmp.string(), "drun-");
+}
+
+// What the workers left behind outside their process groups (a child in a
+// session of its own, a daemon) came to this agent, the subreaper: it ends
+// with the round.
+void Agent::EndLeftovers() {
+  const int ended = EndAdoptedChildren({guardian_->pid()}, std::chrono::seconds(5));
+  if (ended > 0) {
+    Info(absl::StrCat("ended ", ended, ended == 1 ? " process" : " processes",
+                      " the workers left running outside their process groups (setsid, a daemon)"));
+  }
 }
 
 // Under a launcher (ssh, --launcher slurm), which prints one table and writes
@@ -196,9 +217,12 @@ bool Agent::PrepareOutputs() {
       Log(std::string(st.message()));
     } else {
       guardian_->RemoveOnDeath(logs_.Temporary());  // a kill -9 of drun leaves no /tmp/drun-*
+      temp_owner_ = ClaimOwnDir(logs_.Temporary());  // and one of drun and its guardian, the next drun
     }
+    RemoveStaleTemporaries();
     return true;
   }
+  RemoveStaleTemporaries();
   if (absl::Status st = logs_.Prepare(); !st.ok()) {
     Log(std::string(st.message()));
     return false;
@@ -486,6 +510,7 @@ int Agent::Finish() {
   // Normally every worker is gone by now; if the loop broke early, the
   // group's destructor kills what is left (drun may _exit right after).
   group_.reset();
+  EndLeftovers();
   logs_.RemoveTemporary();
   return exit_code_;
 }
@@ -631,7 +656,11 @@ void Agent::StartSetup(TimePoint now) {
   group_reads_stdin_ = false;
   launches.push_back(std::move(l));
   if (absl::Status s = group_->Start(std::move(launches), now); !s.ok()) {
-    Log(absl::StrCat("cannot start --node-setup: ", s.message()));
+    // A setup that did not start is a failed setup (the machine says it).
+    WorkerExit e;
+    e.exit_code = 1;
+    e.error_message = std::string(s.message());
+    Apply(machine_.OnStartFailed(e, now), now);
   }
 }
 
@@ -717,9 +746,8 @@ void Agent::FailStart(const absl::Status& s, TimePoint now) {
   WorkerExit e;
   e.exit_code = 1;
   e.error_message = std::string(s.message());
-  // The node's workers, not its --node-setup command (rank -1), failed to start.
-  e.local_rank = 0;
-  e.rank = assignment_ ? assignment_->rank_offset() : 0;
+  // The node's limit, not a rank (nor its --node-setup command), failed.
+  e.not_started = true;
   Apply(machine_.OnStartFailed(e, now), now);
 }
 
@@ -779,6 +807,7 @@ void Agent::ReportFailure(const WorkerExit& e, TimePoint now, bool hung) {
   for (const auto& line : e.stderr_tail) fl->add_stderr_tail(line);
   fl->set_error_message(e.error_message);
   fl->set_hung(hung);
+  fl->set_not_started(e.not_started);
   if (e.rank >= 0) fl->set_program(WorkerProgram(opt_.spec, opt_.base_env));
   fl->set_time_unix_s(
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
@@ -813,8 +842,9 @@ void Agent::HandleSignal(int sig, TimePoint now, pid_t sender) {
 std::string FormatRootCause(const v1::Failure& f, bool brief) {
   std::vector<std::string> lines;
   if (brief) {
-    std::string who = f.rank() < 0 ? "the --node-setup command"
-                                   : absl::StrCat("rank ", f.rank(), " (local rank ", f.local_rank(), ")");
+    std::string who = f.not_started() ? "the workers (none could start)"
+                      : f.rank() < 0      ? "the --node-setup command"
+                                          : absl::StrCat("rank ", f.rank(), " (local rank ", f.local_rank(), ")");
     std::string how = f.hung()           ? std::string("hung (--hang-timeout)")
                        : f.signal() > 0 ? absl::StrCat("killed by ", SignalName(f.signal()))
                                         : absl::StrCat("exit code ", f.exit_code());
@@ -831,7 +861,9 @@ std::string FormatRootCause(const v1::Failure& f, bool brief) {
   }
   lines.push_back("===== root cause: first failure =====");
   lines.push_back(absl::StrCat("  host:       ", f.host()));
-  if (f.rank() < 0) {
+  if (f.not_started()) {
+    lines.push_back("  rank:       none (this node could not start its workers)");
+  } else if (f.rank() < 0) {
     lines.push_back("  rank:       none (the --node-setup command)");
   } else {
     lines.push_back(absl::StrCat("  rank:       ", f.rank(), " (local rank ", f.local_rank(),

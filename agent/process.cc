@@ -1,6 +1,9 @@
 #include "agent/process.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -8,17 +11,21 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -37,6 +44,7 @@ absl::StatusOr<ProcStat> ParseProcStat(absl::string_view text) {
   // f[0] is field 3 (state); utime and stime are fields 14 and 15 (proc(5)).
   if (f.size() < 13 || f[0].empty()) return absl::DataLossError("short stat line");
   st.state = f[0][0];
+  absl::SimpleAtoi(f[1], &st.ppid);
   uint64_t utime = 0, stime = 0;
   if (!absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
     return absl::DataLossError("bad cpu times in stat line");
@@ -173,6 +181,134 @@ absl::StatusOr<pid_t> SpawnProcessGroup(const SpawnRequest& req) {
 }
 
 void BecomeSubreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+
+namespace {
+
+// Every pid in `text` ("12 34 "), appended to `out`.
+void AppendPids(absl::string_view text, std::vector<pid_t>* out) {
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipWhitespace())) {
+    int pid = 0;
+    if (absl::SimpleAtoi(word, &pid) && pid > 0) out->push_back(pid);
+  }
+}
+
+// The whole of a small /proc file; "" when it cannot be opened.
+std::string ReadSmallFile(const std::string& path) {
+  std::string text;
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  char buf[4096];
+  ssize_t r;
+  while (fd.valid() && (r = read(fd.get(), buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(r));
+  return text;
+}
+
+// The children of every thread of this process (CONFIG_PROC_CHILDREN); false
+// where the kernel has no such file.
+bool ChildrenOfThreads(std::vector<pid_t>* out) {
+  if (access("/proc/thread-self/children", R_OK) != 0) return false;
+  DIR* tasks = opendir("/proc/self/task");
+  if (tasks == nullptr) return false;
+  while (dirent* e = readdir(tasks)) {
+    if (e->d_name[0] == '.') continue;
+    // A thread that ended meanwhile has no file, and no children.
+    AppendPids(ReadSmallFile(absl::StrCat("/proc/self/task/", e->d_name, "/children")), out);
+  }
+  closedir(tasks);
+  return true;
+}
+
+// The slow way: every process whose parent is this one.
+void ChildrenByScan(std::vector<pid_t>* out) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return;
+  const pid_t self = getpid();
+  while (dirent* e = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::optional<ProcStat> st = ReadProcStat(pid);
+    if (st && st->ppid == self) out->push_back(pid);
+  }
+  closedir(proc);
+}
+
+// Waits for `pid` (SIGKILLed) to die, then reaps it; false when it did not
+// die by `deadline`.
+bool ReapKilled(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  if (pidfd.valid()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{pidfd.get(), POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count()))) <= 0) return false;
+  }
+  // Without pidfds (Linux < 5.3): wait, as for any SIGKILLed child.
+  return waitpid(pid, nullptr, 0) == pid || errno == ECHILD;
+}
+
+}  // namespace
+
+std::vector<pid_t> AdoptedChildren(const std::vector<pid_t>& own) {
+  std::vector<pid_t> children;
+  if (!ChildrenOfThreads(&children)) {
+    children.clear();
+    ChildrenByScan(&children);
+  }
+  std::vector<pid_t> adopted;
+  for (pid_t pid : children) {
+    if (std::find(own.begin(), own.end(), pid) == own.end()) adopted.push_back(pid);
+  }
+  return adopted;
+}
+
+namespace {
+void RemoveTree(const std::string& path);  // below, beside the guardian's use
+}  // namespace
+
+UniqueFd ClaimOwnDir(const std::string& dir) {
+  // Locked before it is named .owner, so that no .owner is ever seen unlocked
+  // while its owner lives.
+  const std::string tmp = absl::StrCat(dir, "/.owner.tmp");
+  UniqueFd fd(open(tmp.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd || flock(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
+      rename(tmp.c_str(), absl::StrCat(dir, "/.owner").c_str()) != 0) {
+    unlink(tmp.c_str());
+    return UniqueFd();
+  }
+  return fd;
+}
+
+int RemoveStaleDirs(const std::string& parent, absl::string_view prefix) {
+  DIR* d = opendir(parent.c_str());
+  if (d == nullptr) return 0;
+  std::vector<std::string> stale;
+  while (dirent* e = readdir(d)) {
+    if (!absl::StartsWith(e->d_name, prefix)) continue;
+    const std::string dir = absl::StrCat(parent, "/", e->d_name);
+    struct stat st;
+    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) continue;
+    UniqueFd owner(open(absl::StrCat(dir, "/.owner").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (owner && flock(owner.get(), LOCK_EX | LOCK_NB) == 0) stale.push_back(dir);
+  }
+  closedir(d);
+  for (const std::string& dir : stale) RemoveTree(dir);
+  return static_cast<int>(stale.size());
+}
+
+int EndAdoptedChildren(const std::vector<pid_t>& own, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int killed = 0;
+  // Each one's own orphans are adopted as it dies: go on until none is left.
+  for (std::vector<pid_t> adopted = AdoptedChildren(own); !adopted.empty();
+       adopted = AdoptedChildren(own)) {
+    for (pid_t pid : adopted) {
+      if (kill(pid, SIGKILL) == 0) ++killed;
+    }
+    for (pid_t pid : adopted) {
+      if (!ReapKilled(pid, deadline)) return killed;
+    }
+  }
+  return killed;
+}
 
 namespace {
 

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@ std::string FindOnPath(const std::string& file, const std::string& path);
 struct ProcStat {
   char state = '?';
   std::string comm;
+  pid_t ppid = 0;
   double cpu_seconds = 0;
 };
 // Parses /proc/PID/stat or /proc/PID/task/TID/stat text (comm may hold
@@ -88,6 +90,29 @@ class Guardian {
 // Marks this process as a child subreaper, so orphaned grandchildren of the
 // workers are re-parented to drun and reaped by it.
 void BecomeSubreaper();
+
+// The children of this process it did not start itself: as a subreaper, the
+// descendants of its workers that were orphaned (a worker's child in a
+// session of its own, a daemon's double fork), whatever session or process
+// group they moved to. `own`: the children it keeps (the guardian); the
+// workers' leaders must be reaped already. Reads /proc/self/task/*/children,
+// or every /proc/PID/stat where the kernel lacks that file.
+std::vector<pid_t> AdoptedChildren(const std::vector<pid_t>& own);
+
+// SIGKILLs and reaps the adopted children, and those adopted as they die in
+// turn, until none is left; gives up waiting for one after `limit` (a
+// process stuck in the kernel). Returns how many it killed.
+int EndAdoptedChildren(const std::vector<pid_t>& own, std::chrono::milliseconds limit);
+
+// drun's own directories under $TMPDIR that a later drun may remove once
+// their owner is gone (its drun and its guardian were both SIGKILLed): the
+// owner holds an flock(2) on DIR/.owner for as long as the returned
+// descriptor stays open (close-on-exec: no worker inherits it). A directory
+// without .owner, or whose .owner is locked, is never judged stale.
+UniqueFd ClaimOwnDir(const std::string& dir);
+// Removes the directories `parent`/`prefix`* of this user that are stale as
+// ClaimOwnDir says; returns how many.
+int RemoveStaleDirs(const std::string& parent, absl::string_view prefix);
 
 }  // namespace drun
 
