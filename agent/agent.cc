@@ -509,8 +509,10 @@ int Agent::Finish() {
   console_.Drain();
   // Normally every worker is gone by now; if the loop broke early, the
   // group's destructor kills what is left (drun may _exit right after).
-  group_.reset();
-  EndLeftovers();
+  if (group_) {
+    group_.reset();
+    EndLeftovers();  // RetireGroup did not: the loop broke early
+  }
   logs_.RemoveTemporary();
   return exit_code_;
 }

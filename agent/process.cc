@@ -280,14 +280,19 @@ UniqueFd ClaimOwnDir(const std::string& dir) {
 int RemoveStaleDirs(const std::string& parent, absl::string_view prefix) {
   DIR* d = opendir(parent.c_str());
   if (d == nullptr) return 0;
+  const uid_t me = geteuid();
   std::vector<std::string> stale;
   while (dirent* e = readdir(d)) {
-    if (!absl::StartsWith(e->d_name, prefix)) continue;
-    const std::string dir = absl::StrCat(parent, "/", e->d_name);
-    struct stat st;
-    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) continue;
-    UniqueFd owner(open(absl::StrCat(dir, "/.owner").c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (owner && flock(owner.get(), LOCK_EX | LOCK_NB) == 0) stale.push_back(dir);
+    if (!absl::StartsWith(e->d_name, prefix) || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN)) continue;
+    // One open per candidate: most have no .owner (not ours to judge).
+    UniqueFd owner(openat(dirfd(d), absl::StrCat(e->d_name, "/.owner").c_str(),
+                          O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st, dir;
+    if (owner && fstat(owner.get(), &st) == 0 && st.st_uid == me &&
+        fstatat(dirfd(d), e->d_name, &dir, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(dir.st_mode) &&
+        dir.st_uid == me && flock(owner.get(), LOCK_EX | LOCK_NB) == 0) {
+      stale.push_back(absl::StrCat(parent, "/", e->d_name));
+    }
   }
   closedir(d);
   for (const std::string& dir : stale) RemoveTree(dir);
