@@ -142,14 +142,6 @@ void Agent::RetireGroup() {
   EndLeftovers();
 }
 
-// The temporary directories of drun runs of this user on this node that were
-// killed with their guardians (kill -9 of the process group, the OOM killer).
-void Agent::RemoveStaleTemporaries() {
-  std::error_code ec;
-  const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
-  RemoveStaleDirs(ec ? std::string("/tmp") : tmp.string(), "drun-");
-}
-
 // What the workers left behind outside their process groups (a child in a
 // session of its own, a daemon) came to this agent, the subreaper: it ends
 // with the round.
@@ -217,12 +209,9 @@ bool Agent::PrepareOutputs() {
       Log(std::string(st.message()));
     } else {
       guardian_->RemoveOnDeath(logs_.Temporary());  // a kill -9 of drun leaves no /tmp/drun-*
-      temp_owner_ = ClaimOwnDir(logs_.Temporary());  // and one of drun and its guardian, the next drun
     }
-    RemoveStaleTemporaries();
     return true;
   }
-  RemoveStaleTemporaries();
   if (absl::Status st = logs_.Prepare(); !st.ok()) {
     Log(std::string(st.message()));
     return false;
@@ -352,8 +341,17 @@ int Agent::Start() {
   forward_stdin_ = opt_.spec.stdin_target().mode() != v1::JobSpec::StdinTarget::NONE;
   stdin_tty_ = opt_.lifeline_fd < 0 && isatty(0);
   status_tty_ = isatty(2) && !opt_.spec.quiet() && SpansNodes(opt_.spec);
-  OpenControl();
+  OpenControl();  // removes what runs killed with their guardians left (agent/process.h)
+  RecordTemporaryDir();
   return 0;
+}
+
+// The temporary directory, named in the control directory, so that the next
+// drun removes it if this one dies with its guardian.
+void Agent::RecordTemporaryDir() {
+  if (!control_ || logs_.Temporary().empty()) return;
+  temp_record_ = RecordTemporary(opt_.control_dir, logs_.Temporary());
+  if (!temp_record_.empty()) guardian_->RemoveOnDeath(temp_record_);
 }
 
 // Many nodes: which interface the workers' gloo and NCCL sockets use, once,
@@ -514,6 +512,7 @@ int Agent::Finish() {
     EndLeftovers();  // RetireGroup did not: the loop broke early
   }
   logs_.RemoveTemporary();
+  if (!temp_record_.empty()) unlink(temp_record_.c_str());
   return exit_code_;
 }
 

@@ -76,8 +76,8 @@ class Agent {
   void StartSetup(TimePoint now);
   // SIGKILLs and reaps the orphans the workers left (agent/process.h).
   void EndLeftovers();
-  // Removes what drun runs killed with their guardians left under $TMPDIR.
-  void RemoveStaleTemporaries();
+  // Names the temporary directory in the control directory (RecordTemporary).
+  void RecordTemporaryDir();
   void StartWorkers(TimePoint now);
   void PlaceOutputs(const StdSpec& redirects, const StdSpec& tee, const std::vector<int>& filter,
                     WorkerLaunch* l) const;
@@ -162,7 +162,7 @@ class Agent {
   std::optional<v1::Assignment> assignment_;
   LifelineDecoder lifeline_;
   UniqueFd signal_fd_;
-  UniqueFd temp_owner_;  // the lock on the temporary directory's .owner (ClaimOwnDir)
+  std::string temp_record_;  // CONTROL_DIR/PID.tmp, naming the temporary directory
   PollSet poll_;                       // the loop's descriptors and their handlers
   std::vector<PollSet::Id> turn_fds_;  // this turn's registrations (RegisterTurnFds)
   std::vector<pollfd> pipe_fds_;       // the group's pipes this turn

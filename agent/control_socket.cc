@@ -1,6 +1,5 @@
 #include "agent/control_socket.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -16,7 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "agent/process.h"
 #include "rendezvous/base/frame.h"
 #include "rendezvous/base/say.h"
 
@@ -90,28 +89,9 @@ absl::StatusOr<std::string> ControlDir(const std::map<std::string, std::string>&
   return dir;
 }
 
-namespace {
-
-// The sockets PID.sock whose drun is gone (killed with its guardian, which
-// otherwise removes them): provably stale, since each is named by its pid.
-void RemoveStaleSockets(const std::string& dir) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return;
-  std::vector<std::string> stale;
-  while (dirent* e = readdir(d)) {
-    absl::string_view name = e->d_name;
-    int pid = 0;
-    if (!absl::ConsumeSuffix(&name, kSuffix) || !absl::SimpleAtoi(name, &pid) || pid <= 0) continue;
-    if (kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(absl::StrCat(dir, "/", e->d_name));
-  }
-  closedir(d);
-  for (const std::string& path : stale) unlink(path.c_str());
-}
-
-}  // namespace
-
 absl::StatusOr<ControlListener> ControlListener::Open(const std::string& dir) {
-  RemoveStaleSockets(dir);
+  // What drun runs killed with their guardians left here (agent/process.h).
+  RemoveStaleEntries(dir);
   const std::string path = absl::StrCat(dir, "/", getpid(), kSuffix);
   absl::StatusOr<UnixAddr> addr = UnixAddress(path);
   if (!addr.ok()) return addr.status();

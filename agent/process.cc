@@ -11,7 +11,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -29,6 +28,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace drun {
 
@@ -261,41 +261,51 @@ std::vector<pid_t> AdoptedChildren(const std::vector<pid_t>& own) {
 }
 
 namespace {
-void RemoveTree(const std::string& path);  // below, beside the guardian's use
-}  // namespace
 
-UniqueFd ClaimOwnDir(const std::string& dir) {
-  // Locked before it is named .owner, so that no .owner is ever seen unlocked
-  // while its owner lives.
-  const std::string tmp = absl::StrCat(dir, "/.owner.tmp");
-  UniqueFd fd(open(tmp.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!fd || flock(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
-      rename(tmp.c_str(), absl::StrCat(dir, "/.owner").c_str()) != 0) {
-    unlink(tmp.c_str());
-    return UniqueFd();
+void RemoveTree(const std::string& path);  // below, beside the guardian's use
+
+// The temporary directory a stale DIR/NAME link names, removed when it is a
+// directory of this user named drun-* (never what a link elsewhere leads to).
+void RemoveLinkedTemporary(const std::string& link) {
+  char target[PATH_MAX];
+  const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
+  if (n <= 0) return;
+  target[n] = '\0';
+  const std::string dir(target);
+  struct stat st;
+  const size_t slash = dir.rfind('/');
+  if (slash == std::string::npos || !absl::StartsWith(dir.substr(slash + 1), "drun-") ||
+      lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+    return;
   }
-  return fd;
+  RemoveTree(dir);
 }
 
-int RemoveStaleDirs(const std::string& parent, absl::string_view prefix) {
-  DIR* d = opendir(parent.c_str());
+}  // namespace
+
+std::string RecordTemporary(const std::string& control_dir, const std::string& temp_dir) {
+  const std::string link = absl::StrCat(control_dir, "/", getpid(), ".tmp");
+  RemoveLinkedTemporary(link);  // a dead process of the same pid left it
+  unlink(link.c_str());
+  return symlink(temp_dir.c_str(), link.c_str()) == 0 ? link : std::string();
+}
+
+int RemoveStaleEntries(const std::string& control_dir) {
+  DIR* d = opendir(control_dir.c_str());
   if (d == nullptr) return 0;
-  const uid_t me = geteuid();
   std::vector<std::string> stale;
   while (dirent* e = readdir(d)) {
-    if (!absl::StartsWith(e->d_name, prefix) || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN)) continue;
-    // One open per candidate: most have no .owner (not ours to judge).
-    UniqueFd owner(openat(dirfd(d), absl::StrCat(e->d_name, "/.owner").c_str(),
-                          O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    struct stat st, dir;
-    if (owner && fstat(owner.get(), &st) == 0 && st.st_uid == me &&
-        fstatat(dirfd(d), e->d_name, &dir, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(dir.st_mode) &&
-        dir.st_uid == me && flock(owner.get(), LOCK_EX | LOCK_NB) == 0) {
-      stale.push_back(absl::StrCat(parent, "/", e->d_name));
-    }
+    absl::string_view name = e->d_name;
+    int pid = 0;
+    if (!absl::ConsumeSuffix(&name, ".sock") && !absl::ConsumeSuffix(&name, ".tmp")) continue;
+    if (!absl::SimpleAtoi(name, &pid) || pid <= 0) continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(absl::StrCat(control_dir, "/", e->d_name));
   }
   closedir(d);
-  for (const std::string& dir : stale) RemoveTree(dir);
+  for (const std::string& path : stale) {
+    if (absl::EndsWith(path, ".tmp")) RemoveLinkedTemporary(path);
+    unlink(path.c_str());
+  }
   return static_cast<int>(stale.size());
 }
 

@@ -104,15 +104,19 @@ std::vector<pid_t> AdoptedChildren(const std::vector<pid_t>& own);
 // process stuck in the kernel). Returns how many it killed.
 int EndAdoptedChildren(const std::vector<pid_t>& own, std::chrono::milliseconds limit);
 
-// drun's own directories under $TMPDIR that a later drun may remove once
-// their owner is gone (its drun and its guardian were both SIGKILLed): the
-// owner holds an flock(2) on DIR/.owner for as long as the returned
-// descriptor stays open (close-on-exec: no worker inherits it). A directory
-// without .owner, or whose .owner is locked, is never judged stale.
-UniqueFd ClaimOwnDir(const std::string& dir);
-// Removes the directories `parent`/`prefix`* of this user that are stale as
-// ClaimOwnDir says; returns how many.
-int RemoveStaleDirs(const std::string& parent, absl::string_view prefix);
+// drun's own files that a later drun of the same user removes once their
+// owner is gone (drun and its guardian both SIGKILLed): the user's control
+// directory (agent/control_socket.h) names them by pid: PID.sock, the `drun
+// stacks` socket, and PID.tmp, a symbolic link to drun's temporary directory.
+//
+// Records `temp_dir` as this process's (DIR/PID.tmp; a stale link of a dead
+// process of the same pid, with its directory, goes first). Returns the
+// link's path, "" when it cannot be made.
+std::string RecordTemporary(const std::string& control_dir, const std::string& temp_dir);
+// Removes the entries PID.sock and PID.tmp of `control_dir` whose pid is not
+// alive, and the directory each such PID.tmp names (a directory named drun-*
+// of this user); returns how many entries it removed.
+int RemoveStaleEntries(const std::string& control_dir);
 
 }  // namespace drun
 

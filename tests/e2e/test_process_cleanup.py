@@ -2,7 +2,6 @@
 worker's process group) are gone after success, after Ctrl-C, SIGTERM and kill -9 of drun;
 so are the processes a worker starts in a session of its own (start_new_session, setsid, a
 daemon's double fork) once the job ends. `nohup drun` keeps the job through a hangup."""
-import fcntl
 import glob
 import os
 import signal
@@ -146,21 +145,24 @@ class ProcessCleanupTest(DrunTestCase):
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=10)
         kill_and_reap_descendants()  # its workers: nobody was left to kill them
-        left = glob.glob(os.path.join(tmpdir, "drun-*")) + glob.glob(os.path.join(xdg, "drun", "*.sock"))
-        self.assertEqual(len(left), 2, left)
-        # Not provably stale, so kept: a directory without .owner, one whose owner lives.
+        left = (glob.glob(os.path.join(tmpdir, "drun-*")) + glob.glob(os.path.join(xdg, "drun", "*.sock"))
+                + glob.glob(os.path.join(xdg, "drun", "*.tmp")))
+        self.assertEqual(len(left), 3, left)  # the directory, the socket, the link naming it
+        # Not provably stale, so kept: a directory no link names, one a live pid's link names.
         foreign = os.path.join(tmpdir, "drun-foreign")
         os.mkdir(foreign)
         live = os.path.join(tmpdir, "drun-live")
         os.mkdir(live)
-        with open(os.path.join(live, ".owner"), "w") as owner:
-            fcntl.flock(owner, fcntl.LOCK_EX)
-            again = self.drun("--standalone", "--nproc-per-node", 1, program("exit_code.py"), 0, 0,
-                              env=env)
-            self.assertExit(again, 0)
-        self.assertEqual([p for p in left if os.path.exists(p)], [])
+        os.symlink(live, os.path.join(xdg, "drun", f"{os.getpid()}.tmp"))
+        again = self.drun("--standalone", "--nproc-per-node", 1, program("exit_code.py"), 0, 0, env=env)
+        self.assertExit(again, 0)
+        self.assertEqual([p for p in left if os.path.lexists(p)], [])
         self.assertTrue(os.path.isdir(foreign))
         self.assertTrue(os.path.isdir(live))
+        self.assertTrue(os.path.lexists(os.path.join(xdg, "drun", f"{os.getpid()}.tmp")))
+        # A clean run leaves no link of its own.
+        self.assertEqual(glob.glob(os.path.join(xdg, "drun", "*.tmp")),
+                         [os.path.join(xdg, "drun", f"{os.getpid()}.tmp")])
 
     def test_kill_9_leaves_no_temporary_directory_or_socket(self):
         # drun's own files: the error files' /tmp/drun-XXXXXX and the `drun stacks` socket.
