@@ -192,28 +192,18 @@ void AppendPids(absl::string_view text, std::vector<pid_t>* out) {
   }
 }
 
-// The whole of a small /proc file; "" when it cannot be opened.
-std::string ReadSmallFile(const std::string& path) {
+// The children of this process (CONFIG_PROC_CHILDREN): those of its main
+// thread, which forks the workers and to which the kernel re-parents orphans
+// (the first live thread of a subreaper); false where the kernel has no such
+// file.
+bool ChildrenOfMainThread(std::vector<pid_t>* out) {
+  UniqueFd fd(open(absl::StrCat("/proc/self/task/", getpid(), "/children").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
   std::string text;
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   char buf[4096];
   ssize_t r;
-  while (fd.valid() && (r = read(fd.get(), buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(r));
-  return text;
-}
-
-// The children of every thread of this process (CONFIG_PROC_CHILDREN); false
-// where the kernel has no such file.
-bool ChildrenOfThreads(std::vector<pid_t>* out) {
-  if (access("/proc/thread-self/children", R_OK) != 0) return false;
-  DIR* tasks = opendir("/proc/self/task");
-  if (tasks == nullptr) return false;
-  while (dirent* e = readdir(tasks)) {
-    if (e->d_name[0] == '.') continue;
-    // A thread that ended meanwhile has no file, and no children.
-    AppendPids(ReadSmallFile(absl::StrCat("/proc/self/task/", e->d_name, "/children")), out);
-  }
-  closedir(tasks);
+  while ((r = read(fd.get(), buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(r));
+  AppendPids(text, out);
   return true;
 }
 
@@ -249,7 +239,7 @@ bool ReapKilled(pid_t pid, std::chrono::steady_clock::time_point deadline) {
 
 std::vector<pid_t> AdoptedChildren(const std::vector<pid_t>& own) {
   std::vector<pid_t> children;
-  if (!ChildrenOfThreads(&children)) {
+  if (!ChildrenOfMainThread(&children)) {
     children.clear();
     ChildrenByScan(&children);
   }

@@ -95,7 +95,8 @@ void BecomeSubreaper();
 // descendants of its workers that were orphaned (a worker's child in a
 // session of its own, a daemon's double fork), whatever session or process
 // group they moved to. `own`: the children it keeps (the guardian); the
-// workers' leaders must be reaped already. Reads /proc/self/task/*/children,
+// workers' leaders must be reaped already. Call from the main thread, which
+// forks the workers and adopts orphans: reads /proc/self/task/PID/children,
 // or every /proc/PID/stat where the kernel lacks that file.
 std::vector<pid_t> AdoptedChildren(const std::vector<pid_t>& own);
 
