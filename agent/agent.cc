@@ -138,18 +138,26 @@ void Agent::RetireGroup() {
     const auto& cut = group_->incomplete_logs();
     report_.incomplete_logs.insert(report_.incomplete_logs.end(), cut.begin(), cut.end());
   }
+  const bool setup = group_is_setup_;
   group_.reset();
-  EndLeftovers();
+  // What the --node-setup command left running (a service for the workers)
+  // lives until the job ends; what workers left ends with their round.
+  if (setup) {
+    setup_leftovers_ = AdoptedChildren({guardian_->pid()});
+  } else {
+    EndLeftovers(/*job_end=*/false);
+  }
 }
 
-// What the workers left behind outside their process groups (a child in a
-// session of its own, a daemon) came to this agent, the subreaper: it ends
-// with the round.
-void Agent::EndLeftovers() {
-  const int ended = EndAdoptedChildren({guardian_->pid()}, std::chrono::seconds(5));
+// What the job left behind outside its process groups (a child in a session
+// of its own, a daemon) came to this agent, the subreaper: it ends.
+void Agent::EndLeftovers(bool job_end) {
+  std::vector<pid_t> keep = {guardian_->pid()};
+  if (!job_end) keep.insert(keep.end(), setup_leftovers_.begin(), setup_leftovers_.end());
+  const int ended = EndAdoptedChildren(keep, std::chrono::seconds(5));
   if (ended > 0) {
     Info(absl::StrCat("ended ", ended, ended == 1 ? " process" : " processes",
-                      " the workers left running outside their process groups (setsid, a daemon)"));
+                      " the job left running outside its process groups (setsid, a daemon)"));
   }
 }
 
@@ -507,9 +515,10 @@ int Agent::Finish() {
   console_.Drain();
   // Normally every worker is gone by now; if the loop broke early, the
   // group's destructor kills what is left (drun may _exit right after).
-  if (group_) {
+  // RetireGroup did not when the loop broke early; --node-setup's end here.
+  if (group_ || !setup_leftovers_.empty()) {
     group_.reset();
-    EndLeftovers();  // RetireGroup did not: the loop broke early
+    EndLeftovers(/*job_end=*/true);
   }
   logs_.RemoveTemporary();
   if (!temp_record_.empty()) unlink(temp_record_.c_str());

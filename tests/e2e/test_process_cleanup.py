@@ -91,7 +91,7 @@ class ProcessCleanupTest(DrunTestCase):
         self.assertExit(run, 0)
         pids, _ = self.escapees(6)
         self.assertEscapeesDead(pids)
-        self.assertIn("drun: ended 6 processes the workers left running outside their process "
+        self.assertIn("drun: ended 6 processes the job left running outside its process "
                       "groups (setsid, a daemon)", run.stderr_lines)
 
     def test_nothing_left_from_a_new_session_after_sigterm(self):
@@ -104,6 +104,21 @@ class ProcessCleanupTest(DrunTestCase):
         run.wait(timeout=30)
         self.assertExit(run, 143)
         self.assertEscapeesDead(pids)
+
+    def test_what_node_setup_left_running_lives_until_the_job_ends(self):
+        # A service the --node-setup command starts for the workers (in a session of its
+        # own) serves the whole job, then ends with it.
+        pidfile = os.path.join(self.tmp, "service.pid")
+        setup = ("/usr/bin/python3 -c 'import subprocess; p = subprocess.Popen([\"sleep\", \"300\"], "
+                 f"start_new_session=True); open(\"{pidfile}\", \"w\").write(str(p.pid))'")
+        run = self.drun("--standalone", "--nproc-per-node", 2, "--node-setup", setup, "--no-python",
+                        "/bin/sh", "-c", f"kill -0 $(cat {pidfile}) && echo service-alive")
+        self.assertExit(run, 0)
+        self.assertEqual(len([l for l in run.stdout_lines if l.endswith("service-alive")]), 2,
+                         run.describe())
+        with open(pidfile) as f:
+            service = int(f.read())
+        self.assertEqual(wait_pids_dead([service]), [], "the service outlived the job")
 
     def test_nohup_keeps_the_job_through_a_hangup(self):
         # nohup's SIGHUP stays ignored. SIGUSR1 comes after SIGHUP (the lower number is
