@@ -81,6 +81,7 @@ void Agent::BlockHandledSignals() {
   sigset_t mask;
   sigemptyset(&mask);
   for (int s : kHandledSignals) sigaddset(&mask, s);
+  DropIgnoredSignals(&mask);  // nohup's SIGHUP stays ignored
   pthread_sigmask(SIG_BLOCK, &mask, nullptr);
 }
 
@@ -142,7 +143,27 @@ void Agent::RetireGroup() {
     const auto& cut = group_->incomplete_logs();
     report_.incomplete_logs.insert(report_.incomplete_logs.end(), cut.begin(), cut.end());
   }
+  const bool setup = group_is_setup_;
   group_.reset();
+  // What the --node-setup command left running (a service for the workers)
+  // lives until the job ends; what workers left ends with their round.
+  if (setup) {
+    setup_leftovers_ = AdoptedChildren({guardian_->pid()});
+  } else {
+    EndLeftovers(/*job_end=*/false);
+  }
+}
+
+// What the job left behind outside its process groups (a child in a session
+// of its own, a daemon) came to this agent, the subreaper: it ends.
+void Agent::EndLeftovers(bool job_end) {
+  std::vector<pid_t> keep = {guardian_->pid()};
+  if (!job_end) keep.insert(keep.end(), setup_leftovers_.begin(), setup_leftovers_.end());
+  const int ended = EndAdoptedChildren(keep, std::chrono::seconds(5));
+  if (ended > 0) {
+    Info(absl::StrCat("ended ", ended, ended == 1 ? " process" : " processes",
+                      " the job left running outside its process groups (setsid, a daemon)"));
+  }
 }
 
 // Under a launcher (ssh, --launcher slurm), which prints one table and writes
@@ -368,8 +389,17 @@ int Agent::Start() {
   forward_stdin_ = opt_.spec.stdin_target().mode() != v1::JobSpec::StdinTarget::NONE;
   stdin_tty_ = opt_.lifeline_fd < 0 && isatty(0);
   status_tty_ = isatty(2) && !opt_.spec.quiet() && SpansNodes(opt_.spec);
-  OpenControl();
+  OpenControl();  // removes what runs killed with their guardians left (agent/process.h)
+  RecordTemporaryDir();
   return 0;
+}
+
+// The temporary directory, named in the control directory, so that the next
+// drun removes it if this one dies with its guardian.
+void Agent::RecordTemporaryDir() {
+  if (!control_ || logs_.Temporary().empty()) return;
+  temp_record_ = RecordTemporary(opt_.control_dir, logs_.Temporary());
+  if (!temp_record_.empty()) guardian_->RemoveOnDeath(temp_record_);
 }
 
 // Many nodes: which interface the workers' gloo and NCCL sockets use, once,
@@ -527,8 +557,13 @@ int Agent::Finish() {
   console_.Drain();
   // Normally every worker is gone by now; if the loop broke early, the
   // group's destructor kills what is left (drun may _exit right after).
-  group_.reset();
+  // RetireGroup did not when the loop broke early; --node-setup's end here.
+  if (group_ || !setup_leftovers_.empty()) {
+    group_.reset();
+    EndLeftovers(/*job_end=*/true);
+  }
   logs_.RemoveTemporary();
+  if (!temp_record_.empty()) unlink(temp_record_.c_str());
   return exit_code_;
 }
 
@@ -678,7 +713,11 @@ void Agent::StartSetup(TimePoint now) {
   group_reads_stdin_ = false;
   launches.push_back(std::move(l));
   if (absl::Status s = group_->Start(std::move(launches), now); !s.ok()) {
-    Log(absl::StrCat("cannot start --node-setup: ", s.message()));
+    // A setup that did not start is a failed setup (the machine says it).
+    WorkerExit e;
+    e.exit_code = 1;
+    e.error_message = std::string(s.message());
+    Apply(machine_.OnStartFailed(e, now), now);
   }
 }
 
@@ -765,9 +804,8 @@ void Agent::FailStart(const absl::Status& s, TimePoint now) {
   WorkerExit e;
   e.exit_code = 1;
   e.error_message = std::string(s.message());
-  // The node's workers, not its --node-setup command (rank -1), failed to start.
-  e.local_rank = 0;
-  e.rank = assignment_ ? assignment_->rank_offset() : 0;
+  // The node's limit, not a rank (nor its --node-setup command), failed.
+  e.not_started = true;
   Apply(machine_.OnStartFailed(e, now), now);
 }
 
@@ -827,6 +865,7 @@ void Agent::ReportFailure(const WorkerExit& e, TimePoint now, bool hung) {
   for (const auto& line : e.stderr_tail) fl->add_stderr_tail(line);
   fl->set_error_message(e.error_message);
   fl->set_hung(hung);
+  fl->set_not_started(e.not_started);
   if (e.rank >= 0) {
     fl->set_program(WorkerProgram(opt_.spec, opt_.base_env));
     if (opt_.spec.kind() != v1::JobSpec::PROGRAM) *fl->mutable_python_env() = InspectPythonEnv(fl->program());
@@ -865,8 +904,9 @@ void Agent::HandleSignal(int sig, TimePoint now, pid_t sender) {
 std::string FormatRootCause(const v1::Failure& f, bool brief) {
   std::vector<std::string> lines;
   if (brief) {
-    std::string who = f.rank() < 0 ? "the --node-setup command"
-                                   : absl::StrCat("rank ", f.rank(), " (local rank ", f.local_rank(), ")");
+    std::string who = f.not_started() ? "the workers (none could start)"
+                      : f.rank() < 0      ? "the --node-setup command"
+                                          : absl::StrCat("rank ", f.rank(), " (local rank ", f.local_rank(), ")");
     std::string how = f.hung()           ? std::string("hung (--hang-timeout)")
                        : f.signal() > 0 ? absl::StrCat("killed by ", SignalName(f.signal()))
                                         : absl::StrCat("exit code ", f.exit_code());
@@ -883,7 +923,9 @@ std::string FormatRootCause(const v1::Failure& f, bool brief) {
   }
   lines.push_back("===== root cause: first failure =====");
   lines.push_back(absl::StrCat("  host:       ", f.host()));
-  if (f.rank() < 0) {
+  if (f.not_started()) {
+    lines.push_back("  rank:       none (this node could not start its workers)");
+  } else if (f.rank() < 0) {
     lines.push_back("  rank:       none (the --node-setup command)");
   } else {
     lines.push_back(absl::StrCat("  rank:       ", f.rank(), " (local rank ", f.local_rank(),

@@ -74,6 +74,11 @@ class Agent {
   void OnWaiting(const v1::Waiting& w, TimePoint now);
   void OnAssignment(const v1::Assignment& a, TimePoint now);
   void StartSetup(TimePoint now);
+  // SIGKILLs and reaps the orphans the job left (agent/process.h), but for
+  // --node-setup's until the job ends.
+  void EndLeftovers(bool job_end);
+  // Names the temporary directory in the control directory (RecordTemporary).
+  void RecordTemporaryDir();
   void StartWorkers(TimePoint now);
   void PlaceOutputs(const StdSpec& redirects, const StdSpec& tee, const std::vector<int>& filter,
                     WorkerLaunch* l) const;
@@ -164,6 +169,8 @@ class Agent {
   std::optional<v1::Assignment> assignment_;
   LifelineDecoder lifeline_;
   UniqueFd signal_fd_;
+  std::vector<pid_t> setup_leftovers_;  // what --node-setup left running: ends with the job
+  std::string temp_record_;  // CONTROL_DIR/PID.tmp, naming the temporary directory
   PollSet poll_;                       // the loop's descriptors and their handlers
   std::vector<PollSet::Id> turn_fds_;  // this turn's registrations (RegisterTurnFds)
   std::vector<pollfd> pipe_fds_;       // the group's pipes this turn

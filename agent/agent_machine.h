@@ -26,14 +26,24 @@
 //                      event is ignored.
 // A stopping state only moves up that list (a Stop does not undo a Finish).
 //
+// Every (state x event) cell is declared, as s6-supervise declares its
+// supervisor's: the table in agent_machine.cc (CellOf) says for each cell
+// either that the handler acts, or that the event is ignored there, or that it
+// cannot happen there, each with its reason; a handler looks its cell up first
+// and does nothing in a cell that does not act. tests/unit/agent_machine_test.cc
+// walks all of them.
+//
 // Promises:
 //  - A stop gives the workers --shutdown-timeout: SIGKILL once it has passed
 //    (OnTick, NextDeadline), said in one line naming the ranks still alive
 //    and the timeout, or at once on a second stop signal.
 //  - A stop signal while no group runs (waiting in the rendezvous) is said in
 //    one line before the exit.
-//  - While shutting down no Assignment is taken and the server's Stop sends
-//    nothing more: the workers got the signal and their grace.
+//  - While shutting down no Assignment is taken and the server's Stop,
+//    Finish or Reject sends nothing more: the workers got the signal and
+//    their grace.
+//  - A --node-setup command that cannot be started is a failed setup: no
+//    workers start after it.
 //  - Exactly one outcome per round is reported (failure, hang or success),
 //    and none for what happens while stopping.
 //  - The first Finish or Reject decides the exit, unless a signal came first
@@ -127,9 +137,12 @@ class AgentMachine {
   AgentActions OnFinish(const v1::Finish& finish, TimePoint now);
   // `message`: the whole exit message ("the rendezvous (...) rejected ...").
   AgentActions OnReject(const std::string& message, TimePoint now);
-  // The group's status, after every wake-up (idempotent).
+  // The group's status, after every wake-up (idempotent): its first failure
+  // is the event kGroupFailed, its end kGroupDone (in that order).
   AgentActions OnGroup(const GroupStatus& status, TimePoint now);
-  // The workers could not be started (kStartWorkers): the round's failure.
+  // The group could not be started (kStartSetup, kStartWorkers): a setup that
+  // did not start is a failed setup, workers that did not start the round's
+  // failure.
   AgentActions OnStartFailed(const WorkerExit& failure, TimePoint now);
   // --hang-timeout: the round hangs, `culprit` standing for it. No actions
   // when the round is no longer running.
@@ -150,11 +163,46 @@ class AgentMachine {
   int stop_signal() const { return stop_signal_; }
   static const char* StateName(State s);
 
+  // The events, one per handler (OnGroup's two, and OnSignal's and
+  // OnLauncherSignal's stop and user signals, apart).
+  enum class Event {
+    kStart,
+    kAssignment,
+    kStop,
+    kFinish,
+    kReject,
+    kGroupFailed,     // OnGroup: the group's first failure is known
+    kGroupDone,       // OnGroup: every process of the group is finished
+    kStartFailed,
+    kHang,
+    kStopSignal,      // OnSignal with a stop signal (INT, TERM, HUP, QUIT)
+    kUserSignal,      // OnSignal or OnLauncherSignal with SIGUSR1, SIGUSR2
+    kLauncherSignal,  // OnLauncherSignal with a stop signal
+    kLauncherGone,
+    kTick,            // OnTick once the stop's SIGKILL deadline has passed
+  };
+  static constexpr int kStates = static_cast<int>(State::kDone) + 1;
+  static constexpr int kEvents = static_cast<int>(Event::kTick) + 1;
+  static const char* EventName(Event e);
+  // What a cell does: the handler acts, or the event is ignored in that
+  // state, or it cannot reach that state (the reason says why); the last two
+  // return no actions and leave the state as it is.
+  enum class CellKind { kAct, kIgnore, kCannotHappen };
+  struct Cell {
+    CellKind kind;
+    const char* why;  // what the handler does, or why it does nothing
+  };
+  static const Cell& CellOf(State s, Event e);
+
  private:
   AgentActions StopGroup(int sig, State target, TimePoint now);
   AgentActions ShutDown(int sig, bool from_stepd, TimePoint now);
   AgentActions TakeEnd(int sig, TimePoint now);
   AgentActions StoppedGroup(TimePoint now);
+  AgentActions GroupFailed(const WorkerExit& failure, TimePoint now);
+  AgentActions GroupDone(const GroupStatus& status, TimePoint now);
+  // Whether `e`'s cell in the current state acts.
+  bool Acts(Event e) const { return CellOf(state_, e).kind == CellKind::kAct; }
   void Enter(State s) { state_ = s; }
   // Records the exit's code, message and failure; said by the Exit action.
   void SetExit(int code, std::string message, std::optional<v1::Failure> failure);

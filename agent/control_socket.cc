@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/process.h"
 #include "rendezvous/base/frame.h"
 #include "rendezvous/base/say.h"
 
@@ -89,6 +90,8 @@ absl::StatusOr<std::string> ControlDir(const std::map<std::string, std::string>&
 }
 
 absl::StatusOr<ControlListener> ControlListener::Open(const std::string& dir) {
+  // What drun runs killed with their guardians left here (agent/process.h).
+  RemoveStaleEntries(dir);
   const std::string path = absl::StrCat(dir, "/", getpid(), kSuffix);
   absl::StatusOr<UnixAddr> addr = UnixAddress(path);
   if (!addr.ok()) return addr.status();

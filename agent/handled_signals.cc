@@ -74,6 +74,15 @@ bool HandlesSignal(const v1::JobSpec& spec, int sig) {
   return std::find(handled.begin(), handled.end(), sig) != handled.end();
 }
 
+void DropIgnoredSignals(sigset_t* set) {
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction now {};
+    if (sigismember(set, sig) == 1 && sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) {
+      sigdelset(set, sig);
+    }
+  }
+}
+
 sigset_t ApplySignalDisposition(const v1::JobSpec& spec) {
   sigset_t handled, left_out;
   sigemptyset(&handled);
@@ -81,6 +90,7 @@ sigset_t ApplySignalDisposition(const v1::JobSpec& spec) {
   sigaddset(&handled, SIGCHLD);
   for (int sig : ForwardableSignals()) sigaddset(HandlesSignal(spec, sig) ? &handled : &left_out, sig);
   pthread_sigmask(SIG_UNBLOCK, &left_out, nullptr);
+  DropIgnoredSignals(&handled);
   return handled;
 }
 

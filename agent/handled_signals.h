@@ -41,7 +41,15 @@ std::string SignalListText(const std::vector<int>& signals);
 // stop signals and SIGUSR1/SIGUSR2 only when the job handles them.
 bool HandlesSignal(const v1::JobSpec& spec, int sig);
 
-// The agent's signalfd mask: SIGCHLD and the handled signals. The forwardable
+// Removes from `set` every signal whose disposition is SIG_IGN: one ignored
+// when drun started (nohup's SIGHUP) stays ignored, as in any POSIX program
+// that catches signals, since a blocked signal read through a signalfd would
+// be caught after all. Call before drun sets any disposition of its own in
+// `set` (drun ignores none of the stop signals itself).
+void DropIgnoredSignals(sigset_t* set);
+
+// The agent's signalfd mask: SIGCHLD and the handled signals, less those
+// ignored when drun started (DropIgnoredSignals). The forwardable
 // signals the job leaves out are unblocked in the calling thread (they were
 // blocked at start-up, Agent::BlockHandledSignals), so their default action
 // applies to drun.

@@ -1,6 +1,9 @@
 #include "agent/process.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
@@ -13,15 +16,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace drun {
 
@@ -37,6 +44,7 @@ absl::StatusOr<ProcStat> ParseProcStat(absl::string_view text) {
   // f[0] is field 3 (state); utime and stime are fields 14 and 15 (proc(5)).
   if (f.size() < 13 || f[0].empty()) return absl::DataLossError("short stat line");
   st.state = f[0][0];
+  absl::SimpleAtoi(f[1], &st.ppid);
   uint64_t utime = 0, stime = 0;
   if (!absl::SimpleAtoi(f[11], &utime) || !absl::SimpleAtoi(f[12], &stime)) {
     return absl::DataLossError("bad cpu times in stat line");
@@ -173,6 +181,139 @@ absl::StatusOr<pid_t> SpawnProcessGroup(const SpawnRequest& req) {
 }
 
 void BecomeSubreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
+
+namespace {
+
+// Every pid in `text` ("12 34 "), appended to `out`.
+void AppendPids(absl::string_view text, std::vector<pid_t>* out) {
+  for (absl::string_view word : absl::StrSplit(text, ' ', absl::SkipWhitespace())) {
+    int pid = 0;
+    if (absl::SimpleAtoi(word, &pid) && pid > 0) out->push_back(pid);
+  }
+}
+
+// The children of this process (CONFIG_PROC_CHILDREN): those of its main
+// thread, which forks the workers and to which the kernel re-parents orphans
+// (the first live thread of a subreaper); false where the kernel has no such
+// file.
+bool ChildrenOfMainThread(std::vector<pid_t>* out) {
+  UniqueFd fd(open(absl::StrCat("/proc/self/task/", getpid(), "/children").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  std::string text;
+  char buf[4096];
+  ssize_t r;
+  while ((r = read(fd.get(), buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(r));
+  AppendPids(text, out);
+  return true;
+}
+
+// The slow way: every process whose parent is this one.
+void ChildrenByScan(std::vector<pid_t>* out) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return;
+  const pid_t self = getpid();
+  while (dirent* e = readdir(proc)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(e->d_name, &pid)) continue;
+    std::optional<ProcStat> st = ReadProcStat(pid);
+    if (st && st->ppid == self) out->push_back(pid);
+  }
+  closedir(proc);
+}
+
+// Waits for `pid` (SIGKILLed) to die, then reaps it; false when it did not
+// die by `deadline`.
+bool ReapKilled(pid_t pid, std::chrono::steady_clock::time_point deadline) {
+  UniqueFd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+  if (pidfd.valid()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{pidfd.get(), POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count()))) <= 0) return false;
+  }
+  // Without pidfds (Linux < 5.3): wait, as for any SIGKILLed child.
+  return waitpid(pid, nullptr, 0) == pid || errno == ECHILD;
+}
+
+}  // namespace
+
+std::vector<pid_t> AdoptedChildren(const std::vector<pid_t>& own) {
+  std::vector<pid_t> children;
+  if (!ChildrenOfMainThread(&children)) {
+    children.clear();
+    ChildrenByScan(&children);
+  }
+  std::vector<pid_t> adopted;
+  for (pid_t pid : children) {
+    if (std::find(own.begin(), own.end(), pid) == own.end()) adopted.push_back(pid);
+  }
+  return adopted;
+}
+
+namespace {
+
+void RemoveTree(const std::string& path);  // below, beside the guardian's use
+
+// The temporary directory a stale DIR/NAME link names, removed when it is a
+// directory of this user named drun-* (never what a link elsewhere leads to).
+void RemoveLinkedTemporary(const std::string& link) {
+  char target[PATH_MAX];
+  const ssize_t n = readlink(link.c_str(), target, sizeof target - 1);
+  if (n <= 0) return;
+  target[n] = '\0';
+  const std::string dir(target);
+  struct stat st;
+  const size_t slash = dir.rfind('/');
+  if (slash == std::string::npos || !absl::StartsWith(dir.substr(slash + 1), "drun-") ||
+      lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+    return;
+  }
+  RemoveTree(dir);
+}
+
+}  // namespace
+
+std::string RecordTemporary(const std::string& control_dir, const std::string& temp_dir) {
+  const std::string link = absl::StrCat(control_dir, "/", getpid(), ".tmp");
+  RemoveLinkedTemporary(link);  // a dead process of the same pid left it
+  unlink(link.c_str());
+  return symlink(temp_dir.c_str(), link.c_str()) == 0 ? link : std::string();
+}
+
+int RemoveStaleEntries(const std::string& control_dir) {
+  DIR* d = opendir(control_dir.c_str());
+  if (d == nullptr) return 0;
+  std::vector<std::string> stale;
+  while (dirent* e = readdir(d)) {
+    absl::string_view name = e->d_name;
+    int pid = 0;
+    if (!absl::ConsumeSuffix(&name, ".sock") && !absl::ConsumeSuffix(&name, ".tmp")) continue;
+    if (!absl::SimpleAtoi(name, &pid) || pid <= 0) continue;
+    if (kill(pid, 0) != 0 && errno == ESRCH) stale.push_back(absl::StrCat(control_dir, "/", e->d_name));
+  }
+  closedir(d);
+  for (const std::string& path : stale) {
+    if (absl::EndsWith(path, ".tmp")) RemoveLinkedTemporary(path);
+    unlink(path.c_str());
+  }
+  return static_cast<int>(stale.size());
+}
+
+int EndAdoptedChildren(const std::vector<pid_t>& own, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int killed = 0;
+  // Each one's own orphans are adopted as it dies: go on until none is left.
+  for (std::vector<pid_t> adopted = AdoptedChildren(own); !adopted.empty();
+       adopted = AdoptedChildren(own)) {
+    for (pid_t pid : adopted) {
+      if (kill(pid, SIGKILL) == 0) ++killed;
+    }
+    for (pid_t pid : adopted) {
+      if (!ReapKilled(pid, deadline)) return killed;
+    }
+  }
+  return killed;
+}
 
 namespace {
 

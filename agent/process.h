@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@ std::string FindOnPath(const std::string& file, const std::string& path);
 struct ProcStat {
   char state = '?';
   std::string comm;
+  pid_t ppid = 0;
   double cpu_seconds = 0;
 };
 // Parses /proc/PID/stat or /proc/PID/task/TID/stat text (comm may hold
@@ -88,6 +90,34 @@ class Guardian {
 // Marks this process as a child subreaper, so orphaned grandchildren of the
 // workers are re-parented to drun and reaped by it.
 void BecomeSubreaper();
+
+// The children of this process it did not start itself: as a subreaper, the
+// descendants of its workers that were orphaned (a worker's child in a
+// session of its own, a daemon's double fork), whatever session or process
+// group they moved to. `own`: the children it keeps (the guardian); the
+// workers' leaders must be reaped already. Call from the main thread, which
+// forks the workers and adopts orphans: reads /proc/self/task/PID/children,
+// or every /proc/PID/stat where the kernel lacks that file.
+std::vector<pid_t> AdoptedChildren(const std::vector<pid_t>& own);
+
+// SIGKILLs and reaps the adopted children, and those adopted as they die in
+// turn, until none is left; gives up waiting for one after `limit` (a
+// process stuck in the kernel). Returns how many it killed.
+int EndAdoptedChildren(const std::vector<pid_t>& own, std::chrono::milliseconds limit);
+
+// drun's own files that a later drun of the same user removes once their
+// owner is gone (drun and its guardian both SIGKILLed): the user's control
+// directory (agent/control_socket.h) names them by pid: PID.sock, the `drun
+// stacks` socket, and PID.tmp, a symbolic link to drun's temporary directory.
+//
+// Records `temp_dir` as this process's (DIR/PID.tmp; a stale link of a dead
+// process of the same pid, with its directory, goes first). Returns the
+// link's path, "" when it cannot be made.
+std::string RecordTemporary(const std::string& control_dir, const std::string& temp_dir);
+// Removes the entries PID.sock and PID.tmp of `control_dir` whose pid is not
+// alive, and the directory each such PID.tmp names (a directory named drun-*
+// of this user); returns how many entries it removed.
+int RemoveStaleEntries(const std::string& control_dir);
 
 }  // namespace drun
 

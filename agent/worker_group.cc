@@ -204,16 +204,36 @@ absl::Status WorkerGroup::OpenStreams(Worker& w, size_t pipe_size, ChildEnds* en
   return absl::OkStatus();
 }
 
+namespace {
+
+// The fewest descriptors `launches` keep once started: each stream's pipe,
+// a stdin pipe, each log file.
+int FewestDescriptors(const std::vector<WorkerLaunch>& launches) {
+  int n = 0;
+  for (const WorkerLaunch& l : launches) {
+    n += 2 + l.reads_drun_stdin + !l.stdout_file.empty() + !l.stderr_file.empty();
+  }
+  return n;
+}
+
+}  // namespace
+
 absl::Status WorkerGroup::Start(std::vector<WorkerLaunch> launches, TimePoint now) {
-  MakePumps(launches);
-  // Each stream's pipe, and the pump's pipe for a log this loop reads too.
-  const size_t pipe_size = PipeSizeFor(4 * launches.size());
-  absl::Status status = absl::OkStatus();
   // For a start that runs out of descriptors: what the first worker took.
   DescriptorCount fds;
   fds.workers = launches.size();
   fds.base = OpenDescriptors();
   fds.per_worker = EstimatedDescriptors(launches.empty() ? WorkerLaunch() : launches[0]);
+  // Certain to run out (ulimit -n): start none, rather than some to be killed.
+  rlimit lim{};
+  if (fds.base >= 0 && getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+      static_cast<rlim_t>(fds.base + FewestDescriptors(launches) + 3) > lim.rlim_cur) {
+    return ExplainDescriptorShortage(absl::ResourceExhaustedError("none started"), fds);
+  }
+  MakePumps(launches);
+  // Each stream's pipe, and the pump's pipe for a log this loop reads too.
+  const size_t pipe_size = PipeSizeFor(4 * launches.size());
+  absl::Status status = absl::OkStatus();
   for (auto& launch : launches) {
     auto w = std::make_unique<Worker>();
     w->launch = std::move(launch);
@@ -569,6 +589,7 @@ bool WorkerGroup::done() const {
 }
 
 bool WorkerGroup::all_succeeded() const {
+  if (workers_.empty()) return false;  // none started: none succeeded
   for (const auto& w : workers_) {
     if (!w->exited || !WIFEXITED(w->status) || WEXITSTATUS(w->status) != 0) return false;
   }

@@ -67,8 +67,11 @@ struct WorkerLaunch {
 };
 
 struct WorkerExit {
-  int local_rank = -1;
+  int local_rank = -1;  // -1 (and rank -1): the --node-setup command, or not_started
   int rank = -1;
+  // The node's workers could not be started (WorkerGroup::Start failed): no
+  // rank failed.
+  bool not_started = false;
   pid_t pid = 0;
   int exit_code = 0;  // 128+N for signal N
   int signal = 0;
@@ -107,6 +110,7 @@ class WorkerProcesses {
   virtual void Forward(int sig) = 0;
   // Every worker is finished (reaped, its process group empty, its output drained).
   virtual bool done() const = 0;
+  // Every worker exited 0; false for a group that started none.
   virtual bool all_succeeded() const = 0;
   // The first non-zero exit seen while not stopping.
   virtual const std::optional<WorkerExit>& first_failure() const = 0;
@@ -121,7 +125,9 @@ class WorkerGroup : public WorkerProcesses {
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
-  // Spawns every worker. On error, the ones already started are stopped.
+  // Spawns every worker. None when the descriptor limit (ulimit -n) is
+  // certain to be reached; on any other error, the ones already started are
+  // SIGKILLed at once.
   absl::Status Start(std::vector<WorkerLaunch> launches, TimePoint now);
 
   void AppendPollFds(std::vector<pollfd>* fds) const;

@@ -25,8 +25,9 @@ bool FailureRepeat::OnRoundFailed(const v1::Failure& f) {
 
 namespace {
 
-// "rank 3 on host a", "the --node-setup command on host a".
+// "rank 3 on host a", "the --node-setup command on host a", "the workers on host a".
 std::string Who(const v1::Failure& f) {
+  if (f.not_started()) return absl::StrCat("the workers on host ", f.host(), " (none could start)");
   return f.rank() < 0 ? absl::StrCat("the --node-setup command on host ", f.host())
                       : absl::StrCat("rank ", f.rank(), " on host ", f.host());
 }
@@ -43,6 +44,7 @@ std::string LastWords(const v1::Failure& f) {
 }  // namespace
 
 std::string DescribeFailure(const v1::Failure& f) {
+  if (f.not_started()) return absl::StrCat("host ", f.host(), " could not start its workers");
   if (f.hung()) return absl::StrCat(Who(f), " hung (--hang-timeout, exit code ", f.exit_code(), ")");
   std::string how;
   if (f.signal() > 0) {

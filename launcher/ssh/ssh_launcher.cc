@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent_launch.h"
+#include "agent/handled_signals.h"
 #include "agent/output.h"
 #include "agent/process.h"
 #include "rendezvous/base/endpoint.h"
@@ -1087,6 +1088,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   sigset_t stop_set;
   sigemptyset(&stop_set);
   for (int s : kHandledSignals) sigaddset(&stop_set, s);
+  DropIgnoredSignals(&stop_set);  // nohup's SIGHUP stays ignored
   pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   const UniqueFd sig_fd(signalfd(-1, &stop_set, SFD_CLOEXEC | SFD_NONBLOCK));

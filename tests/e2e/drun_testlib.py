@@ -148,8 +148,9 @@ class DrunProcess:
     counted (bytes, lines, last line), for runs that print hundreds of megabytes.
     """
 
-    def __init__(self, args, env=None, cwd=None, count_stdout=False):
-        self.args = [drun_path()] + [str(a) for a in args]
+    def __init__(self, args, env=None, cwd=None, count_stdout=False, wrapper=()):
+        # wrapper: a command drun runs under (["nohup"]).
+        self.args = list(wrapper) + [drun_path()] + [str(a) for a in args]
         self.started = time.monotonic()
         self.proc = subprocess.Popen(self.args, env=env if env is not None else base_env(),
                                      cwd=cwd, stdin=subprocess.DEVNULL,
@@ -455,9 +456,11 @@ class DrunTestCase(unittest.TestCase):
         """Runs drun to completion and returns the DrunProcess."""
         return run_drun(list(args), env=env, cwd=cwd, timeout=timeout)
 
-    def start(self, *args, env=None, cwd=None, count_stdout=False):
-        """Starts drun and returns the DrunProcess without waiting."""
-        return DrunProcess(list(args), env=env, cwd=cwd, count_stdout=count_stdout)
+    def start(self, *args, env=None, cwd=None, count_stdout=False, wrapper=()):
+        """Starts drun (under `wrapper`, e.g. ["nohup"]) and returns the DrunProcess without
+        waiting."""
+        return DrunProcess(list(args), env=env, cwd=cwd, count_stdout=count_stdout,
+                           wrapper=wrapper)
 
     def assertExit(self, run, code):
         self.assertEqual(run.returncode, code,

@@ -69,6 +69,12 @@ class FaultsTest(DrunTestCase):
                                       r"ulimit -n is 64: raise it \(ulimit -n 4096\)")
         self.assertNotIn("--node-setup", proc.stderr)
         self.assertIn("drun:   pid:        none (not started)", proc.stderr)
+        # No worker started (none ran and exited 0), and the root cause is the node's limit,
+        # not a rank (issue 31, item 4).
+        self.assertIn("(none started)", proc.stderr)
+        self.assertIn("drun:   rank:       none (this node could not start its workers)", proc.stderr)
+        self.assertIn("drun: job failed: host ", proc.stderr)
+        self.assertNotRegex(proc.stderr, r"(?m)^drun: \S+ +\d+ +\d+ ", "no worker row in the table")
 
     def test_restart_after_failure(self):
         run = self.drun("--standalone", "--nproc-per-node", 4, "--max-restarts", 2,

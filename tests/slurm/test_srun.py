@@ -1,8 +1,11 @@
 """`srun drun ...` configures itself from SLURM_*: node mode (one task per node, the issue's
 two-line sbatch script) and task mode (`srun -n 6`: each task is one worker)."""
+import os
 import re
 
-from slurm_testlib import Gate, SlurmTestCase, TRAIN, main
+from slurm_testlib import HERE, Gate, SlurmTestCase, TRAIN, main
+
+NEW_SESSION_CHILD = os.path.join(os.path.dirname(HERE), "e2e", "programs", "new_session_child.py")
 
 
 class NodeMode(SlurmTestCase):
@@ -37,6 +40,29 @@ srun {self.drun} --nproc-per-node 2 {TRAIN} --steps 30
                       rf"run id slurm-{job.id}\.0", said[0])
         self.assertTrue(m, said[0])
         self.assertTrue(12000 <= int(m.group(1)) <= 12999, said[0])
+
+
+class NothingLeft(SlurmTestCase):
+    """What a worker starts outside its process group (a child in a session of its own, a
+    daemon) ends with the job: Slurm's proctrack/linuxproc loses orphans, drun's agent (their
+    subreaper) does not."""
+
+    def check(self, line):
+        job = self.submit(f"""
+#SBATCH --nodes=2 --ntasks-per-node=1
+{line} --nproc-per-node 2 {NEW_SESSION_CHILD} {self.dir}
+""", name="escapees")
+        info = job.wait()
+        self.assert_completed(job, info)
+        self.assertEqual(len([n for n in os.listdir(self.dir) if n.startswith("escapee_")]), 12,
+                         job.output())
+        self.assert_nodes_clean()
+
+    def test_srun_node_mode(self):
+        self.check(f"srun {self.drun}")
+
+    def test_launcher_slurm(self):
+        self.check(f"{self.drun} --launcher slurm")
 
 
 class OneSummary(SlurmTestCase):

@@ -19,6 +19,7 @@ import ctypes
 import os
 import re
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -34,6 +35,8 @@ from drun_testlib import _cmdline, drun_path  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = os.path.join(HERE, "programs")
+# The project's clone: the hosts run its programs, in its tests/ssh.
+REPO = os.path.dirname(os.path.dirname(HERE))
 PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
 RUN_TIMEOUT = float(os.environ.get("DRUN_SSH_RUN_TIMEOUT", "90"))
 SUBNET_PREFIX = "10.213.51"
@@ -385,11 +388,11 @@ class Testbed:
                 os.makedirs(path, exist_ok=True)
                 hide += f"mount -t tmpfs drun-private {path}; "
             if self.private_tmp:
-                hide += "mount -t tmpfs drun-host-tmp /tmp; "
+                hide += self._cover_keeping_clone("/tmp", "mount -t tmpfs drun-host-tmp /tmp") + "; "
             if self.plain_home:
                 empty = os.path.join(self.tmp, "plain_home")
                 os.makedirs(empty, mode=0o700, exist_ok=True)
-                hide += f"mount --bind {empty} /root; "
+                hide += self._cover_keeping_clone("/root", f"mount --bind {empty} /root") + "; "
             proc = subprocess.Popen(
                 ["ip", "netns", "exec", self.host_ns[s.name], "unshare", "--uts", "--mount",
                  "sh", "-c", f"hostname {s.name}; {hide}exec /usr/sbin/sshd -D -e -f {cfg}"],
@@ -403,12 +406,31 @@ class Testbed:
             self.sshd_log[s.name].wait_for(r"Server listening on", stream="stderr", timeout=20)
         self.baseline = {s.name: self.host_processes(s.name) for s in self.specs}
 
+    def _cover_keeping_clone(self, mountpoint, cover):
+        """Shell commands that run `cover` (a mount over `mountpoint`: a host's own empty
+        /tmp, a throwaway home over /root) while the project's clone and the interpreter the
+        jobs run stay visible where they are, also when they live under `mountpoint`: each
+        is bound to a stage outside it first, then back in place."""
+        keep = []
+        for path in (REPO, os.path.dirname(os.path.dirname(os.path.realpath(PYTHON)))):
+            path = os.path.realpath(path)
+            if os.path.commonpath([path, mountpoint]) == mountpoint and path != mountpoint \
+                    and path not in keep:
+                keep.append(path)
+        before, after = "", ""
+        for path in keep:
+            stage = tempfile.mkdtemp(prefix="kept-", dir=self.tmp)
+            before += f"mount --bind {shlex.quote(path)} {stage} && "
+            after += f" && mkdir -p {shlex.quote(path)} && mount --bind {stage} {shlex.quote(path)}"
+        return before + cover + after
+
     # -- running things ------------------------------------------------------------------
 
     def client_cmd(self, argv):
         """argv run in the client namespace with the throwaway home over /root."""
+        cover = self._cover_keeping_clone("/root", 'mount --bind "$0" /root')
         return ["ip", "netns", "exec", self.client_ns, "unshare", "--mount", "sh", "-c",
-                'mount --bind "$0" /root && exec "$@"', self.home] + [str(a) for a in argv]
+                cover + ' && exec "$@"', self.home] + [str(a) for a in argv]
 
     def env(self, **overrides):
         env = {k: v for k, v in os.environ.items()

@@ -51,6 +51,25 @@ class SignalsTest(t.SshTestCase):
         self.assertHostsClean()
         return p
 
+    def test_nohup_keeps_the_job_through_a_hangup(self):
+        # nohup's SIGHUP stays ignored by the launcher too: the job runs on. SIGUSR1 comes
+        # after it (the lower number is taken first) and ends every worker with 0.
+        out = os.path.join(self.bed.tmp, "nohup-probe")
+        os.makedirs(out)
+        probe = os.path.join(t.REPO, "tests", "e2e", "programs", "signal_probe.py")
+        proc = subprocess.Popen(self.bed.client_cmd(["nohup", self.bed.drun, "-H", ",".join(self.HOSTS[:2]),
+                                                     probe, out]),
+                                env=self.bed.env(), cwd=t.HERE, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p = (proc, t.Lines(proc, "nohup drun"))
+        self.procs.append(p)
+        p[1].wait_for(r"ready \d+", count=2)
+        proc.send_signal(signal.SIGHUP)
+        proc.send_signal(signal.SIGUSR1)
+        self.assertEqual(self.finish(p), 0, p[1].describe())
+        self.assertEqual(sorted(os.listdir(out)), ["got_SIGUSR1_0", "got_SIGUSR1_1"], p[1].describe())
+        self.assertHostsClean()
+
     def test_sigterm_reaches_every_worker_as_sigterm(self):
         self.stop_with(signal.SIGTERM, "TERM")
 

@@ -4,12 +4,25 @@ runs exactly the processes it ran before (its sshd)."""
 import os
 import re
 import signal
+import tempfile
 
 import ssh_testlib as t
 
 
+NEW_SESSION_CHILD = os.path.join(t.REPO, "tests", "e2e", "programs", "new_session_child.py")
+
+
 class TeardownTest(t.SshTestCase):
     HOSTS = ["red01", "orange07", "purple11", "green02"]
+
+    def test_new_session_children_end_with_the_job(self):
+        # Each worker leaves a child in a session of its own (start_new_session), that one's
+        # child, and a daemon: each host's agent, their subreaper, ends them with the job.
+        piddir = tempfile.mkdtemp(dir=self.bed.tmp)
+        p = self.drun(["-H", "red01,orange07", "--nproc-per-node", "2", NEW_SESSION_CHILD, piddir])
+        self.assertEqual(self.finish(p), 0, p[1].describe())
+        self.assertEqual(len([n for n in os.listdir(piddir) if n.startswith("escapee_")]), 12)
+        self.assertHostsClean()
 
     def start_gated(self, hosts, extra=()):
         gate = t.Gate(self.bed.tmp, name=f"gate-{self.id().rsplit('.', 1)[-1]}")

@@ -7,12 +7,14 @@
 #include <signal.h>
 
 #include <iostream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "rendezvous/base/signal_name.h"
 
 #include <gtest/gtest.h>
@@ -465,7 +467,7 @@ TEST_F(AgentMachineTest, SignalWhileStoppingSendsItAgainAndExits) {
   Stop();  // stopping to rejoin, SIGTERM sent
   EXPECT_EQ(Signal(SIGINT),
             Log({"leaving SIGINT", "say: got SIGINT: stopping the workers (SIGINT again kills them at once)",
-                 "stop SIGINT grace 30s", "forward SIGINT"}));
+                 "stop SIGINT grace 30s"}));  // once: the stop sends it
   EXPECT_EQ(m().state(), State::kShuttingDown);
   EXPECT_EQ(Gone(false), Log({"retire", "exit 130"}));  // no rejoin
 }
@@ -711,6 +713,232 @@ TEST_F(AgentMachineTest, ANewRoundHasNoDeadline) {
 TEST_F(AgentMachineTest, StateNames) {
   EXPECT_STREQ(AgentMachine::StateName(State::kStoppingToRejoin), "stopping-to-rejoin");
   EXPECT_STREQ(AgentMachine::StateName(State::kDone), "done");
+}
+
+// --- The two cells issue 30 found undecided ----------------------------------
+
+// A --node-setup whose spawn fails (EAGAIN, EMFILE, ENOMEM) leaves an empty
+// group, which once read "done, all succeeded": the workers started without
+// their setup.
+TEST_F(AgentMachineTest, SetupThatCannotStartIsAFailedSetup) {
+  Make(WithSetup());
+  Start();
+  Assign(0);
+  EXPECT_EQ(StartFailed(), Log({"say: cannot start --node-setup: no such file",
+                                "report failure rank -1 code 1"}));
+  EXPECT_EQ(m().state(), State::kSetupFailed);
+  group_->done_ = true;
+  group_->ok_ = true;  // however the empty group reads, no workers start
+  EXPECT_EQ(Step(), Log({"retire"}));
+  EXPECT_EQ(m().state(), State::kRendezvous);
+  // The server's Stop: the setup runs again in the next round.
+  EXPECT_EQ(Stop(), Log({"join"}));
+  EXPECT_EQ(Assign(1), Log({"start setup"}));
+}
+
+TEST_F(AgentMachineTest, SetupGoneWithoutSuccessOrFailureIsAFailedSetup) {
+  Make(WithSetup());
+  Start();
+  Assign(0);
+  EXPECT_EQ(Gone(false), Log({"retire", "report failure rank -1 code 1"}));
+  EXPECT_EQ(m().state(), State::kRendezvous);
+}
+
+// Finish and Stop leave a signalled agent's workers alone; Reject did not.
+TEST_F(AgentMachineTest, RejectWhileShuttingDownSendsNoSecondSignal) {
+  Running();
+  Signal(SIGINT);
+  EXPECT_EQ(Reject("the rendezvous (h:1) rejected this node: silent"),
+            Log({"stop no signal grace 30s"}));
+  EXPECT_EQ(m().state(), State::kShuttingDown);
+  EXPECT_EQ(Gone(false), Log({"retire", "exit 130"}));
+}
+
+TEST_F(AgentMachineTest, AssignmentOverALiveGroupIsNotTaken) {
+  Running(0);
+  EXPECT_EQ(Assign(1), Log({}));
+  EXPECT_EQ(m().state(), State::kRunning);
+  Make(WithSetup());
+  Start();
+  Assign(0);
+  EXPECT_EQ(Assign(1), Log({}));
+  EXPECT_EQ(m().state(), State::kSetup);
+}
+
+// --- Every (state x event) cell ------------------------------------------------
+
+// Brings a fresh machine (and its fake group) into `s`.
+class AgentMachineCellTest : public AgentMachineTest {
+ protected:
+  void Reach(State s) {
+    group_.reset();
+    Make(s == State::kSetup || s == State::kSetupFailed ? WithSetup() : AgentMachine::Config{});
+    Start();
+    if (s == State::kRendezvous) return;
+    if (s == State::kDone) {
+      Finish(0);
+      return;
+    }
+    Assign(0);
+    switch (s) {
+      case State::kSetupFailed: Fails(-1, 2); break;
+      case State::kStopping: Fails(1, 3); break;
+      case State::kStoppingToRejoin: Stop(); break;
+      case State::kStoppingToExit: Finish(0); break;
+      case State::kShuttingDown: Signal(SIGINT); break;
+      default: break;
+    }
+  }
+  // Fires `e` as the agent would; returns what the agent did.
+  Log Fire(AgentMachine::Event e) {
+    using E = AgentMachine::Event;
+    switch (e) {
+      case E::kStart: return Start();
+      case E::kAssignment: return Assign(1);
+      case E::kStop: return Stop();
+      case E::kFinish: return Finish(0);
+      case E::kReject: return Reject("rejected");
+      case E::kGroupFailed:
+      case E::kGroupDone: {
+        GroupStatus st;
+        if (e == E::kGroupFailed) {
+          WorkerExit f;
+          f.rank = 2;
+          f.exit_code = 9;
+          st.first_failure = f;
+        } else {
+          st.done = true;
+          st.all_succeeded = true;
+        }
+        return On(AgentMachine::EventName(e), [&] { return m().OnGroup(st, now); });
+      }
+      case E::kStartFailed: return StartFailed();
+      case E::kHang: return Hang(0);
+      case E::kStopSignal: return Signal(SIGTERM);
+      case E::kUserSignal: return Signal(SIGUSR1);
+      case E::kLauncherSignal: return Launcher(SIGTERM);
+      case E::kLauncherGone: return LauncherGone();
+      case E::kTick:
+        now += seconds(31);  // past the grace of any stop under way
+        return Tick();
+    }
+    return {};
+  }
+};
+
+// What each acting cell does, from the state Reach() makes: the next state
+// and the agent's actions. Cells that do not act must do nothing.
+const std::map<std::string, std::string>& ActingCells() {
+  static const auto* cells = new std::map<std::string, std::string>{
+      // clang-format off
+      {"rendezvous x start", "rendezvous: join"},
+      {"rendezvous x assignment", "running: start workers"},
+      {"rendezvous x stop", "rendezvous: join"},
+      {"rendezvous x finish", "done: exit 0"},
+      {"rendezvous x reject", "done: exit 1"},
+      {"rendezvous x stop-signal", "done: leaving SIGTERM; say: got SIGTERM while waiting in the rendezvous (no workers were running): leaving the job; exit 143"},
+      {"rendezvous x launcher-signal", "done: leaving SIGTERM; say: got SIGTERM while waiting in the rendezvous (no workers were running): leaving the job; exit 143"},
+      {"rendezvous x launcher-gone", "done: say: the launcher's channel closed: stopping; leaving SIGHUP; say: got SIGHUP while waiting in the rendezvous (no workers were running): leaving the job; exit 129"},
+      {"setup x stop", "stopping-to-rejoin: stop SIGTERM grace 30s"},
+      {"setup x finish", "stopping-to-exit: stop SIGTERM grace 30s"},
+      {"setup x reject", "stopping-to-exit: stop SIGTERM grace 30s"},
+      {"setup x group-failed", "setup-failed: report failure rank 2 code 9"},
+      {"setup x group-done", "running: retire; start workers"},
+      {"setup x start-failed", "setup-failed: say: cannot start --node-setup: no such file; report failure rank -1 code 1"},
+      {"setup x stop-signal", "shutting-down: leaving SIGTERM; say: got SIGTERM: stopping the workers (SIGTERM again kills them at once); stop SIGTERM grace 30s"},
+      {"setup x user-signal", "setup: forward SIGUSR1"},
+      {"setup x launcher-signal", "shutting-down: leaving SIGTERM; say: got SIGTERM: stopping the workers (SIGTERM again kills them at once); stop SIGTERM grace 30s"},
+      {"setup x launcher-gone", "shutting-down: say: the launcher's channel closed: stopping; leaving SIGHUP; say: got SIGHUP: stopping the workers (SIGHUP again kills them at once); stop SIGHUP grace 30s"},
+      {"setup-failed x stop", "stopping-to-rejoin: stop SIGTERM grace 30s"},
+      {"setup-failed x finish", "stopping-to-exit: stop SIGTERM grace 30s"},
+      {"setup-failed x reject", "stopping-to-exit: stop SIGTERM grace 30s"},
+      {"setup-failed x group-done", "rendezvous: retire"},
+      {"setup-failed x stop-signal", "shutting-down: leaving SIGTERM; say: got SIGTERM: stopping the workers (SIGTERM again kills them at once); stop SIGTERM grace 30s"},
+      {"setup-failed x user-signal", "setup-failed: forward SIGUSR1"},
+      {"setup-failed x launcher-signal", "shutting-down: leaving SIGTERM; say: got SIGTERM: stopping the workers (SIGTERM again kills them at once); stop SIGTERM grace 30s"},
+      {"setup-failed x launcher-gone", "shutting-down: say: the launcher's channel closed: stopping; leaving SIGHUP; say: got SIGHUP: stopping the workers (SIGHUP again kills them at once); stop SIGHUP grace 30s"},
+      {"running x stop", "stopping-to-rejoin: stop SIGTERM grace 30s"},
+      {"running x finish", "stopping-to-exit: stop SIGTERM grace 30s"},
+      {"running x reject", "stopping-to-exit: stop SIGTERM grace 30s"},
+      {"running x group-failed", "stopping: report failure rank 2 code 9; stop SIGTERM grace 30s"},
+      {"running x group-done", "rendezvous: retire; report success 0"},
+      {"running x start-failed", "stopping: say: cannot start workers: no such file; report failure rank -1 code 1; stop SIGKILL grace 30s"},
+      {"running x hang", "stopping: report hang rank 0 code 124; stop SIGTERM grace 30s"},
+      {"running x stop-signal", "shutting-down: leaving SIGTERM; say: got SIGTERM: stopping the workers (SIGTERM again kills them at once); stop SIGTERM grace 30s"},
+      {"running x user-signal", "running: forward SIGUSR1"},
+      {"running x launcher-signal", "shutting-down: leaving SIGTERM; say: got SIGTERM: stopping the workers (SIGTERM again kills them at once); stop SIGTERM grace 30s"},
+      {"running x launcher-gone", "shutting-down: say: the launcher's channel closed: stopping; leaving SIGHUP; say: got SIGHUP: stopping the workers (SIGHUP again kills them at once); stop SIGHUP grace 30s"},
+      {"stopping x stop", "stopping-to-rejoin: stop SIGTERM grace 30s"},
+      {"stopping x finish", "stopping-to-exit: stop SIGTERM grace 30s"},
+      {"stopping x reject", "stopping-to-exit: stop SIGTERM grace 30s"},
+      {"stopping x group-done", "rendezvous: retire"},
+      {"stopping x stop-signal", "shutting-down: leaving SIGTERM; say: got SIGTERM: stopping the workers (SIGTERM again kills them at once); stop SIGTERM grace 30s"},
+      {"stopping x user-signal", "stopping: forward SIGUSR1"},
+      {"stopping x launcher-signal", "shutting-down: leaving SIGTERM; say: got SIGTERM: stopping the workers (SIGTERM again kills them at once); stop SIGTERM grace 30s"},
+      {"stopping x launcher-gone", "shutting-down: say: the launcher's channel closed: stopping; leaving SIGHUP; say: got SIGHUP: stopping the workers (SIGHUP again kills them at once); stop SIGHUP grace 30s"},
+      {"stopping x tick", "stopping: say: the workers still alive after --shutdown-timeout 30 s: killing them (SIGKILL); kill"},
+      {"stopping-to-rejoin x finish", "stopping-to-exit: stop SIGTERM grace 30s"},
+      {"stopping-to-rejoin x reject", "stopping-to-exit: stop SIGTERM grace 30s"},
+      {"stopping-to-rejoin x group-done", "rendezvous: retire; join"},
+      {"stopping-to-rejoin x stop-signal", "shutting-down: leaving SIGTERM; say: got SIGTERM: stopping the workers (SIGTERM again kills them at once); stop SIGTERM grace 30s"},
+      {"stopping-to-rejoin x user-signal", "stopping-to-rejoin: forward SIGUSR1"},
+      {"stopping-to-rejoin x launcher-signal", "shutting-down: leaving SIGTERM; say: got SIGTERM: stopping the workers (SIGTERM again kills them at once); stop SIGTERM grace 30s"},
+      {"stopping-to-rejoin x launcher-gone", "shutting-down: say: the launcher's channel closed: stopping; leaving SIGHUP; say: got SIGHUP: stopping the workers (SIGHUP again kills them at once); stop SIGHUP grace 30s"},
+      {"stopping-to-rejoin x tick", "stopping-to-rejoin: say: the workers still alive after --shutdown-timeout 30 s: killing them (SIGKILL); kill"},
+      {"stopping-to-exit x stop", "stopping-to-exit: stop SIGTERM grace 30s"},
+      {"stopping-to-exit x group-done", "done: retire; exit 0"},
+      {"stopping-to-exit x stop-signal", "shutting-down: leaving SIGTERM; say: got SIGTERM: stopping the workers (SIGTERM again kills them at once); stop SIGTERM grace 30s"},
+      {"stopping-to-exit x user-signal", "stopping-to-exit: forward SIGUSR1"},
+      {"stopping-to-exit x launcher-signal", "shutting-down: leaving SIGTERM; say: got SIGTERM: stopping the workers (SIGTERM again kills them at once); stop SIGTERM grace 30s"},
+      {"stopping-to-exit x launcher-gone", "shutting-down: say: the launcher's channel closed: stopping; leaving SIGHUP; say: got SIGHUP: stopping the workers (SIGHUP again kills them at once); stop SIGHUP grace 30s"},
+      {"stopping-to-exit x tick", "stopping-to-exit: say: the workers still alive after --shutdown-timeout 30 s: killing them (SIGKILL); kill"},
+      {"shutting-down x finish", "shutting-down: stop no signal grace 30s"},
+      {"shutting-down x reject", "shutting-down: stop no signal grace 30s"},
+      {"shutting-down x group-done", "done: retire; exit 130"},
+      {"shutting-down x stop-signal", "shutting-down: say: got SIGTERM again: killing the workers now; kill"},
+      {"shutting-down x user-signal", "shutting-down: forward SIGUSR1"},
+      {"shutting-down x launcher-signal", "shutting-down: "},
+      {"shutting-down x launcher-gone", "shutting-down: say: the launcher's channel closed; already stopping on SIGINT"},
+      {"shutting-down x tick", "shutting-down: say: the workers still alive after --shutdown-timeout 30 s: killing them (SIGKILL); kill"},
+      // clang-format on
+  };
+  return *cells;
+}
+
+TEST_F(AgentMachineCellTest, EveryCellIsDeclaredAndDoesWhatItSays) {
+  int cells = 0, acting = 0;
+  for (int si = 0; si < AgentMachine::kStates; ++si) {
+    for (int ei = 0; ei < AgentMachine::kEvents; ++ei) {
+      const auto s = static_cast<State>(si);
+      const auto e = static_cast<AgentMachine::Event>(ei);
+      const AgentMachine::Cell& cell = AgentMachine::CellOf(s, e);
+      const std::string name = absl::StrCat(AgentMachine::StateName(s), " x ", AgentMachine::EventName(e));
+      SCOPED_TRACE(name);
+      ASSERT_NE(cell.why, nullptr);
+      EXPECT_GT(std::string(cell.why).size(), 10u) << "a cell says why";
+      Reach(s);
+      ASSERT_EQ(m().state(), s);
+      const Log did = Fire(e);
+      const std::string outcome =
+          absl::StrCat(AgentMachine::StateName(m().state()), ": ", absl::StrJoin(did, "; "));
+      ++cells;
+      const auto want = ActingCells().find(name);
+      if (cell.kind != AgentMachine::CellKind::kAct) {
+        EXPECT_EQ(did, Log({})) << cell.why;
+        EXPECT_EQ(m().state(), s) << cell.why;
+        EXPECT_EQ(want, ActingCells().end()) << "the table says this cell does not act";
+        continue;
+      }
+      ++acting;
+      if (want == ActingCells().end()) {
+        ADD_FAILURE() << "no expectation for an acting cell: {\"" << name << "\", \"" << outcome << "\"},";
+        continue;
+      }
+      EXPECT_EQ(outcome, want->second) << cell.why;
+    }
+  }
+  EXPECT_EQ(cells, AgentMachine::kStates * AgentMachine::kEvents);
+  EXPECT_EQ(acting, static_cast<int>(ActingCells().size()));
 }
 
 }  // namespace
