@@ -1,7 +1,8 @@
 // Load client for bench/rendezvous_bench.py: N simulated agents on one
 // rendezvous server, each one gRPC stream that speaks proto/drun/v1 like
-// agent/grpc_rendezvous_client.cc does (Hello, Join, a Heartbeat every
-// --heartbeat-ms, Succeeded once assigned). With --token, each stream runs
+// agent/grpc_rendezvous_client.cc does (Hello, Join, a Heartbeat at the pace
+// the server's Pace gives, or every --heartbeat-ms when given, each stamped
+// with the sender's clock; Succeeded once assigned). With --token, each stream runs
 // the job token's handshake (rendezvous/join_auth.h) like the real client:
 // it waits for the server's Challenge, answers with a proof, checks the
 // server's Welcome and opens every sealed spec; a refused server counts as
@@ -10,7 +11,7 @@
 // the real agent's is.
 //
 //   drun_rdzv_load --target 127.0.0.1:PORT --streams 10000 [--channels 8]
-//                  [--run-id ID] [--token T] [--heartbeat-ms 500]
+//                  [--run-id ID] [--token T] [--heartbeat-ms MS]
 //                  [--timeout-s 120] [--tls CERT,KEY,CA]
 //
 // Prints key=value lines on stdout (times in seconds, from the first stream's
@@ -58,7 +59,7 @@ struct Options {
   int channels = 8;
   std::string run_id = "bench";
   std::string token;
-  int heartbeat_ms = 500;
+  int heartbeat_ms = 0;  // 0: the server's Pace
   double timeout_s = 120;
   std::string tls;  // CERT,KEY,CA
 };
@@ -81,6 +82,7 @@ struct Tally {
   double last_join = 0, first_assignment = -1, last_assignment = 0;
   double last_succeeded = 0, last_finish = 0;
   std::vector<double> hb_rtt;  // heartbeat round trips, seconds
+  int64_t pace_ms = 0, silence_ms = 0;  // the server's Pace, as received
   std::string first_error;
 };
 
@@ -118,7 +120,8 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
   void Heartbeat() {
     if (!started_.load() || closed_.load()) return;
     AgentMessage hb;
-    hb.mutable_heartbeat();
+    hb.mutable_heartbeat()->set_sent_us(
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count());
     {
       drun::MutexLock l(&mu_);
       hb_sent_.push_back(Clock::now());
@@ -166,15 +169,23 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
         double rtt = -1;
         {
           drun::MutexLock l(&mu_);
+          // One reply answers every heartbeat before it (the server sheds
+          // replies while it is behind on a stream): timed from the oldest.
           if (!hb_sent_.empty()) {
             rtt = std::chrono::duration<double>(now - hb_sent_.front()).count();
-            hb_sent_.pop_front();
+            hb_sent_.clear();
           }
         }
         if (rtt >= 0) {
           drun::MutexLock t(&tally_->mu);
           tally_->hb_rtt.push_back(rtt);
         }
+        break;
+      }
+      case ServerMessage::kPace: {
+        drun::MutexLock t(&tally_->mu);
+        tally_->pace_ms = in_.pace().heartbeat_ms();
+        tally_->silence_ms = in_.pace().silence_ms();
         break;
       }
       case ServerMessage::kWaiting: {
@@ -385,16 +396,22 @@ int main(int argc, char** argv) {
 
   std::atomic<bool> stop_heartbeats{false};
   std::atomic<int> started{0};
-  // Heartbeats like the real agent's: each stream every heartbeat_ms, spread
-  // over 50 slots so the server sees a steady rate, not bursts.
+  // Heartbeats like the real agent's: each stream at the server's pace (or
+  // every --heartbeat-ms), spread over 50 slots so the server sees a steady
+  // rate, not bursts. None before the first Pace has come.
+  auto interval_ms = [&]() -> int64_t {
+    if (opt.heartbeat_ms > 0) return opt.heartbeat_ms;
+    drun::MutexLock l(&tally.mu);
+    return tally.pace_ms;
+  };
   std::thread heart([&] {
-    if (opt.heartbeat_ms <= 0) return;
     constexpr int kSlots = 50;
-    const auto slot = std::chrono::microseconds(opt.heartbeat_ms * 1000 / kSlots);
-    auto next = Clock::now() + slot;
+    auto next = Clock::now();
     for (int tick = 0; !stop_heartbeats.load(); ++tick) {
+      const int64_t every = interval_ms();
+      next += every > 0 ? std::chrono::microseconds(every * 1000 / kSlots) : std::chrono::microseconds(100000);
       std::this_thread::sleep_until(next);
-      next += slot;
+      if (every <= 0) continue;
       const int n = started.load();
       for (int i = tick % kSlots; i < n; i += kSlots) agents[i]->Heartbeat();
     }
@@ -435,6 +452,8 @@ int main(int argc, char** argv) {
   std::printf("finished=%d\nlast_succeeded_s=%.4f\nlast_finish_s=%.4f\n", tally.finished,
               tally.last_succeeded, tally.last_finish);
   std::printf("succeeded_to_finish_s=%.4f\n", tally.last_finish - tally.last_succeeded);
+  std::printf("pace_ms=%lld\npace_silence_ms=%lld\n", static_cast<long long>(tally.pace_ms),
+              static_cast<long long>(tally.silence_ms));
   std::printf("heartbeats=%zu\nhb_rtt_p50_s=%.4f\nhb_rtt_p99_s=%.4f\nhb_rtt_max_s=%.4f\n",
               tally.hb_rtt.size(), Percentile(tally.hb_rtt, 0.5), Percentile(tally.hb_rtt, 0.99),
               Percentile(tally.hb_rtt, 1.0));

@@ -27,9 +27,9 @@ Parts (--parts, comma separated; default all):
             an N with torchrun's keep-alive (5 s x 3) instead of drun's default (0.5 s x 4).
   load      the server alone under simulated agents: a real `drun --nnodes S+1` host (its own
             agent is one node) and drun_rdzv_load opening S streams on 8 connections (Hello,
-            Join, a heartbeat every 0.5 s, Succeeded once assigned). Figure: last Join sent ->
-            last Assignment received, as the load client sees it. --relaxed-streams repeats an
-            S with keep-alive 5 s x 3 (heartbeats every 5 s).
+            Join, heartbeats at the pace the server's Pace gives, as real agents do, Succeeded
+            once assigned). Figure: last Join sent -> last Assignment received, as the load
+            client sees it. --relaxed-streams repeats an S with keep-alive 5 s x 3.
   torchrun  torchrun 1.13 `--rdzv_backend c10d` with N agents on 127.0.0.1 (default and
             last-call settings), started back to back, first start -> last exit; drun `all`
             mode at the same N for the ratio.
@@ -694,8 +694,7 @@ def load_run(procs, args, streams, tmp, run_index, relaxed=False, token="off", t
         cpu0 = proc_cpu_s(host)
         argv = [args.load_client, "--target", f"127.0.0.1:{port}", "--streams", str(streams),
                 "--channels", str(args.channels), "--run-id", rid,
-                "--timeout-s", str(args.load_timeout),
-                "--heartbeat-ms", "5000" if relaxed else "500"]
+                "--timeout-s", str(args.load_timeout)]
         if token == "on":
             argv += ["--token", BENCH_TOKEN]
         if tls == "on":
@@ -722,6 +721,7 @@ def load_run(procs, args, streams, tmp, run_index, relaxed=False, token="off", t
             res["host_exit"] = exit_code(hgot[host][1])
             res["host_cpu_s"] = ru_cpu(hgot[host][2]) - (cpu0 or 0)
             res["host_maxrss_MiB"] = hgot[host][2].ru_maxrss / 1024
+        res["load_end"] = load1()
         if res.get("client_exit") != 0 or res.get("host_exit") != 0:
             res["error"] = f"client exit {res.get('client_exit')}, host exit {res.get('host_exit')}"
             res["log_digest"] = log_digest(os.path.join(tmp, f"load-{tag}.log"))
@@ -892,10 +892,18 @@ def summarize(results):
                     f"last Succeeded->last Finish {median([r['succeeded_to_finish_s'] for r in rs]):.3f} s; "
                     f"host CPU {median([r.get('host_cpu_s') for r in rs]):.2f} s, "
                     f"maxRSS {median([r.get('host_maxrss_MiB') for r in rs]):.0f} MiB; "
-                    f"heartbeat RTT p99 {median([r.get('hb_rtt_p99_s') for r in rs]):.3f} s " + note)
+                    f"per agent {1e6 * median([r.get('host_cpu_s') for r in rs]) / s:.0f} us CPU, "
+                    f"{1024 * median([r.get('host_maxrss_MiB') for r in rs]) / s:.1f} KiB; "
+                    f"heartbeat RTT p99 {median([r.get('hb_rtt_p99_s') for r in rs]):.3f} s "
+                    f"(pace {median([r.get('pace_ms') for r in rs]) / 1000:g} s, silence "
+                    f"{median([r.get('pace_silence_ms') for r in rs]) / 1000:g} s); "
+                    f"rejected {sum(r.get('rejected', 0) for r in rall)}, broken "
+                    f"{sum(r.get('broken', 0) for r in rall)}; load1 after "
+                    f"{median([r.get('load_end') for r in rall]):.1f} " + note)
+        goal = {10000: 2.0, 30000: 5.0, 100000: 15.0}.get(s)
         row(f"server, {s} simulated agents, keep-alive {ka}: last Join sent -> last Assignment",
             median([r.get("join_to_assignment_s") for r in rs]), None,
-            2.0 if s >= 10000 else None, median([r["load"] for r in rall]), len(rs), note)
+            goal, median([r["load"] for r in rall]), len(rs), note)
 
     tr = results.get("torchrun", [])
     for n in sorted({r["n"] for r in tr}):

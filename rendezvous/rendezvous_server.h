@@ -4,8 +4,10 @@
 // timer thread drives the state machine's deadlines.
 //
 // Transport duties (the state machine knows nothing of them): a stream that
-// ends is a lost node; every Heartbeat is answered with a Heartbeat so agents
-// can tell a silent server; a Reject closes the stream once written.
+// ends is a lost node; a Heartbeat is answered with a Heartbeat so agents
+// can tell a silent server, unless something is queued on that stream
+// already (it answers as well: under load, replies are the work that is
+// shed); a Reject closes the stream once written.
 //
 // One port (docs/architecture.md): when config.fixed_master_port is the port
 // the server listens on, the workers' c10d store is served on that same port.
