@@ -333,10 +333,10 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   auto agent = std::make_unique<Agent>(std::move(options), std::move(client.value()), &guardian);
   const int code = agent->Run();
   if (server) {
-    // Our own stream ends first, then the other agents have their Finish by
-    // now, or lose the server here.
+    // Our own stream ends first, then the other agents get their Finish
+    // (every stream ends), or lose the server here.
     agent.reset();
-    server->Shutdown(std::chrono::seconds(2));
+    server->Shutdown(FinishGrace(spec.max_nodes()));
   }
   guardian.Release();
   QuickExit(code);

@@ -37,6 +37,10 @@
 
 namespace drun {
 
+Duration FinishGrace(int nodes) {
+  return std::chrono::seconds(2) + std::chrono::microseconds(500) * std::max(0, nodes - 4000);
+}
+
 std::string PeerHost(const std::string& peer) {
   std::string p = absl::StrReplaceAll(peer, {{"%5B", "["}, {"%5D", "]"}});
   size_t colon = p.find(':');

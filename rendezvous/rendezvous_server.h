@@ -88,6 +88,13 @@ class RendezvousServer {
   virtual void Shutdown(Duration grace) = 0;
 };
 
+// The grace to give Shutdown once the job has finished, for a job of
+// `nodes` nodes: every node's Finish is written and its stream ends (30 000
+// took about 7 s on a loaded 2-core machine; docs/benchmarks_rendezvous.md).
+// 2 s, plus 0.5 ms a node past 4000. It is waited only while streams are
+// still open: agents end theirs at their Finish.
+Duration FinishGrace(int nodes);
+
 // "ipv4:10.0.0.2:4711" / "ipv6:[::1]:4711" / "ipv6:%5B::1%5D:4711" -> host.
 std::string PeerHost(const std::string& peer);
 
