@@ -20,6 +20,10 @@
 //  - Every node of a round gets the same restart_count.
 //  - A node joining while the job runs below max triggers a free restart;
 //    at max it waits as a spare and replaces the next node lost.
+//  - A node is lost when its own silence passes keepalive_timeout (a stream
+//    that ends: at once); time the server itself did not run and its
+//    backlog of unhandled heartbeats are nobody's silence. Every accepted
+//    node is told the job's pace (v1::Pace).
 //  - Every node receives the same Finish (exit code and root-cause failure).
 //    A failing job first stops every node; the root cause is the earliest
 //    failure (by the worker's exit time) reported before they all stopped.
