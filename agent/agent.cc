@@ -609,6 +609,7 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
     case v1::ServerMessage::kHeartbeat:
     case v1::ServerMessage::kChallenge:  // the job token's handshake: the client's (join_auth.h)
     case v1::ServerMessage::kWelcome:
+    case v1::ServerMessage::kPace:  // the client's (grpc_rendezvous_client.h)
     case v1::ServerMessage::kReportReceived:  // awaited in SendNodeReport
     case v1::ServerMessage::KIND_NOT_SET:
       return;

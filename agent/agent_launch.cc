@@ -83,9 +83,11 @@ RendezvousState::Config RendezvousConfigFor(const v1::JobSpec& spec, const std::
   c.join_timeout = SecondsToDuration(spec.join_timeout_s());
   c.last_call_timeout = SecondsToDuration(spec.last_call_timeout_s());
   // Links are watched by the kernel (link_liveness.h); the server's own
-  // heartbeat rule only catches a stuck agent process.
-  c.keepalive_timeout = ProcessSilenceTimeout(
-      std::chrono::milliseconds(static_cast<int64_t>(1000 * spec.keepalive_timeout_s())));
+  // heartbeat rule only catches a stuck agent process, at a pace chosen
+  // from the job's size and told to every agent.
+  const Pace pace = PaceFor(LinkTimeout(spec), spec.max_nodes());
+  c.keepalive_timeout = pace.silence;
+  c.heartbeat = pace.heartbeat;
   c.spec = spec;
   return c;
 }

@@ -62,7 +62,7 @@ class GrpcClient : public RendezvousClient {
   }
 
   void Send(const v1::AgentMessage& msg, TimePoint now) override {
-    if (msg.has_heartbeat()) next_heartbeat_ = now + opt_.heartbeat;
+    if (msg.has_heartbeat()) next_heartbeat_ = now + heartbeat();
     MutexLock l(&write_mu_);
     if (stream_done_) return;
     // With a token, a Hello waits for the Challenge it must answer, and
@@ -92,7 +92,7 @@ class GrpcClient : public RendezvousClient {
         NotDrunLocked(absl::StrCat("it accepted the connection but said nothing in ",
                                    std::chrono::duration<double>(opt_.first_word).count(), " s"));
       }
-      if (!lost_ && opt_.silence > Duration::zero() && now - stalled_ - seen_ > opt_.silence) {
+      if (!lost_ && silence_ > Duration::zero() && now - stalled_ - seen_ > silence_) {
         LoseLocked(absl::StrCat("no word from it for ",
                                 std::chrono::duration_cast<std::chrono::milliseconds>(now - last_rx_)
                                     .count(),
@@ -100,10 +100,12 @@ class GrpcClient : public RendezvousClient {
       }
     }
     if (now >= next_heartbeat_) {
+      // Stamped with this agent's clock: the server tells its own backlog
+      // from the stamps (rendezvous_state.h).
       v1::AgentMessage hb;
-      hb.mutable_heartbeat();
+      hb.mutable_heartbeat()->set_sent_us(
+          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count());
       Send(hb, now);
-      next_heartbeat_ = now + opt_.heartbeat;
     }
   }
 
@@ -114,8 +116,8 @@ class GrpcClient : public RendezvousClient {
     if (!heard_ && opt_.first_word > Duration::zero()) {
       deadline = std::min(deadline, seen_ + stalled_ + opt_.first_word + std::chrono::milliseconds(1));
     }
-    if (opt_.silence <= Duration::zero()) return deadline;
-    return std::min(deadline, seen_ + stalled_ + opt_.silence + std::chrono::milliseconds(1));
+    if (silence_ <= Duration::zero()) return deadline;
+    return std::min(deadline, seen_ + stalled_ + silence_ + std::chrono::milliseconds(1));
   }
 
   bool relays_stacks() const override { return true; }
@@ -168,13 +170,29 @@ class GrpcClient : public RendezvousClient {
       MutexLock l(&auth_mu_);
       st = handshake_.Check(m);
     }
-    if (st.ok()) return !m->has_heartbeat();
+    if (st.ok() && m->has_pace()) TakePace(m->pace());
+    if (st.ok()) return !m->has_heartbeat() && !m->has_pace();
     if (!absl::IsAlreadyExists(st)) {
       MutexLock l(&mu_);
       refused_ = true;
       LoseLocked(std::string(st.message()));
     }
     return false;
+  }
+
+  // Reader thread: the server's pace for this job (v1::Pace) replaces the
+  // one this agent started with. The host's own agent keeps bearing any
+  // silence of its in-process server (silence zero).
+  void TakePace(const v1::Pace& p) {
+    if (p.heartbeat_ms() <= 0 || p.silence_ms() <= 0) return;
+    MutexLock l(&mu_);
+    heartbeat_ = std::chrono::milliseconds(p.heartbeat_ms());
+    if (silence_ > Duration::zero()) silence_ = std::chrono::milliseconds(p.silence_ms());
+  }
+
+  Duration heartbeat() const {
+    MutexLock l(&mu_);
+    return heartbeat_;
   }
 
   void ReadLoop() {
@@ -247,6 +265,9 @@ class GrpcClient : public RendezvousClient {
   TimePoint seen_ ABSL_GUARDED_BY(mu_);          // last_rx_ on the stall-free clock
   Duration stalled_ ABSL_GUARDED_BY(mu_) = Duration::zero();  // time found not running
   TimePoint next_heartbeat_ = Clock::now();     // the agent's loop thread only
+  // opt_'s, until the server's Pace.
+  Duration heartbeat_ ABSL_GUARDED_BY(mu_) = opt_.heartbeat;
+  Duration silence_ ABSL_GUARDED_BY(mu_) = opt_.silence;
   bool lost_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool refused_ ABSL_GUARDED_BY(mu_) = false;  // it failed the job token's handshake

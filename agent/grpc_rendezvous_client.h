@@ -6,7 +6,9 @@
 // every `heartbeat`) comes back for `silence`, the client reports the server
 // lost as a Finish with exit code 1 naming the server. Time the agent itself
 // did not run (a heartbeat tick more than 50 ms late) does not count as
-// silence.
+// silence. The server's Pace (sent after the Hello) replaces `heartbeat` and
+// `silence` with what it chose for the job's size (link_liveness.h);
+// heartbeats carry this agent's clock (Heartbeat.sent_us).
 //
 // The job token (rendezvous/join_auth.h): with one, the client holds the
 // agent's Hello (and what follows it) until the server's Challenge has come,
@@ -42,6 +44,7 @@ struct GrpcClientOptions {
   // certificate, under gRPC; null: plain TCP.
   std::shared_ptr<const TlsContext> tls;
   Duration connect_timeout = std::chrono::seconds(60);
+  // Until the server's Pace comes.
   Duration heartbeat = std::chrono::milliseconds(500);
   // The connection breaks when the server's kernel has not answered for
   // this long (link cut, host frozen; see rendezvous/link_liveness.h).

@@ -20,31 +20,12 @@ void LocalRendezvous::Deliver(RendezvousState::Outbox out) {
 }
 
 void LocalRendezvous::Send(const v1::AgentMessage& msg, TimePoint now) {
-  switch (msg.kind_case()) {
-    case v1::AgentMessage::kHello:
-      Deliver(state_.OnHello(kSelf, msg.hello(), "127.0.0.1", now));
-      break;
-    case v1::AgentMessage::kJoin:
-      Deliver(state_.OnJoin(kSelf, msg.join().free_port(), now));
-      break;
-    case v1::AgentMessage::kSucceeded:
-      Deliver(state_.OnSucceeded(kSelf, msg.succeeded().round(), now));
-      break;
-    case v1::AgentMessage::kFailed:
-      Deliver(state_.OnFailed(kSelf, msg.failed().round(), msg.failed().failure(), now));
-      break;
-    case v1::AgentMessage::kHeartbeat:
-      Deliver(state_.OnHeartbeat(kSelf, now));
-      break;
-    case v1::AgentMessage::kLeaving:
-      Deliver(state_.OnLeaving(kSelf, msg.leaving().signal(), now));
-      break;
-    case v1::AgentMessage::kStacksRequest:  // one node: never sent (relays_stacks() is false)
-    case v1::AgentMessage::kHangQuiet:
-    case v1::AgentMessage::kNodeReport:
-    case v1::AgentMessage::kStacksReply:
-    case v1::AgentMessage::KIND_NOT_SET:
-      break;
+  // One node: stacks requests are never sent (relays_stacks() is false),
+  // hang reports and node reports have no one to go to.
+  if (msg.has_hello()) {
+    Deliver(state_.OnHello(kSelf, msg.hello(), "127.0.0.1", now));
+  } else if (auto out = state_.OnReport(kSelf, msg, now)) {
+    Deliver(std::move(*out));
   }
 }
 

@@ -1,7 +1,8 @@
 // Load client for bench/rendezvous_bench.py: N simulated agents on one
 // rendezvous server, each one gRPC stream that speaks proto/drun/v1 like
-// agent/grpc_rendezvous_client.cc does (Hello, Join, a Heartbeat every
-// --heartbeat-ms, Succeeded once assigned). With --token, each stream runs
+// agent/grpc_rendezvous_client.cc does (Hello, Join, a Heartbeat at the pace
+// the server's Pace gives, or every --heartbeat-ms when given, each stamped
+// with the sender's clock; Succeeded once assigned). With --token, each stream runs
 // the job token's handshake (rendezvous/join_auth.h) like the real client:
 // it waits for the server's Challenge, answers with a proof, checks the
 // server's Welcome and opens every sealed spec; a refused server counts as
@@ -10,8 +11,8 @@
 // the real agent's is.
 //
 //   drun_rdzv_load --target 127.0.0.1:PORT --streams 10000 [--channels 8]
-//                  [--run-id ID] [--token T] [--heartbeat-ms 500]
-//                  [--timeout-s 120] [--tls CERT,KEY,CA]
+//                  [--run-id ID] [--token T] [--heartbeat-ms MS]
+//                  [--timeout-s 120] [--tls CERT,KEY,CA] [--lose kill|stuck]
 //
 // Prints key=value lines on stdout (times in seconds, from the first stream's
 // start): last_join_s is when the last Join was handed to the transport,
@@ -33,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -58,9 +60,15 @@ struct Options {
   int channels = 8;
   std::string run_id = "bench";
   std::string token;
-  int heartbeat_ms = 500;
+  int heartbeat_ms = 0;  // 0: the server's Pace
   double timeout_s = 120;
   std::string tls;  // CERT,KEY,CA
+  // --lose kill|stuck: no stream reports Succeeded; once every stream has its
+  // Assignment, stream 0 is lost: its stream cancelled (as a killed agent's
+  // connection closes) or silent (heartbeats stop: a stuck process). The
+  // figure is lose -> first Stop at another stream; the run ends once every
+  // other stream has its Stop.
+  std::string lose;
 };
 
 Clock::time_point g_t0;
@@ -78,9 +86,12 @@ struct Tally {
   int waiting = 0;        // Waiting replies received
   int broken = 0;         // stream ended before it got what it waited for
   int stops = 0;
+  double lost_at = -1, first_stop = -1, last_stop = 0;
+  std::function<void()> all_assigned;  // --lose: called once every stream is assigned
   double last_join = 0, first_assignment = -1, last_assignment = 0;
   double last_succeeded = 0, last_finish = 0;
   std::vector<double> hb_rtt;  // heartbeat round trips, seconds
+  int64_t pace_ms = 0, silence_ms = 0;  // the server's Pace, as received
   std::string first_error;
 };
 
@@ -116,9 +127,10 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
 
   // Called by the heartbeat thread.
   void Heartbeat() {
-    if (!started_.load() || closed_.load()) return;
+    if (!started_.load() || closed_.load() || muted_.load()) return;
     AgentMessage hb;
-    hb.mutable_heartbeat();
+    hb.mutable_heartbeat()->set_sent_us(
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count());
     {
       drun::MutexLock l(&mu_);
       hb_sent_.push_back(Clock::now());
@@ -127,6 +139,7 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
   }
 
   void Cancel() { ctx_.TryCancel(); }
+  void Mute() { muted_.store(true); }
 
   void OnWriteDone(bool ok) override {
     drun::MutexLock l(&mu_);
@@ -166,9 +179,11 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
         double rtt = -1;
         {
           drun::MutexLock l(&mu_);
+          // One reply answers every heartbeat before it (the server sheds
+          // replies while it is behind on a stream): timed from the oldest.
           if (!hb_sent_.empty()) {
             rtt = std::chrono::duration<double>(now - hb_sent_.front()).count();
-            hb_sent_.pop_front();
+            hb_sent_.clear();
           }
         }
         if (rtt >= 0) {
@@ -177,18 +192,30 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
         }
         break;
       }
+      case ServerMessage::kPace: {
+        drun::MutexLock t(&tally_->mu);
+        tally_->pace_ms = in_.pace().heartbeat_ms();
+        tally_->silence_ms = in_.pace().silence_ms();
+        break;
+      }
       case ServerMessage::kWaiting: {
         drun::MutexLock t(&tally_->mu);
         ++tally_->waiting;
         break;
       }
       case ServerMessage::kAssignment: {
+        bool all = false;
         {
           drun::MutexLock t(&tally_->mu);
           ++tally_->assigned;
           const double s = Since(now);
           if (tally_->first_assignment < 0) tally_->first_assignment = s;
           tally_->last_assignment = std::max(tally_->last_assignment, s);
+          all = tally_->assigned == opt_.streams;
+        }
+        if (!opt_.lose.empty()) {
+          if (all) tally_->all_assigned();
+          break;  // held: the round runs until the loss stops it
         }
         AgentMessage m;
         m.mutable_succeeded()->set_round(in_.assignment().round());
@@ -218,6 +245,10 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
       case ServerMessage::kStop: {
         drun::MutexLock t(&tally_->mu);
         ++tally_->stops;
+        const double s = Since(now);
+        if (tally_->first_stop < 0) tally_->first_stop = s;
+        tally_->last_stop = std::max(tally_->last_stop, s);
+        tally_->cv.SignalAll();
         break;
       }
       default:
@@ -285,6 +316,7 @@ class SimAgent : public grpc::ClientBidiReactor<AgentMessage, ServerMessage> {
   bool got_finish_ = false;
   std::atomic<bool> started_{false};
   std::atomic<bool> closed_{false};
+  std::atomic<bool> muted_{false};
 };
 
 double Percentile(std::vector<double> v, double p) {
@@ -298,7 +330,7 @@ int Usage() {
   std::fprintf(stderr,
                "usage: drun_rdzv_load --target HOST:PORT --streams N [--channels C] [--run-id ID]\n"
                "                      [--token T] [--heartbeat-ms MS] [--timeout-s S]\n"
-               "                      [--tls CERT,KEY,CA]\n");
+               "                      [--tls CERT,KEY,CA] [--lose kill|stuck]\n");
   return 2;
 }
 
@@ -341,9 +373,11 @@ int main(int argc, char** argv) {
     else if (a == "--heartbeat-ms") opt.heartbeat_ms = std::atoi(v);
     else if (a == "--timeout-s") opt.timeout_s = std::atof(v);
     else if (a == "--tls") opt.tls = v;
+    else if (a == "--lose") opt.lose = v;
     else return Usage();
   }
-  if (opt.streams < 1) return Usage();
+  if (opt.streams < 2 && !opt.lose.empty()) return Usage();
+  if (opt.streams < 1 || (!opt.lose.empty() && opt.lose != "kill" && opt.lose != "stuck")) return Usage();
 
   // One TCP connection per channel: a local subchannel pool keeps channels
   // with equal arguments from sharing one.
@@ -383,18 +417,35 @@ int main(int argc, char** argv) {
   agents.reserve(opt.streams);
   for (int i = 0; i < opt.streams; ++i) agents.push_back(std::make_unique<SimAgent>(i, opt, &tally));
 
+  tally.all_assigned = [&] {
+    {
+      drun::MutexLock l(&tally.mu);
+      tally.lost_at = Since(Clock::now());
+    }
+    if (opt.lose == "kill") {
+      agents[0]->Cancel();
+    } else {
+      agents[0]->Mute();
+    }
+  };
   std::atomic<bool> stop_heartbeats{false};
   std::atomic<int> started{0};
-  // Heartbeats like the real agent's: each stream every heartbeat_ms, spread
-  // over 50 slots so the server sees a steady rate, not bursts.
+  // Heartbeats like the real agent's: each stream at the server's pace (or
+  // every --heartbeat-ms), spread over 50 slots so the server sees a steady
+  // rate, not bursts. None before the first Pace has come.
+  auto interval_ms = [&]() -> int64_t {
+    if (opt.heartbeat_ms > 0) return opt.heartbeat_ms;
+    drun::MutexLock l(&tally.mu);
+    return tally.pace_ms;
+  };
   std::thread heart([&] {
-    if (opt.heartbeat_ms <= 0) return;
     constexpr int kSlots = 50;
-    const auto slot = std::chrono::microseconds(opt.heartbeat_ms * 1000 / kSlots);
-    auto next = Clock::now() + slot;
+    auto next = Clock::now();
     for (int tick = 0; !stop_heartbeats.load(); ++tick) {
+      const int64_t every = interval_ms();
+      next += every > 0 ? std::chrono::microseconds(every * 1000 / kSlots) : std::chrono::microseconds(100000);
       std::this_thread::sleep_until(next);
-      next += slot;
+      if (every <= 0) continue;
       const int n = started.load();
       for (int i = tick % kSlots; i < n; i += kSlots) agents[i]->Heartbeat();
     }
@@ -410,11 +461,23 @@ int main(int argc, char** argv) {
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                            std::chrono::duration<double>(opt.timeout_s));
   bool timed_out = false;
+  if (!opt.lose.empty()) {
+    // Every other stream has its Stop: the loss was seen; the streams end here.
+    bool seen = false;
+    {
+      drun::MutexLock l(&tally.mu);
+      while (tally.stops < opt.streams - 1 && tally.cv.WaitUntil(&tally.mu, deadline)) {
+      }
+      seen = tally.stops >= opt.streams - 1;
+    }
+    for (int i = 1; i < opt.streams; ++i) agents[i]->Cancel();
+    timed_out = !seen;
+  }
   {
     drun::MutexLock l(&tally.mu);
     while (tally.done != opt.streams && tally.cv.WaitUntil(&tally.mu, deadline)) {
     }
-    timed_out = tally.done != opt.streams;
+    timed_out = timed_out || tally.done != opt.streams;
   }
   if (timed_out) {
     for (auto& a : agents) a->Cancel();
@@ -435,15 +498,26 @@ int main(int argc, char** argv) {
   std::printf("finished=%d\nlast_succeeded_s=%.4f\nlast_finish_s=%.4f\n", tally.finished,
               tally.last_succeeded, tally.last_finish);
   std::printf("succeeded_to_finish_s=%.4f\n", tally.last_finish - tally.last_succeeded);
+  std::printf("pace_ms=%lld\npace_silence_ms=%lld\n", static_cast<long long>(tally.pace_ms),
+              static_cast<long long>(tally.silence_ms));
   std::printf("heartbeats=%zu\nhb_rtt_p50_s=%.4f\nhb_rtt_p99_s=%.4f\nhb_rtt_max_s=%.4f\n",
               tally.hb_rtt.size(), Percentile(tally.hb_rtt, 0.5), Percentile(tally.hb_rtt, 0.99),
               Percentile(tally.hb_rtt, 1.0));
   std::printf("rejected=%d\nrefused=%d\nbroken=%d\nstops=%d\ntimed_out=%d\n", tally.rejected,
               tally.refused, tally.broken, tally.stops, timed_out ? 1 : 0);
+  if (!opt.lose.empty()) {
+    std::printf("lost_at_s=%.4f\nfirst_stop_s=%.4f\nlast_stop_s=%.4f\nloss_to_stop_s=%.4f\n",
+                tally.lost_at, tally.first_stop, tally.last_stop,
+                tally.first_stop - tally.lost_at);
+  }
   std::fflush(stdout);
   if (!tally.first_error.empty()) std::fprintf(stderr, "drun_rdzv_load: %s\n", tally.first_error.c_str());
-  const bool ok = !timed_out && tally.broken == 0 && tally.rejected == 0 && tally.refused == 0 &&
-                  tally.assigned == opt.streams && tally.finished == opt.streams;
+  // --lose: the lost stream alone may be rejected (told it was dropped) or broken.
+  const bool ok = opt.lose.empty()
+                      ? !timed_out && tally.broken == 0 && tally.rejected == 0 && tally.refused == 0 &&
+                            tally.assigned == opt.streams && tally.finished == opt.streams
+                      : !timed_out && tally.rejected <= 1 && tally.refused == 0 &&
+                            tally.stops >= opt.streams - 1;
   // After a timeout some reactors may still be live: skip destructors.
   std::fflush(stderr);
   _exit(ok ? 0 : 1);

@@ -27,9 +27,11 @@ Parts (--parts, comma separated; default all):
             an N with torchrun's keep-alive (5 s x 3) instead of drun's default (0.5 s x 4).
   load      the server alone under simulated agents: a real `drun --nnodes S+1` host (its own
             agent is one node) and drun_rdzv_load opening S streams on 8 connections (Hello,
-            Join, a heartbeat every 0.5 s, Succeeded once assigned). Figure: last Join sent ->
-            last Assignment received, as the load client sees it. --relaxed-streams repeats an
-            S with keep-alive 5 s x 3 (heartbeats every 5 s).
+            Join, heartbeats at the pace the server's Pace gives, as real agents do, Succeeded
+            once assigned). Figure: last Join sent -> last Assignment received, as the load
+            client sees it. --relaxed-streams repeats an S with keep-alive 5 s x 3.
+            --lose-streams S: one of S streams is lost once all are assigned (kill: its stream
+            cancelled; stuck: its heartbeats stop); figure: loss -> first Stop at another.
   torchrun  torchrun 1.13 `--rdzv_backend c10d` with N agents on 127.0.0.1 (default and
             last-call settings), started back to back, first start -> last exit; drun `all`
             mode at the same N for the ratio.
@@ -674,10 +676,12 @@ def part_agents(procs, args, tmp, results):
 
 # ---------------------------------------------------------------- part 3: simulated agents
 
-def load_run(procs, args, streams, tmp, run_index, relaxed=False, token="off", tls="off"):
+def load_run(procs, args, streams, tmp, run_index, relaxed=False, token="off", tls="off", lose=""):
     res = {"streams": streams, "keepalive": "5s x 3" if relaxed else "0.5s x 4", "load": load1(),
            "token": token, "tls": tls}
-    tag = f"{streams}{'-relaxed' if relaxed else ''}-t{token}-tls{tls}-{run_index}"
+    if lose:
+        res["lose"] = lose
+    tag = f"{streams}{'-relaxed' if relaxed else ''}-t{token}-tls{tls}{'-' + lose if lose else ''}-{run_index}"
     logf = os.open(os.path.join(tmp, f"load-{tag}.log"),
                    os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -694,12 +698,13 @@ def load_run(procs, args, streams, tmp, run_index, relaxed=False, token="off", t
         cpu0 = proc_cpu_s(host)
         argv = [args.load_client, "--target", f"127.0.0.1:{port}", "--streams", str(streams),
                 "--channels", str(args.channels), "--run-id", rid,
-                "--timeout-s", str(args.load_timeout),
-                "--heartbeat-ms", "5000" if relaxed else "500"]
+                "--timeout-s", str(args.load_timeout)]
         if token == "on":
             argv += ["--token", BENCH_TOKEN]
         if tls == "on":
             argv += ["--tls", tls_argv(args, tls, "client")[1]]
+        if lose:
+            argv += ["--lose", lose]
         out_path = os.path.join(tmp, f"load-{tag}.out")
         with open(out_path, "w") as outf:
             t0 = time.monotonic()
@@ -717,11 +722,15 @@ def load_run(procs, args, streams, tmp, run_index, relaxed=False, token="off", t
                 k, _, v = line.strip().partition("=")
                 if v:
                     res[k] = int(v) if v.lstrip("-").isdigit() else float(v)
+        if lose:  # the job waits for its lost nodes: ended here
+            procs.end([host], grace=5)
+            return res
         hgot = wait_exits([host], 30, procs)
         if host in hgot:
             res["host_exit"] = exit_code(hgot[host][1])
             res["host_cpu_s"] = ru_cpu(hgot[host][2]) - (cpu0 or 0)
             res["host_maxrss_MiB"] = hgot[host][2].ru_maxrss / 1024
+        res["load_end"] = load1()
         if res.get("client_exit") != 0 or res.get("host_exit") != 0:
             res["error"] = f"client exit {res.get('client_exit')}, host exit {res.get('host_exit')}"
             res["log_digest"] = log_digest(os.path.join(tmp, f"load-{tag}.log"))
@@ -744,6 +753,13 @@ def part_load(procs, args, tmp, results):
             time.sleep(args.settle)
             if "error" in res:
                 break
+    for s in args.lose_streams:
+        for mode in args.lose_modes:
+            for r in range(args.runs):
+                res = load_run(procs, args, s, tmp, r, lose=mode)
+                out.append(res)
+                log(f"load streams={s} lose={mode} #{r}: {json.dumps(res)}")
+                time.sleep(args.settle)
 
 
 # ---------------------------------------------------------------- part 4: torchrun c10d
@@ -879,7 +895,13 @@ def summarize(results):
                             f"all agents {100 * median([r.get('idle_agents_cpu_frac') for r in rs]):.0f}% of a core"
                             if median([r.get('idle_host_cpu_frac') for r in rs]) is not None else "")))
 
-    lrs = results.get("load", [])
+    for r in [r for r in results.get("load", []) if r.get("lose")]:
+        rows.append((f"server, {r['streams']} simulated agents: one lost ({r['lose']}) -> first Stop "
+                     f"at another", fmt(r.get("loss_to_stop_s")), "-", "-", "-", "-",
+                     f"{r['load']:.1f}", "1",
+                     f"pace {r.get('pace_ms', 0) / 1000:g} s, silence {r.get('pace_silence_ms', 0) / 1000:g} s; "
+                     f"stops {r.get('stops')}; " + r.get("error", "")))
+    lrs = [r for r in results.get("load", []) if not r.get("lose")]
     for s, ka, tk, tl in sorted({(r["streams"], r["keepalive"], r.get("token", "off"), r.get("tls", "off"))
                                  for r in lrs}):
         rall = [r for r in lrs if r["streams"] == s and r["keepalive"] == ka
@@ -892,10 +914,18 @@ def summarize(results):
                     f"last Succeeded->last Finish {median([r['succeeded_to_finish_s'] for r in rs]):.3f} s; "
                     f"host CPU {median([r.get('host_cpu_s') for r in rs]):.2f} s, "
                     f"maxRSS {median([r.get('host_maxrss_MiB') for r in rs]):.0f} MiB; "
-                    f"heartbeat RTT p99 {median([r.get('hb_rtt_p99_s') for r in rs]):.3f} s " + note)
+                    f"per agent {1e6 * median([r.get('host_cpu_s') for r in rs]) / s:.0f} us CPU, "
+                    f"{1024 * median([r.get('host_maxrss_MiB') for r in rs]) / s:.1f} KiB; "
+                    f"heartbeat RTT p99 {median([r.get('hb_rtt_p99_s') for r in rs]):.3f} s "
+                    f"(pace {median([r.get('pace_ms') for r in rs]) / 1000:g} s, silence "
+                    f"{median([r.get('pace_silence_ms') for r in rs]) / 1000:g} s); "
+                    f"rejected {sum(r.get('rejected', 0) for r in rall)}, broken "
+                    f"{sum(r.get('broken', 0) for r in rall)}; load1 after "
+                    f"{median([r.get('load_end') for r in rall]):.1f} " + note)
+        goal = {10000: 2.0, 30000: 5.0, 100000: 15.0}.get(s)
         row(f"server, {s} simulated agents, keep-alive {ka}: last Join sent -> last Assignment",
             median([r.get("join_to_assignment_s") for r in rs]), None,
-            2.0 if s >= 10000 else None, median([r["load"] for r in rall]), len(rs), note)
+            goal, median([r["load"] for r in rall]), len(rs), note)
 
     tr = results.get("torchrun", [])
     for n in sorted({r["n"] for r in tr}):
@@ -955,6 +985,10 @@ def main():
     ap.add_argument("--relaxed-streams", default="10000",
                     help="also run these with torchrun's keep-alive (5 s x 3)")
     ap.add_argument("--channels", type=int, default=8)
+    ap.add_argument("--lose-streams", default="",
+                    help="`load`: also lose one of S streams once all are assigned (--lose-modes)")
+    ap.add_argument("--lose-modes", default="kill,stuck",
+                    help="kill: its stream is cancelled; stuck: its heartbeats stop")
     ap.add_argument("--load-timeout", type=float, default=180)
     ap.add_argument("--skip-torchrun", action="store_true")
     ap.add_argument("--only-torchrun", action="store_true", help="skip drun's runs in `loss`")
@@ -966,6 +1000,8 @@ def main():
     args.agents_relaxed = [int(x) for x in args.agents_relaxed.split(",") if x]
     args.streams = [int(x) for x in args.streams.split(",") if x]
     args.relaxed_streams = [int(x) for x in args.relaxed_streams.split(",") if x]
+    args.lose_streams = [int(x) for x in args.lose_streams.split(",") if x]
+    args.lose_modes = [m for m in args.lose_modes.split(",") if m]
     args.torchrun_n = [int(x) for x in args.torchrun_n.split(",") if x]
     args.agent_modes = [m for m in args.agent_modes.split(",") if m]
     args.tokens = [t for t in args.tokens.split(",") if t]

@@ -15,6 +15,12 @@ Measures:
   barrier  1024 clients: ADD a counter, the last one SETs a key, all WAIT on it: ms per round
   idle     10 000 connections opened, each served, held, served again: errors and the
            server's RSS growth per connection
+
+With --barrier-scale N1,N2,... only the barrier runs, at each N (a process here may hold
+20 000 descriptors: up to about 19 000 clients), both servers alternating, --runs runs of
+--barrier-rounds rounds each: per N the median round, the server's CPU and RSS growth per
+client, and a least-squares line through the medians (round = a + b N) evaluated at
+98 304 ranks -- a model, not a measurement.
 """
 import argparse
 import os
@@ -102,6 +108,10 @@ def main():
     ap.add_argument("--barrier-clients", type=int, default=1024)
     ap.add_argument("--barrier-rounds", type=int, default=5, help="rounds per run")
     ap.add_argument("--idle-clients", type=int, default=10000)
+    ap.add_argument("--barrier-scale", default="",
+                    help="comma-separated client counts: run only the barrier at each")
+    ap.add_argument("--model-ranks", type=int, default=98304,
+                    help="--barrier-scale: where the fitted line is evaluated")
     ap.add_argument("--nice", type=int, default=0,
                     help="niceness increment for the benchmark and both servers (negative "
                          "needs root; reduces noise from other work on a shared machine)")
@@ -121,6 +131,8 @@ def main():
 
     print(f"machine: {machine()}")
     print(f"niceness: {os.nice(0)}")
+    if args.barrier_scale:
+        return barrier_scale(args, build)
     servers = [
         Server("drun", [os.path.join(build, "drun_store_server"), "--host", HOST]),
         Server("torch 1.13", ["/usr/bin/python3", "-c", TORCH_SERVER], python_server=True),
@@ -210,6 +222,79 @@ def main():
                                     for k, v in ops.items()))
     print("raw barrier ms: " + "; ".join(f"{k}: " + ", ".join(f"{x:.1f}" for x in v)
                                          for k, v in barrier.items()))
+    return 0
+
+
+def start_servers(build):
+    return [
+        Server("drun", [os.path.join(build, "drun_store_server"), "--host", HOST]),
+        Server("torch 1.13", ["/usr/bin/python3", "-c", TORCH_SERVER], python_server=True),
+    ]
+
+
+def fit_line(xs, ys):
+    """Least squares y = a + b x."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return my - b * mx, b
+
+
+def barrier_scale(args, build):
+    sizes = [int(x) for x in args.barrier_scale.split(",") if x]
+    limit = raise_fd_limit(max(sizes) + 64)
+    if max(sizes) + 32 > limit:
+        sys.exit(f"--barrier-scale {max(sizes)} needs more descriptors than RLIMIT_NOFILE {limit}")
+    med = statistics.median
+    stats = {}  # (server, n) -> dict of lists
+    for n in sizes:
+        # Fresh servers per size: RSS growth and CPU are this size's alone.
+        servers = start_servers(build)
+        try:
+            for run in range(args.runs):
+                order = servers if run % 2 == 0 else servers[::-1]
+                for s in order:
+                    load1 = os.getloadavg()[0]
+                    r = load(build, "barrier", s.port, "--clients", n, "--rounds",
+                             args.barrier_rounds, "--pid", s.pid, timeout=1800)
+                    if "failed" in r:
+                        print(f"barrier {n} on {s.name} failed: {r['failed']}", flush=True)
+                        continue
+                    st = stats.setdefault((s.name, n), {"ms": [], "cpu": [], "rss": [], "load": []})
+                    st["ms"].extend(float(x) for x in r["round_ms"].split(","))
+                    st["cpu"].append(float(r.get("server_cpu_ms_per_round", "nan")))
+                    if "server_rss_kib_after" in r:
+                        st["rss"].append(int(r["server_rss_kib_after"]) - int(r["server_rss_kib_before"]))
+                    st["load"].append(load1)
+                    print(f"barrier {n:6d} {s.name:10s} run {run}: "
+                          + " ".join(f"{float(x):.0f}" for x in r["round_ms"].split(","))
+                          + f" ms; server CPU {st['cpu'][-1]:.1f} ms/round; load1 {load1:.1f}",
+                          flush=True)
+        finally:
+            for s in servers:
+                s.stop()
+    print()
+    print("| clients | server | round, ms (median) | server CPU per round per client, us | "
+          "server RSS growth per client, bytes | load1 | rounds |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for n in sizes:
+        for name in ("drun", "torch 1.13"):
+            st = stats.get((name, n))
+            if not st:
+                print(f"| {n} | {name} | failed | | | | |")
+                continue
+            rss = f"{1024 * med(st['rss']) / n:.0f}" if st["rss"] else "-"
+            print(f"| {n} | {name} | {med(st['ms']):.1f} | {1000 * med(st['cpu']) / n:.1f} | {rss} | "
+                  f"{med(st['load']):.1f} | {len(st['ms'])} |")
+    print()
+    for name in ("drun", "torch 1.13"):
+        pts = [(n, med(stats[(name, n)]["ms"])) for n in sizes if (name, n) in stats]
+        if len(pts) < 2:
+            continue
+        a, b = fit_line([p[0] for p in pts], [p[1] for p in pts])
+        print(f"model, {name}: round = {a:.1f} ms + {1000 * b:.2f} us x clients; at "
+              f"{args.model_ranks} ranks: {(a + b * args.model_ranks) / 1000:.2f} s (a model, "
+              f"fitted to {len(pts)} sizes up to {pts[-1][0]})")
     return 0
 
 

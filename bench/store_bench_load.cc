@@ -14,7 +14,8 @@
 // ops:     closed loop per client: set (SET, no reply), get (WAIT + GET, as the client's
 //          get() does), add (ADD); reports API ops/s.
 // barrier: every client ADDs 1 to a counter; the one that reads N sets a key; every client
-//          WAITs on that key. Reports ms from the first ADD to the last STOP_WAITING.
+//          WAITs on that key. Reports ms from the first ADD to the last STOP_WAITING, and
+//          with --pid the server's RSS before connecting and after the rounds.
 // idle:    opens N connections, proves each is served (GETNUMKEYS), holds them all, proves
 //          them again; reports errors and the server's RSS growth (from /proc/PID/status).
 #include <arpa/inet.h>
@@ -278,6 +279,7 @@ int RunOps(const Args& a) {
 
 int RunBarrier(const Args& a) {
   const int n = a.clients > 0 ? a.clients : 1024;
+  const long rss_before = a.pid > 0 ? RssKiB(a.pid) : -1;
   std::vector<Conn> conns(static_cast<size_t>(n));
   int ep = epoll_create1(0);
   for (int i = 0; i < n; ++i) {
@@ -334,11 +336,14 @@ int RunBarrier(const Args& a) {
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   const double cpu1 = CpuSeconds(a.pid);
+  const long rss_after = a.pid > 0 ? RssKiB(a.pid) : -1;
   for (Conn& c : conns) close(c.fd);
   close(ep);
   std::printf("mode=barrier\nclients=%d\n", n);
   if (cpu0 >= 0 && cpu1 >= cpu0)
     std::printf("server_cpu_ms_per_round=%.2f\n", (cpu1 - cpu0) * 1000 / a.rounds);
+  if (rss_before > 0 && rss_after > 0)
+    std::printf("server_rss_kib_before=%ld\nserver_rss_kib_after=%ld\n", rss_before, rss_after);
   std::string all;
   for (double m : ms) all += absl::StrCat(all.empty() ? "" : ",", m);
   std::printf("round_ms=%s\n", all.c_str());

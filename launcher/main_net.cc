@@ -54,18 +54,22 @@ Duration Seconds(double s) {
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }
 
-// The link to the server is watched by the kernel within the keep-alive
-// timeout (rendezvous/link_liveness.h). Heartbeats only prove that the
-// server process is not stuck, so they are rare: four per silence timeout
-// (10 x the keep-alive timeout). The host's agent talks to a server in its
-// own process: it cannot lose it to a cut link, and a slow answer from a busy
-// server is no reason to end the job for every node.
-void SetLiveness(const v1::JobSpec& spec, bool in_process_server, GrpcClientOptions* copt) {
-  const auto link = std::chrono::milliseconds(static_cast<int64_t>(1000 * spec.keepalive_timeout_s()));
-  const auto silence = ProcessSilenceTimeout(link);
+// Every timeout of the agent's rendezvous client, from the job spec alone:
+// the connect deadline is read_timeout, for a launched agent as for one
+// started by hand. The link to the server is watched by the kernel within
+// the keep-alive timeout (rendezvous/link_liveness.h). Heartbeats only prove
+// that the server process is not stuck; their pace follows the job's size
+// (PaceFor; the server's Pace replaces it after the Hello). The host's agent
+// talks to a server in its own process: it cannot lose it to a cut link,
+// and a slow answer from a busy server is no reason to end the job for
+// every node.
+void SetTimeouts(const v1::JobSpec& spec, bool in_process_server, GrpcClientOptions* copt) {
+  const auto link = LinkTimeout(spec);
+  const Pace pace = PaceFor(link, spec.max_nodes());
+  copt->connect_timeout = Seconds(spec.read_timeout_s());
   copt->link_timeout = link;
-  copt->heartbeat = silence / 4;
-  copt->silence = in_process_server ? Duration::zero() : Duration(silence);
+  copt->heartbeat = pace.heartbeat;
+  copt->silence = in_process_server ? Duration::zero() : Duration(pace.silence);
 }
 
 // `drun agent`: a node started by a launcher (ssh, srun). The job arrives on
@@ -95,8 +99,7 @@ int AgentMain() {
   copt.target = launch->rdzv_target();
   copt.token = launch->token();
   copt.tls = *tls;
-  copt.connect_timeout = std::chrono::seconds(30);
-  SetLiveness(spec, /*in_process_server=*/false, &copt);
+  SetTimeouts(spec, /*in_process_server=*/false, &copt);
   int stop_signal = 0;
   auto client = ConnectRendezvous(copt, &stop_signal);
   if (!client.ok()) return FailConnect(client.status(), stop_signal);
@@ -329,8 +332,7 @@ std::function<std::vector<v1::NodeReport>(int)> GatherFrom(RendezvousServer* ser
   copt.target = ep->ToString();
   copt.token = token;
   copt.tls = std::move(tls);
-  copt.connect_timeout = Seconds(spec.read_timeout_s());
-  SetLiveness(spec, /*in_process_server=*/server != nullptr, &copt);
+  SetTimeouts(spec, /*in_process_server=*/server != nullptr, &copt);
   int stop_signal = 0;
   auto client = ConnectRendezvous(copt, &stop_signal);
   if (!client.ok()) QuickExit(FailConnect(client.status(), stop_signal));
@@ -352,10 +354,10 @@ std::function<std::vector<v1::NodeReport>(int)> GatherFrom(RendezvousServer* ser
   auto agent = std::make_unique<Agent>(std::move(options), std::move(client.value()), &guardian);
   const int code = agent->Run();
   if (server) {
-    // Our own stream ends first, then the other agents have their Finish by
-    // now, or lose the server here.
+    // Our own stream ends first, then the other agents get their Finish
+    // (every stream ends), or lose the server here.
     agent.reset();
-    server->Shutdown(std::chrono::seconds(2));
+    server->Shutdown(FinishGrace(spec.max_nodes()));
   }
   guardian.Release();
   QuickExit(code);

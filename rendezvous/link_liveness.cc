@@ -31,8 +31,17 @@ bool SetLinkTimeout(int fd, std::chrono::milliseconds timeout) {
   return ok;
 }
 
-std::chrono::milliseconds ProcessSilenceTimeout(std::chrono::milliseconds keepalive_timeout) {
-  return std::max(std::chrono::milliseconds(10000), 10 * keepalive_timeout);
+std::chrono::milliseconds LinkTimeout(const v1::JobSpec& spec) {
+  return std::chrono::milliseconds(static_cast<int64_t>(1000 * spec.keepalive_timeout_s()));
+}
+
+Pace PaceFor(std::chrono::milliseconds link_timeout, int nodes) {
+  using std::chrono::milliseconds;
+  constexpr int kPerSilence = 4;  // heartbeats per silence bound
+  // nodes / kHeartbeatsPerSecond seconds between one node's heartbeats.
+  const milliseconds by_size(int64_t{std::max(nodes, 1)} * 1000 * kPerSilence / kHeartbeatsPerSecond);
+  const milliseconds silence = std::max({milliseconds(10000), 10 * link_timeout, by_size});
+  return {silence / kPerSilence, silence};
 }
 
 }  // namespace drun

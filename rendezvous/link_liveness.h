@@ -11,11 +11,22 @@
 //
 // What the kernel cannot see is a process that is alive but stuck (SIGSTOP,
 // a deadlock) on a healthy host: application heartbeats catch that, with the
-// longer ProcessSilenceTimeout.
+// longer silence bound of PaceFor. The server chooses the pace from the
+// job's size and tells every agent at its Hello (v1::Pace): all nodes'
+// heartbeats together stay within kHeartbeatsPerSecond, a small share of
+// one server core, whatever the size.
+//
+// Detection bounds (docs/architecture.md, "Lost nodes"): a killed agent at
+// once (its connection closes); a cut link or frozen host after the link
+// timeout; a stuck process after PaceFor(...).silence, which is 10 x the
+// link timeout (at least 10 s) up to nodes / 500 s (20 s for up to 10 000
+// nodes with the default 2-s link timeout, 60 s at 30 000, 200 s at 100 000).
 #ifndef DRUN_RENDEZVOUS_LINK_LIVENESS_H_
 #define DRUN_RENDEZVOUS_LINK_LIVENESS_H_
 
 #include <chrono>
+
+#include "drun/v1/job.pb.h"
 
 namespace drun {
 
@@ -26,9 +37,24 @@ namespace drun {
 // at least 2 s). Returns false if any option was refused.
 bool SetLinkTimeout(int fd, std::chrono::milliseconds timeout);
 
-// How long a peer whose link is alive may stay silent before it is
-// considered stuck: 10 x the keep-alive timeout, at least 10 s.
-std::chrono::milliseconds ProcessSilenceTimeout(std::chrono::milliseconds keepalive_timeout);
+// The job's link timeout: keep_alive_interval x keep_alive_max_attempt
+// (JobSpec.keepalive_timeout_s), decided once here for every side.
+std::chrono::milliseconds LinkTimeout(const v1::JobSpec& spec);
+
+// How many heartbeats a second one server may be sent by all its nodes
+// together. One costs the server about 20-50 us of CPU (read, handled,
+// answered; docs/benchmarks_rendezvous.md): 2000 a second is 4-10 % of a
+// core, leaving the rest to Joins, Assignments and the store.
+inline constexpr int kHeartbeatsPerSecond = 2000;
+
+struct Pace {
+  std::chrono::milliseconds heartbeat;  // each agent sends one this often
+  // A peer whose link is alive but that sent nothing for this long is
+  // stuck: 4 heartbeats, and at least 10 x the link timeout (>= 10 s).
+  std::chrono::milliseconds silence;
+};
+// The pace of a job of `nodes` nodes whose links time out after `link_timeout`.
+Pace PaceFor(std::chrono::milliseconds link_timeout, int nodes);
 
 }  // namespace drun
 

@@ -37,6 +37,10 @@
 
 namespace drun {
 
+Duration FinishGrace(int nodes) {
+  return std::chrono::seconds(2) + std::chrono::microseconds(500) * std::max(0, nodes - 4000);
+}
+
 std::string PeerHost(const std::string& peer) {
   std::string p = absl::StrReplaceAll(peer, {{"%5B", "["}, {"%5D", "]"}});
   size_t colon = p.find(':');
@@ -183,13 +187,21 @@ class Stream : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessag
       MaybeFinish();
       return;
     }
-    if (in_.has_heartbeat()) {
-      v1::ServerMessage ack;
-      ack.mutable_heartbeat();
-      Enqueue(std::move(ack), false);
-    }
+    if (in_.has_heartbeat()) Answer();
     core_->Handle(id_, in_, peer_, challenge_);
     StartRead(&in_);
+  }
+
+  // A heartbeat's reply is work that can wait: while anything is queued on
+  // this stream (the server is behind on it), that answers the agent as well
+  // (any word from the server proves it alive), so no reply is added.
+  void Answer() {
+    MutexLock l(&mu_);
+    if (finished_ || !out_.empty()) return;
+    out_.emplace_back();
+    out_.back().mutable_heartbeat();
+    writing_ = true;
+    StartWrite(&out_.front());
   }
 
   void OnWriteDone(bool ok) override {
@@ -253,21 +265,9 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
       Dispatch(state_.OnHello(id, m.hello(), addr, now, challenge), &addr);
       break;
     }
-    case v1::AgentMessage::kJoin:
-      Dispatch(state_.OnJoin(id, m.join().free_port(), now));
-      break;
     case v1::AgentMessage::kSucceeded:
-      Dispatch(state_.OnSucceeded(id, m.succeeded().round(), now));
+      Dispatch(*state_.OnReport(id, m, now));
       MaybeCallHang(now);  // a node whose workers are done counts as quiet
-      break;
-    case v1::AgentMessage::kFailed:
-      Dispatch(state_.OnFailed(id, m.failed().round(), m.failed().failure(), now));
-      break;
-    case v1::AgentMessage::kHeartbeat:
-      Dispatch(state_.OnHeartbeat(id, now));
-      break;
-    case v1::AgentMessage::kLeaving:
-      Dispatch(state_.OnLeaving(id, m.leaving().signal(), now));
       break;
     case v1::AgentMessage::kStacksRequest:
       StartStacks({StacksRelay::Asker::Kind::kNode, id, m.stacks_request().request_id()}, now);
@@ -290,6 +290,12 @@ void Core::Handle(RendezvousState::NodeId id, const v1::AgentMessage& m, const s
       }
       break;
     }
+    case v1::AgentMessage::kJoin:
+    case v1::AgentMessage::kFailed:
+    case v1::AgentMessage::kHeartbeat:
+    case v1::AgentMessage::kLeaving:
+      Dispatch(*state_.OnReport(id, m, now));  // the state machine's alone
+      break;
     case v1::AgentMessage::KIND_NOT_SET:
       break;
   }
@@ -471,7 +477,7 @@ class ServerImpl : public RendezvousServer {
  public:
   ServerImpl(RendezvousState::Config config, Options options, std::shared_ptr<const TlsContext> tls)
       : tls_(std::move(tls)),
-        link_timeout_(std::chrono::milliseconds(static_cast<int64_t>(1000 * config.spec.keepalive_timeout_s()))),
+        link_timeout_(LinkTimeout(config.spec)),
         first_bytes_timeout_(options.first_bytes_timeout),
         fixed_master_port_(config.fixed_master_port),
         core_(std::make_unique<Core>(std::move(config))),

@@ -4,8 +4,10 @@
 // timer thread drives the state machine's deadlines.
 //
 // Transport duties (the state machine knows nothing of them): a stream that
-// ends is a lost node; every Heartbeat is answered with a Heartbeat so agents
-// can tell a silent server; a Reject closes the stream once written.
+// ends is a lost node; a Heartbeat is answered with a Heartbeat so agents
+// can tell a silent server, unless something is queued on that stream
+// already (it answers as well: under load, replies are the work that is
+// shed); a Reject closes the stream once written.
 //
 // One port (docs/architecture.md): when config.fixed_master_port is the port
 // the server listens on, the workers' c10d store is served on that same port.
@@ -85,6 +87,13 @@ class RendezvousServer {
   // Stops accepting, gives open streams up to `grace` to finish, then cancels.
   virtual void Shutdown(Duration grace) = 0;
 };
+
+// The grace to give Shutdown once the job has finished, for a job of
+// `nodes` nodes: every node's Finish is written and its stream ends (30 000
+// took about 7 s on a loaded 2-core machine; docs/benchmarks_rendezvous.md).
+// 2 s, plus 0.5 ms a node past 4000. It is waited only while streams are
+// still open: agents end theirs at their Finish.
+Duration FinishGrace(int nodes);
 
 // "ipv4:10.0.0.2:4711" / "ipv6:[::1]:4711" / "ipv6:%5B::1%5D:4711" -> host.
 std::string PeerHost(const std::string& peer);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -41,16 +42,19 @@ std::string NodeEvent(const v1::Hello& hello, int group_rank, const std::string&
 RendezvousState::RendezvousState(Config config) : config_(std::move(config)) {
   if (config_.min_nodes < 1) config_.min_nodes = 1;
   if (config_.max_nodes < config_.min_nodes) config_.max_nodes = config_.min_nodes;
+  // The last runner is borne longer than any node, never shorter.
+  config_.last_runner_silence = std::max(config_.last_runner_silence, config_.keepalive_timeout);
 }
 
 std::vector<RendezvousState::Member> RendezvousState::Members() const {
   std::vector<Member> members;
+  members.reserve(nodes_.size());
+  // A set, not a search per node: O(N), not O(N^2), at 100 000 nodes.
+  const std::unordered_set<NodeId> round(participants_.begin(), participants_.end());
   for (const auto& [id, n] : nodes_) {
     // A node keeps its group rank for the whole round, even after a finished
     // peer left the participants.
-    const bool in_round = phase_ != Phase::kWaiting &&
-                          std::find(participants_.begin(), participants_.end(), id) !=
-                              participants_.end();
+    const bool in_round = phase_ != Phase::kWaiting && round.count(id);
     members.push_back({id, n.hello.hostname(), in_round ? n.group_rank : -1, n.addr,
                        n.hello.addr()});
   }
@@ -104,8 +108,30 @@ void RendezvousState::SetState(Node& n, NodeState s) {
 
 void RendezvousState::Touch(NodeId id, Node& n, TimePoint now) {
   (void)id;
-  n.seen = now - stalled_;
+  n.seen = SeenAt(now);
   by_seen_.splice(by_seen_.end(), by_seen_, n.seen_pos);
+}
+
+Duration RendezvousState::Behind(TimePoint now) const {
+  if (!backlog_ || now > backlog_->until) return Duration::zero();
+  return now - stalled_ - backlog_->clock;
+}
+
+TimePoint RendezvousState::SilenceClock(TimePoint now) const { return now - stalled_ - Behind(now); }
+
+TimePoint RendezvousState::SeenAt(TimePoint now) {
+  // Held, never turned back, when the backlog grows: by_seen_ stays in
+  // order, and only the growth is excused.
+  const TimePoint t = SilenceClock(now);
+  if (!last_seen_ || t > *last_seen_) last_seen_ = t;
+  return *last_seen_;
+}
+
+void RendezvousState::NoteDelay(Node& n, TimePoint now, Duration sent) {
+  const Duration offset = now.time_since_epoch() - sent;
+  if (!n.quickest || offset < *n.quickest) n.quickest = offset;
+  const Duration late = offset - *n.quickest;
+  backlog_ = Backlog{now - stalled_ - late, now + late};
 }
 
 std::string RendezvousState::phase_name() const {
@@ -169,13 +195,25 @@ RendezvousState::Outbox RendezvousState::OnHello(NodeId node, const v1::Hello& h
   Node& n = nodes_[node];
   n.hello = hello;
   n.addr = peer_addr;
-  n.seen = now - stalled_;
+  n.seen = SeenAt(now);
   n.seen_pos = by_seen_.insert(by_seen_.end(), node);
   if (KeepaliveOn() && !last_sweep_) last_sweep_ = now;
   arrived_hosts_.push_back(HostOf(hello));
-  if (!admitted) return {};
-  n.key = std::move(admitted->key);
-  return {{node, std::move(admitted->welcome)}};
+  Outbox out;
+  if (admitted) {
+    n.key = std::move(admitted->key);
+    out.push_back({node, std::move(admitted->welcome)});  // before anything else
+  }
+  if (KeepaliveOn()) out.push_back({node, PaceMessage()});
+  return out;
+}
+
+v1::ServerMessage RendezvousState::PaceMessage() const {
+  using std::chrono::milliseconds;
+  v1::ServerMessage m;
+  m.mutable_pace()->set_heartbeat_ms(std::chrono::duration_cast<milliseconds>(config_.heartbeat).count());
+  m.mutable_pace()->set_silence_ms(std::chrono::duration_cast<milliseconds>(config_.keepalive_timeout).count());
+  return m;
 }
 
 RendezvousState::Outbox RendezvousState::OnJoin(NodeId node, int free_port, TimePoint now) {
@@ -298,10 +336,34 @@ RendezvousState::Outbox RendezvousState::StopComplete(TimePoint now) {
   return MaybeClose(now);
 }
 
-RendezvousState::Outbox RendezvousState::OnHeartbeat(NodeId node, TimePoint now) {
+RendezvousState::Outbox RendezvousState::OnHeartbeat(NodeId node, TimePoint now,
+                                                     std::optional<Duration> sent) {
   auto it = nodes_.find(node);
-  if (it != nodes_.end()) Touch(node, it->second, now);
+  if (it == nodes_.end()) return {};
+  if (sent) NoteDelay(it->second, now, *sent);
+  Touch(node, it->second, now);
   return {};
+}
+
+std::optional<RendezvousState::Outbox> RendezvousState::OnReport(NodeId node, const v1::AgentMessage& m,
+                                                                TimePoint now) {
+  switch (m.kind_case()) {
+    case v1::AgentMessage::kJoin:
+      return OnJoin(node, m.join().free_port(), now);
+    case v1::AgentMessage::kSucceeded:
+      return OnSucceeded(node, m.succeeded().round(), now);
+    case v1::AgentMessage::kFailed:
+      return OnFailed(node, m.failed().round(), m.failed().failure(), now);
+    case v1::AgentMessage::kHeartbeat: {
+      std::optional<Duration> sent;
+      if (m.heartbeat().sent_us() > 0) sent = std::chrono::microseconds(m.heartbeat().sent_us());
+      return OnHeartbeat(node, now, sent);
+    }
+    case v1::AgentMessage::kLeaving:
+      return OnLeaving(node, m.leaving().signal(), now);
+    default:
+      return std::nullopt;
+  }
 }
 
 RendezvousState::Outbox RendezvousState::OnLeaving(NodeId node, int signal, TimePoint now) {
@@ -327,9 +389,14 @@ RendezvousState::Outbox RendezvousState::OnLost(NodeId node, TimePoint now) {
   SetState(it->second, NodeState::kHello);  // keeps the counts right
   by_seen_.erase(it->second.seen_pos);
   nodes_.erase(it);
-  participants_.erase(std::remove(participants_.begin(), participants_.end(), node),
-                      participants_.end());
+  // Once finished, every stream ends: no O(N) removal each (O(N^2) in all).
   if (finished_) return {};
+  // While waiting, participants_ is the last round's and read by no one
+  // (CloseRound replaces it): nodes lost while a round forms cost O(1).
+  if (phase_ != Phase::kWaiting) {
+    participants_.erase(std::remove(participants_.begin(), participants_.end(), node),
+                        participants_.end());
+  }
   // Its workers all succeeded: the node has finished its part, and losing it
   // now restarts no one; the round ends when the others succeed too.
   if (phase_ == Phase::kRunning && state == NodeState::kSucceeded) {
@@ -380,7 +447,7 @@ RendezvousState::Outbox RendezvousState::OnTick(TimePoint now) {
       if (now - due > config_.stall_tolerance) stalled_ += now - due - config_.stall_tolerance;
       last_sweep_ = now;
     }
-    Outbox o = DropSilent(now - stalled_, now);
+    Outbox o = DropSilent(SilenceClock(now), now);
     out.insert(out.end(), o.begin(), o.end());
     if (nodes_.empty()) last_sweep_.reset();  // no one to watch: no ticks
   }

@@ -20,6 +20,10 @@
 //  - Every node of a round gets the same restart_count.
 //  - A node joining while the job runs below max triggers a free restart;
 //    at max it waits as a spare and replaces the next node lost.
+//  - A node is lost when its own silence passes keepalive_timeout (a stream
+//    that ends: at once); time the server itself did not run and its
+//    backlog of unhandled heartbeats are nobody's silence. Every accepted
+//    node is told the job's pace (v1::Pace).
 //  - Every node receives the same Finish (exit code and root-cause failure).
 //    A failing job first stops every node; the root cause is the earliest
 //    failure (by the worker's exit time) reported before they all stopped.
@@ -85,11 +89,22 @@ class RendezvousState {
     Duration join_timeout = std::chrono::seconds(600);
     // Zero disables keepalive checking (in-process rendezvous).
     Duration keepalive_timeout = Duration::zero();
+    // While keep-alives are checked, every accepted node is told (v1::Pace)
+    // to send a heartbeat this often and that keepalive_timeout is the
+    // silence either side bears (link_liveness.h, PaceFor).
+    Duration heartbeat = std::chrono::seconds(5);
     // While keep-alives are checked, OnTick is due every sweep_period. A tick
     // that comes more than stall_tolerance late means this process itself did
     // not run (CPU starvation, a stopped or suspended host); that time is not
     // counted as anyone's silence, so an overloaded server does not declare
     // its nodes lost for its own delay.
+    //
+    // The server's backlog is nobody's silence either: a heartbeat stamped
+    // with its agent's clock (OnHeartbeat's `sent`) and handled later than
+    // that stream's quickest message was waiting in the server's queues
+    // (read but not yet handled); silence is measured on a clock held back
+    // by that delay, so a node is lost for being silent, never for the
+    // server being late.
     Duration sweep_period = std::chrono::milliseconds(100);
     // The last runner: a node still running while every other node of the
     // round has succeeded. Only its word decides the job, and dropping it
@@ -97,6 +112,7 @@ class RendezvousState {
     // (not keepalive_timeout) before it is dropped: a frozen agent whose
     // workers finished meanwhile reports on waking, and the job ends at 0.
     // A closed connection (a killed agent, a cut link) is still lost at once.
+    // Never less than keepalive_timeout.
     Duration last_runner_silence = std::chrono::seconds(60);
     Duration stall_tolerance = std::chrono::milliseconds(50);
     bool use_agent_store = false;
@@ -139,11 +155,18 @@ class RendezvousState {
   Outbox OnJoin(NodeId node, int free_port, TimePoint now);
   Outbox OnSucceeded(NodeId node, int64_t round, TimePoint now);
   Outbox OnFailed(NodeId node, int64_t round, const v1::Failure& failure, TimePoint now);
-  Outbox OnHeartbeat(NodeId node, TimePoint now);
+  // `sent`: the heartbeat's stamp, the time on the agent's own steady clock
+  // when it was sent (v1::Heartbeat.sent_us); nullopt when unstamped.
+  Outbox OnHeartbeat(NodeId node, TimePoint now, std::optional<Duration> sent = std::nullopt);
   // The node stops on `signal`: its loss, when it comes, is named that way.
   Outbox OnLeaving(NodeId node, int signal, TimePoint now);
   // The node's stream ended or its keepalive expired.
   Outbox OnLost(NodeId node, TimePoint now);
+  // The one dispatch of an agent's report for both rendezvous (in-process
+  // and gRPC): Join, Succeeded, Failed, Heartbeat (its stamp read here) and
+  // Leaving. nullopt for every other kind: Hello (its peer address and
+  // challenge are the transport's) and what only the gRPC server handles.
+  std::optional<Outbox> OnReport(NodeId node, const v1::AgentMessage& m, TimePoint now);
   // Deadlines: last call, join timeout, keepalives.
   Outbox OnTick(TimePoint now);
   // The earliest time OnTick has something to do, if any.
@@ -186,6 +209,10 @@ class RendezvousState {
   // Total time the server was found not running (late ticks), excluded from
   // every node's silence.
   Duration stalled() const { return stalled_; }
+  // How far behind its nodes the server is now: how much later than its
+  // stream's quickest message the last stamped heartbeat was handled, plus
+  // the time since, while that backlog may last (0 when it keeps up).
+  Duration Behind(TimePoint now) const;
 
  private:
   enum class Phase { kWaiting, kRunning, kStopping, kFinished };
@@ -204,6 +231,9 @@ class RendezvousState {
     std::list<NodeId>::iterator seen_pos;  // its place in by_seen_
     std::unique_ptr<TokenAuthority::StreamKey> key;  // with a token: its stream's
     bool silence_said = false;  // as the last runner, its silence was told (SaySilence)
+    // The least (server clock - stamp) of its heartbeats: their transit
+    // without any queueing, plus the two clocks' difference.
+    std::optional<Duration> quickest;
   };
 
   Outbox Finish(int exit_code, const std::string& message, const v1::Failure* failure);
@@ -221,11 +251,19 @@ class RendezvousState {
   void PutSpec(Node& n, std::string* spec_bytes, v1::Assignment* a);
   void EnterWaiting(TimePoint now);
   v1::ServerMessage WaitingMessage(v1::Waiting::Reason reason, TimePoint now) const;
+  v1::ServerMessage PaceMessage() const;
   std::vector<NodeId> JoinedNodes() const;
   void SetState(Node& n, NodeState s);
   bool AnyStopping() const { return stopping_count_ > 0; }
   // The node sent something: it is alive now.
   void Touch(NodeId id, Node& n, TimePoint now);
+  // The clock silence is measured on: `now` less the server's stalls and
+  // its current backlog.
+  TimePoint SilenceClock(TimePoint now) const;
+  // A message's time on that clock, never before an earlier message's.
+  TimePoint SeenAt(TimePoint now);
+  // A stamped message of `n` was handled at `now`: how late it was.
+  void NoteDelay(Node& n, TimePoint now, Duration sent);
   bool KeepaliveOn() const { return config_.keepalive_timeout > Duration::zero(); }
   bool IsLastRunner(const Node& n) const;
   Outbox DropSilent(TimePoint v_now, TimePoint now);
@@ -253,6 +291,16 @@ class RendezvousState {
   // scan of every node).
   std::list<NodeId> by_seen_;
   Duration stalled_ = Duration::zero();
+  // The latest backlog report (NoteDelay): a heartbeat handled d late at t.
+  // Until t + d (what was queued with it may still be queued) silence is
+  // measured at its send time: the clock moves only as far as the server
+  // has handled what its nodes sent.
+  struct Backlog {
+    TimePoint clock;  // t - stalled_ - d
+    TimePoint until;  // t + d
+  };
+  std::optional<Backlog> backlog_;
+  std::optional<TimePoint> last_seen_;  // SeenAt's last value
   std::optional<TimePoint> last_sweep_;
   bool restart_round_ = false;  // waiting for the previous round's nodes
   std::optional<TimePoint> min_reached_at_;

@@ -3,8 +3,10 @@
 #include "rendezvous/rendezvous_state.h"
 
 #include <csignal>
+#include <deque>
 
 #include "rendezvous/join_auth.h"
+#include "rendezvous/link_liveness.h"
 
 #include <gtest/gtest.h>
 
@@ -456,6 +458,119 @@ TEST_F(RendezvousStateTest, ServerStallIsNobodysSilence) {
   out = TickThrough(s, late + std::chrono::milliseconds(900));
   EXPECT_EQ(For(out, 1, kStop).size(), 1u);
   EXPECT_EQ(s.num_nodes(), 1);
+}
+
+// A server that did not run for 10x the keep-alive timeout (its tick came
+// 30 s late) loses no node; a node silent after it is still lost once its
+// own silence passes the timeout.
+TEST_F(RendezvousStateTest, AStallOfTenTimeoutsLosesNoNodeButASilentNodeIsStillLost) {
+  auto c = Config(2, 2);
+  c.keepalive_timeout = seconds(3);
+  RendezvousState s(c);
+  Arrive(s, 1, "a");
+  Arrive(s, 2, "b");
+  TickThrough(s, now + seconds(1));
+  const TimePoint late = now + seconds(31);
+  Outbox out = s.OnTick(late);
+  EXPECT_EQ(Count(out, kStop) + Count(out, kReject), 0);
+  EXPECT_EQ(s.num_nodes(), 2);
+  // Node 1 speaks, node 2 never: 1.1 s of silence before the stall (to the
+  // tick then due), its 50-ms tolerance, then 1.85 s more are the 3 s.
+  s.OnHeartbeat(1, late + seconds(1));
+  out = TickThrough(s, late + std::chrono::milliseconds(1800));
+  EXPECT_EQ(Count(out, kStop) + Count(out, kReject), 0);
+  s.OnHeartbeat(1, late + std::chrono::milliseconds(1850));
+  out = TickThrough(s, late + std::chrono::milliseconds(1900));
+  EXPECT_EQ(For(out, 2, kReject).size(), 1u);
+  EXPECT_EQ(For(out, 1, kStop).size(), 1u);
+  EXPECT_EQ(s.num_nodes(), 1);
+}
+
+// The server's backlog is nobody's silence. Four nodes send a stamped
+// heartbeat every second of their own clocks. The server handles their first
+// ones at once, then one message a second, in the order they were sent: a
+// node is heard only every 4 s of the server's clock (past its 3-s timeout),
+// and the backlog grows to more than 10x the timeout. No node is lost. Node 4
+// stops after its heartbeat of 14 s (a stuck process): once the others'
+// heartbeats sent at 18 s are handled, it has been silent 4 s on the senders'
+// clock and is lost, and only it.
+TEST_F(RendezvousStateTest, TheServersBacklogIsNobodysSilenceButAStuckNodeIsStillLost) {
+  auto c = Config(4, 4);
+  c.keepalive_timeout = seconds(3);
+  RendezvousState s(c);
+  for (uint64_t id = 1; id <= 4; ++id) Arrive(s, id, std::string(1, static_cast<char>('a' + id - 1)));
+  // Each agent's steady clock has an epoch of its own.
+  auto stamp = [](uint64_t id, int sent_s) { return Duration(seconds(7 * id + 100 + sent_s)); };
+  for (uint64_t id = 1; id <= 4; ++id) s.OnHeartbeat(id, now + seconds(1), stamp(id, 1));
+  std::deque<std::pair<uint64_t, int>> queue;  // (node, sent at), in the order sent
+  for (int sent = 2; sent <= 30; ++sent) {
+    for (uint64_t id = 1; id <= 4; ++id) {
+      if (id != 4 || sent <= 14) queue.emplace_back(id, sent);
+    }
+  }
+  Duration most_behind = Duration::zero();
+  int handled_up_to = 1;  // the latest send time handled
+  for (int k = 2; !queue.empty(); ++k) {
+    const TimePoint t = now + seconds(k);
+    Outbox out = TickThrough(s, t);
+    if (handled_up_to <= 17) {
+      ASSERT_EQ(Count(out, kStop) + Count(out, kReject), 0) << "at " << k << " s";
+    } else {
+      EXPECT_EQ(For(out, 4, kReject).size(), 1u);
+      EXPECT_EQ(Count(out, kReject), 1);
+      EXPECT_EQ(For(out, 1, kStop).size(), 1u);
+      break;
+    }
+    const auto [id, sent] = queue.front();
+    queue.pop_front();
+    s.OnHeartbeat(id, t, stamp(id, sent));
+    handled_up_to = sent;
+    most_behind = std::max(most_behind, s.Behind(t));
+  }
+  EXPECT_EQ(handled_up_to, 18);
+  EXPECT_GE(most_behind, 10 * c.keepalive_timeout);
+  EXPECT_EQ(s.num_nodes(), 3);
+}
+
+// With keep-alives checked, every accepted node is told the job's pace.
+TEST_F(RendezvousStateTest, AnAcceptedNodeIsToldThePace) {
+  auto c = Config(1, 2);
+  c.keepalive_timeout = seconds(60);
+  c.heartbeat = seconds(15);
+  RendezvousState s(c);
+  Outbox out = s.OnHello(1, Hello("a"), "10.0.0.1", now);
+  ASSERT_EQ(For(out, 1, v1::ServerMessage::kPace).size(), 1u);
+  const v1::Pace& p = For(out, 1, v1::ServerMessage::kPace)[0]->pace();
+  EXPECT_EQ(p.heartbeat_ms(), 15000);
+  EXPECT_EQ(p.silence_ms(), 60000);
+  // A refused Hello is told nothing but why.
+  out = s.OnHello(2, Hello("b", 2, 5), "10.0.0.2", now);
+  EXPECT_EQ(Count(out, v1::ServerMessage::kPace), 0);
+  // The in-process rendezvous checks no keep-alives: no pace.
+  RendezvousState local(Config(1, 1));
+  EXPECT_EQ(Count(local.OnHello(1, Hello("a"), "127.0.0.1", now), v1::ServerMessage::kPace), 0);
+}
+
+// The pace follows the job's size: all heartbeats together stay within
+// kHeartbeatsPerSecond; silence is 4 heartbeats and at least 10 x the link
+// timeout (10 s at least).
+TEST(PaceTest, ThePaceFollowsTheJobsSize) {
+  using std::chrono::milliseconds;
+  const milliseconds link(2000);
+  for (int nodes : {1, 4, 1024, 10000}) {
+    EXPECT_EQ(PaceFor(link, nodes).heartbeat, milliseconds(5000)) << nodes;
+    EXPECT_EQ(PaceFor(link, nodes).silence, milliseconds(20000)) << nodes;
+  }
+  EXPECT_EQ(PaceFor(link, 30000).heartbeat, milliseconds(15000));
+  EXPECT_EQ(PaceFor(link, 30000).silence, milliseconds(60000));
+  EXPECT_EQ(PaceFor(link, 100000).heartbeat, milliseconds(50000));
+  EXPECT_EQ(PaceFor(link, 100000).silence, milliseconds(200000));
+  EXPECT_EQ(PaceFor(milliseconds(15000), 4).silence, milliseconds(150000));  // 5 s x 3
+  EXPECT_EQ(PaceFor(milliseconds(500), 4).silence, milliseconds(10000));
+  for (int nodes : {1, 4, 1024, 10000, 30000, 100000, 1000000}) {
+    const auto p = PaceFor(link, nodes);
+    EXPECT_LE(nodes * 1000.0 / p.heartbeat.count(), kHeartbeatsPerSecond) << nodes;
+  }
 }
 
 TEST_F(RendezvousStateTest, SweepsStopWithNoNodesAndRestartWithoutStall) {
