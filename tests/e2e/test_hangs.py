@@ -259,7 +259,7 @@ class DrunStacksTest(DrunTestCase):
                                      r"run id 'beta' \(pid \d+\); name one: drun stacks RUN_ID\n$")
         out = self.stacks("beta")
         self.assertEqual(out.returncode, 0, out.stderr)
-        self.assertRegex(out.stdout, r"^drun stacks: run 'beta', 1 ranks")
+        self.assertRegex(out.stdout, r"^drun stacks: run 'beta', 1 rank ")
         self.assertEqual(len(stack_sections(out.stdout)), 1)
         out = self.stacks("gamma")
         self.assertEqual(out.returncode, 1)
