@@ -75,8 +75,7 @@ class Agent {
   void OnAssignment(const v1::Assignment& a, TimePoint now);
   void StartSetup(TimePoint now);
   void StartWorkers(TimePoint now);
-  void PlaceOutputs(const StdSpec& redirects, const StdSpec& tee, const std::vector<int>& filter,
-                    WorkerLaunch* l) const;
+  void PlaceOutputs(const StdSpec& redirects, const std::vector<int>& filter, WorkerLaunch* l) const;
   void FailStart(const absl::Status& s, TimePoint now);
   // Carries out the machine's actions, in order.
   void Apply(const AgentActions& actions, TimePoint now);
