@@ -61,12 +61,13 @@ absl::StatusOr<std::string> LogLayout::DefaultRoot(v1::JobSpec* spec) {
   return dir;
 }
 
-absl::Status LogLayout::NameRun(RunNaming how, v1::JobSpec* spec) {
+void LogLayout::NameRun(v1::JobSpec* spec) {
+  if (spec->log_dir().empty() || !spec->log_run_dir().empty()) return;
+  spec->set_log_run_dir(NewRunName(spec->run_id()));
+}
+
+absl::Status LogLayout::ClaimRun(v1::JobSpec* spec) {
   if (spec->log_dir().empty() || !spec->log_run_dir().empty()) return absl::OkStatus();
-  if (how == RunNaming::kNameOnly) {
-    spec->set_log_run_dir(NewRunName(spec->run_id()));
-    return absl::OkStatus();
-  }
   absl::StatusOr<std::string> name = ClaimRunDir(spec->log_dir(), spec->run_id());
   if (!name.ok()) {
     return absl::Status(name.status().code(),

@@ -1,7 +1,7 @@
 // Where a job's log files go, with one owner (docs/semantics.md, "Logs in
 // every mode"): every path drun writes a job's logs, error files or stack
 // dumps to, and every decision about them, is made here; the modes only say
-// which case they are (RunNaming) and pass the results on as data.
+// which case they are (NameRun or ClaimRun) and pass the results on as data.
 //
 //   <log_dir>/<run>/[<host>[.N]/]attempt_<n>/<local_rank>/{stdout.log,stderr.log,error.json}
 //   <log_dir>/<run>/[<host>[.N]/]attempt_<n>/{stacks_<unix ms>.txt,hang_stacks.txt}
@@ -15,10 +15,10 @@
 //   run, the default run id "none" and a given one alike (torchrun's
 //   <id>_<random>), so a rerun with the same run id and --log-dir never writes
 //   into an earlier run's directory. It is named once for the whole job
-//   (JobSpec.log_run_dir) by NameRun, called by what starts the job: the ssh
-//   launcher claims it on its own machine (RunNaming::kClaimHere, where every
-//   host's logs are collected), --launcher slurm and the node that hosts the
-//   rendezvous name it (kNameOnly), and the other nodes typed by hand take the
+//   (JobSpec.log_run_dir) by what starts the job: the ssh launcher claims it
+//   on its own machine (ClaimRun, where every host's logs are collected),
+//   --launcher slurm and the node that hosts the rendezvous name it
+//   (NameRun), and the other nodes typed by hand take the
 //   host's choice from their first Assignment (AwaitsRunName). A job that
 //   names none (one node) claims a fresh one itself (Prepare). Whoever names
 //   or claims it says where it is (RunDirLine), in every mode.
@@ -56,15 +56,14 @@ class LogLayout {
   // none was needed; on failure the one line to say.
   static absl::StatusOr<std::string> DefaultRoot(v1::JobSpec* spec);
 
-  // Who makes the run directory that NameRun names.
-  enum class RunNaming {
-    kNameOnly,   // the nodes make it (--launcher slurm, the rendezvous host)
-    kClaimHere,  // claimed here too: a launcher collecting every host's logs (ssh)
-  };
   // Names the run directory for the whole job (JobSpec.log_run_dir), unless
-  // the job keeps no logs or it is named already. On failure (kClaimHere)
-  // the one line to say.
-  static absl::Status NameRun(RunNaming how, v1::JobSpec* spec);
+  // the job keeps no logs or it is named already; the nodes make it
+  // (--launcher slurm, the node that hosts the rendezvous).
+  static void NameRun(v1::JobSpec* spec);
+  // NameRun, and the run directory claimed here too, with an exclusive mkdir:
+  // a launcher that collects every host's logs on its machine (ssh). On
+  // failure the one line to say.
+  static absl::Status ClaimRun(v1::JobSpec* spec);
 
   // <log_dir>/<run>, absolute; "" when the job keeps no logs or its run
   // directory is not named yet.

@@ -294,7 +294,7 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   // The host names the run's log directory for every node (its server sends
   // it in Assignment.spec); a node that does not host takes the host's choice.
   v1::JobSpec hosted = spec;
-  LogLayout::NameRun(LogLayout::RunNaming::kNameOnly, &hosted);
+  LogLayout::NameRun(&hosted);
   std::unique_ptr<RendezvousServer> server = HostRendezvous(hosted, token, *ep, *ip, slurm);
   if (server) spec = std::move(hosted);
   if (server && slurm == SlurmMode::kOff && OwnNameOnLoopback(spec, *ep, advertise_addr)) {

@@ -389,7 +389,7 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec_in, const st
                      const Env& env) {
   // Every node's logs under one run directory, fresh for this run.
   v1::JobSpec spec = spec_in;
-  LogLayout::NameRun(LogLayout::RunNaming::kNameOnly, &spec);
+  LogLayout::NameRun(&spec);
   if (!spec.quiet() && !spec.log_run_dir().empty()) {
     Say(LogLayout::RunDirLine(LogLayout::RunDir(spec), "a directory per node, made by the node"));
   }

@@ -998,7 +998,7 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
 // With logs, the run's directory is made here first (the one place every
 // host's logs end up) and named for every host's agent (JobSpec.log_run_dir).
 absl::Status SshLauncher::MakeRunDir(v1::JobSpec* spec) {
-  if (absl::Status st = LogLayout::NameRun(LogLayout::RunNaming::kClaimHere, spec); !st.ok()) return st;
+  if (absl::Status st = LogLayout::ClaimRun(spec); !st.ok()) return st;
   if (spec->log_run_dir().empty()) return absl::OkStatus();
   for (HostPlan& h : plan_.hosts) h.spec.set_log_run_dir(spec->log_run_dir());
   log_root_ = spec->log_dir();

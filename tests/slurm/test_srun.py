@@ -1,5 +1,6 @@
 """`srun drun ...` configures itself from SLURM_*: node mode (one task per node, the issue's
 two-line sbatch script) and task mode (`srun -n 6`: each task is one worker)."""
+import os
 import re
 
 from slurm_testlib import Gate, SlurmTestCase, TRAIN, main
@@ -70,6 +71,42 @@ srun -n 6 {self.drun} {TRAIN} --steps 5 --fail-rank 4
 """, name="onesummary-tasks")
         job.wait()
         self.assertOneSummary(job.output(), 6)
+
+
+class RunDirectoryNamed(SlurmTestCase):
+    """`srun drun --log-dir DIR`: every node's agent names the run's one directory
+    (DIR/<run>/<node>[.N]/) in a line, so no one has to ls for the run's suffix."""
+
+    def assertNamed(self, job, logs, dirs):
+        out = job.output()
+        named = sorted(l for l in self.drun_lines(out) if l.startswith("drun: logs in "))
+        self.assertEqual(len(named), len(dirs), out)
+        runs = set()
+        for line, node_dir in zip(named, sorted(dirs)):
+            m = re.match(rf"^drun: logs in {re.escape(logs)}/(slurm-{job.id}\.0_\w{{6}})/{re.escape(node_dir)}/$",
+                         line)
+            self.assertTrue(m, line)
+            runs.add(m.group(1))
+        self.assertEqual(len(runs), 1, named)  # one run directory for the whole job
+        self.assertEqual(sorted(os.listdir(os.path.join(logs, runs.pop()))), sorted(dirs))
+
+    def test_node_mode(self):
+        logs = os.path.join(self.dir, "logs")
+        job = self.submit(f"""
+#SBATCH --nodes=3 --ntasks-per-node=1
+srun {self.drun} --nproc-per-node 1 --log-dir {logs} {TRAIN} --steps 2
+""", name="named-nodes")
+        self.assert_completed(job, job.wait())
+        self.assertNamed(job, logs, ["node1", "node2", "node3"])
+
+    def test_task_mode(self):
+        logs = os.path.join(self.dir, "logs")
+        job = self.submit(f"""
+#SBATCH --nodes=2 --ntasks-per-node=2
+srun -n 4 {self.drun} --log-dir {logs} {TRAIN} --steps 2
+""", name="named-tasks")
+        self.assert_completed(job, job.wait())
+        self.assertNamed(job, logs, ["node1", "node1.1", "node2", "node2.1"])
 
 
 class TaskMode(SlurmTestCase):

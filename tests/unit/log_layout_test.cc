@@ -257,13 +257,15 @@ TEST_F(LogLayoutTest, NoDefaultLogDirWithoutRedirectsOrWithAGivenOne) {
 
 TEST_F(LogLayoutTest, NameRunNamesTheRunOnceForTheWholeJob) {
   v1::JobSpec spec = Spec("exp7");
-  ASSERT_TRUE(LogLayout::NameRun(LogLayout::RunNaming::kNameOnly, &spec).ok());
+  LogLayout::NameRun(&spec);
   EXPECT_TRUE(std::regex_match(spec.log_run_dir(), std::regex("exp7_[A-Za-z0-9]{6}"))) << spec.log_run_dir();
   EXPECT_FALSE(fs::exists(tmp_ + "/logs"));  // named only: the nodes make it
   EXPECT_EQ(LogLayout::RunDir(spec), tmp_ + "/logs/" + spec.log_run_dir());
   // Named already: kept (a node never renames the job's run).
   const std::string name = spec.log_run_dir();
-  ASSERT_TRUE(LogLayout::NameRun(LogLayout::RunNaming::kClaimHere, &spec).ok());
+  LogLayout::NameRun(&spec);
+  EXPECT_EQ(spec.log_run_dir(), name);
+  ASSERT_TRUE(LogLayout::ClaimRun(&spec).ok());
   EXPECT_EQ(spec.log_run_dir(), name);
   // A node given the name claims its own directory in it.
   LogLayout node(spec, "red01", /*per_host=*/true);
@@ -272,21 +274,21 @@ TEST_F(LogLayoutTest, NameRunNamesTheRunOnceForTheWholeJob) {
   EXPECT_EQ(node.node_dir(), LogLayout::RunDir(spec) + "/red01");
 }
 
-TEST_F(LogLayoutTest, NameRunClaimHereMakesTheRunDirectoryOnThisMachine) {
+TEST_F(LogLayoutTest, ClaimRunMakesTheRunDirectoryOnThisMachine) {
   v1::JobSpec first = Spec("none");
   v1::JobSpec second = Spec("none");
-  ASSERT_TRUE(LogLayout::NameRun(LogLayout::RunNaming::kClaimHere, &first).ok());
-  ASSERT_TRUE(LogLayout::NameRun(LogLayout::RunNaming::kClaimHere, &second).ok());
+  ASSERT_TRUE(LogLayout::ClaimRun(&first).ok());
+  ASSERT_TRUE(LogLayout::ClaimRun(&second).ok());
   EXPECT_NE(first.log_run_dir(), second.log_run_dir());
   EXPECT_EQ(List(tmp_ + "/logs"), (std::set<std::string>{first.log_run_dir(), second.log_run_dir()}));
   EXPECT_EQ(Mode(LogLayout::RunDir(first)), 0700u);
 }
 
-TEST_F(LogLayoutTest, NameRunClaimHereThatCannotSaysWhatToDo) {
+TEST_F(LogLayoutTest, ClaimRunThatCannotSaysWhatToDo) {
   std::ofstream(tmp_ + "/file") << "x";
   v1::JobSpec spec = Spec("none");
   spec.set_log_dir(tmp_ + "/file/logs");
-  const absl::Status st = LogLayout::NameRun(LogLayout::RunNaming::kClaimHere, &spec);
+  const absl::Status st = LogLayout::ClaimRun(&spec);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.message(), "cannot keep logs in --log-dir " + tmp_ + "/file/logs on this machine, where drun "
                           "collects every host's logs: " + tmp_ + "/file/logs: Not a directory; give a "
@@ -297,11 +299,11 @@ TEST_F(LogLayoutTest, NameRunClaimHereThatCannotSaysWhatToDo) {
 TEST_F(LogLayoutTest, WithoutLogDirNoRunIsNamed) {
   v1::JobSpec spec;
   spec.set_run_id("none");
-  for (auto how : {LogLayout::RunNaming::kNameOnly, LogLayout::RunNaming::kClaimHere}) {
-    ASSERT_TRUE(LogLayout::NameRun(how, &spec).ok());
-    EXPECT_EQ(spec.log_run_dir(), "");
-    EXPECT_EQ(LogLayout::RunDir(spec), "");
-  }
+  LogLayout::NameRun(&spec);
+  EXPECT_EQ(spec.log_run_dir(), "");
+  ASSERT_TRUE(LogLayout::ClaimRun(&spec).ok());
+  EXPECT_EQ(spec.log_run_dir(), "");
+  EXPECT_EQ(LogLayout::RunDir(spec), "");
 }
 
 TEST_F(LogLayoutTest, TheRunDirIsAbsoluteAndItsLineNamesIt) {
