@@ -81,12 +81,13 @@ class RunDirectoryNamed(SlurmTestCase):
         out = job.output()
         named = sorted(l for l in self.drun_lines(out) if l.startswith("drun: logs in "))
         self.assertEqual(len(named), len(dirs), out)
-        runs = set()
-        for line, node_dir in zip(named, sorted(dirs)):
-            m = re.match(rf"^drun: logs in {re.escape(logs)}/(slurm-{job.id}\.0_\w{{6}})/{re.escape(node_dir)}/$",
-                         line)
+        runs, node_dirs = set(), []
+        for line in named:
+            m = re.match(rf"^drun: logs in {re.escape(logs)}/(slurm-{job.id}\.0_\w{{6}})/([\w.]+)/$", line)
             self.assertTrue(m, line)
             runs.add(m.group(1))
+            node_dirs.append(m.group(2))
+        self.assertEqual(sorted(node_dirs), sorted(dirs), named)
         self.assertEqual(len(runs), 1, named)  # one run directory for the whole job
         self.assertEqual(sorted(os.listdir(os.path.join(logs, runs.pop()))), sorted(dirs))
 
