@@ -503,8 +503,7 @@ class SshLauncher {
   std::optional<LauncherReport> report_;  // --summary, --report: every host's ranks
   double keepalive_timeout_s_ = 2;
   StdinRelay stdin_{false};  // this process's stdin, for the agents (--stdin)
-  std::string log_root_;  // --log-dir ("" without logs)
-  std::string run_dir_;   // <log_dir>/<run dir>, made here: where every host's logs end up
+  std::string run_dir_;  // <log_dir>/<run dir>, absolute, made here: where every host's logs end up
 };
 
 SshLauncher::~SshLauncher() {
@@ -1001,8 +1000,7 @@ absl::Status SshLauncher::MakeRunDir(v1::JobSpec* spec) {
   if (absl::Status st = LogLayout::ClaimRun(spec); !st.ok()) return st;
   if (spec->log_run_dir().empty()) return absl::OkStatus();
   for (HostPlan& h : plan_.hosts) h.spec.set_log_run_dir(spec->log_run_dir());
-  log_root_ = spec->log_dir();
-  run_dir_ = absl::StrCat(log_root_, "/", spec->log_run_dir());
+  run_dir_ = LogLayout::RunDir(*spec);
   return absl::OkStatus();
 }
 
@@ -1067,7 +1065,7 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
     return kExitBadInput;
   }
   if (!spec.quiet() && !spec.log_run_dir().empty()) {
-    SayLocked(LogLayout::RunDirLine(LogLayout::RunDir(spec), "every host's, collected here when the job ends"));
+    SayLocked(LogLayout::RunDirLine(run_dir_, "every host's, collected here when the job ends"));
   }
   if (token.empty()) token = RandomHex(24);
   if (!cl_.report_path.empty()) {
