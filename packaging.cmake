@@ -4,11 +4,15 @@
 # page to ${PROJECT_BINARY_DIR}/man/drun.1.gz (its drun_man_page target is part of `all`).
 #
 #   cmake --install build --prefix /usr/local     bin/drun, share/man/man1/drun.1.gz,
+#                                                 share/bash-completion/completions/drun,
 #                                                 share/doc/drun/{configs,examples,...}
 #   (cd build && cpack -G DEB)                    build/drun_<version>_<arch>.deb
 include(GNUInstallDirs)  # CMAKE_INSTALL_MANDIR = share/man, CMAKE_INSTALL_DOCDIR = share/doc/drun
 
 install(FILES ${PROJECT_BINARY_DIR}/man/drun.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+# bash-completion loads completions/<command> on first use (launcher/job/CMakeLists.txt writes it).
+install(FILES ${PROJECT_BINARY_DIR}/completion/drun
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/configs
         FILES_MATCHING PATTERN "*.yaml")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/examples/ DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples
@@ -85,6 +89,7 @@ if(DRUN_BUILD_TESTS)
       dpkg-deb -I "$deb" >"$out/info.txt"
       status=0
       for f in ./usr/bin/drun ./usr/lib/drun/drun-net ./usr/share/man/man1/drun.1.gz \
+               ./usr/share/bash-completion/completions/drun \
                ./usr/share/doc/drun/configs/one_lab_pc.yaml \
                ./usr/share/doc/drun/configs/lab_pcs_ssh.yaml \
                ./usr/share/doc/drun/configs/slurm_allocation.yaml \

@@ -29,6 +29,7 @@
 #include "rendezvous/base/event_loop.h"
 #include "rendezvous/base/exit_code.h"
 #include "rendezvous/base/random.h"
+#include "rendezvous/base/words.h"
 
 namespace drun {
 
@@ -112,7 +113,7 @@ void Agent::ShowStatus(TimePoint now) {
       !w.reason().empty()) {
     absl::StrAppend(&line, " (", w.reason(), ")");
   }
-  if (report_.rounds_total > 0) absl::StrAppend(&line, "; ", report_.rounds_total, " round(s) so far");
+  if (report_.rounds_total > 0) absl::StrAppend(&line, "; ", Count(report_.rounds_total, "round"), " so far");
   WriteAll(2, absl::StrCat("\r\033[K", line));
   status_shown_ = true;
   status_refresh_ = now + std::chrono::seconds(1);
@@ -658,10 +659,10 @@ void Agent::StartWorkers(TimePoint now) {
     l.local_rank = lr;
     l.rank = a.rank_offset() + lr;
     l.colour = l.rank;
-    const std::string tag = opt_.host_in_prefix ? absl::StrCat("[", opt_.hostname, ":rank", l.rank, "]")
-                                                : absl::StrCat("[rank", l.rank, "]");
-    l.prefix = tag + ": ";
-    l.cont_prefix = tag + "+ ";
+    LinePrefixes p = WorkerPrefixes(spec.log_line_prefix_template(), {spec.role(), lr, l.rank, opt_.hostname},
+                                    opt_.host_in_prefix);
+    l.prefix = std::move(p.line);
+    l.cont_prefix = std::move(p.cont);
     l.reads_drun_stdin = forward_stdin_ && !(stdin_eof_ && stdin_backlog_.empty()) &&
                          StdinIncludes(spec.stdin_target(), l.rank);
     PlaceOutputs(redirects, filter, &l);
@@ -846,7 +847,7 @@ std::string FormatRootCause(const v1::Failure& f, bool brief) {
     lines.push_back(absl::StrCat("  error:      ", f.error_message()));
   }
   if (f.stderr_tail_size() > 0) {
-    lines.push_back(absl::StrCat("  stderr (last ", f.stderr_tail_size(), " lines):"));
+    lines.push_back(absl::StrCat("  stderr (last ", Count(f.stderr_tail_size(), "line"), "):"));
     for (const auto& l : f.stderr_tail()) lines.push_back(absl::StrCat("    ", l));
   }
   for (const auto& hint : RootCauseHints(f)) lines.push_back(absl::StrCat("hint: ", hint));

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -51,6 +52,23 @@ v1::RankSummary ToSummary(const RankStack& r) {
   s.set_window_s(r.target.window_s);
   s.set_quiet_s(r.target.quiet_s);
   return s;
+}
+
+// How long `pid`'s main thread was runnable but waited for a CPU, so far
+// (/proc/PID/schedstat: CPU ns, run_delay ns, timeslices); 0 when unknown
+// (the process is gone, or a kernel without schedstats).
+double RunDelaySeconds(pid_t pid) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/schedstat"));
+  unsigned long long cpu_ns = 0, wait_ns = 0;
+  if (!(f >> cpu_ns >> wait_ns)) return 0;
+  return static_cast<double>(wait_ns) / 1e9;
+}
+
+// The rank whose failure ends a hung round: the culprit, else (none stands
+// out) the first, whose root cause then says that none does.
+int Reporter(const StackDump& dump, int culprit) {
+  if (culprit >= 0 || dump.ranks.empty()) return culprit;
+  return dump.ranks.front().target.rank;
 }
 
 RankStack FromSummary(const v1::RankSummary& s) {
@@ -204,7 +222,7 @@ std::vector<HangMonitor::Sample> Agent::SampleWorkers() const {
   if (!group_ || group_is_setup_) return samples;
   for (const WorkerGroup::Activity& a : group_->activity()) {
     std::optional<ProcStat> st = ReadProcStat(a.pid);
-    samples.push_back({a.rank, a.output_bytes, st ? st->cpu_seconds : 0});
+    samples.push_back({a.rank, a.output_bytes, st ? st->cpu_seconds : 0, RunDelaySeconds(a.pid)});
   }
   return samples;
 }
@@ -271,22 +289,23 @@ void Agent::OnHangFound(const v1::HangFound& found, TimePoint now) {
   }
   std::sort(all.ranks.begin(), all.ranks.end(),
             [](const RankStack& a, const RankStack& b) { return a.target.rank < b.target.rank; });
-  const int culprit = Culprit(all, QuietestRank(all));
+  const int reporter = Reporter(all, Culprit(all, QuietestRank(all)));
   const bool mine = std::any_of(hang_ranks_.begin(), hang_ranks_.end(), [&](const RankStack& r) {
-    return r.target.rank == culprit;
+    return r.target.rank == reporter;
   });
   if (!mine) return;  // its own agent reports it; the server stops this node's ranks
   DeclareHang(all, QuietestRank(all), unkept, absl::StrJoin(files, ", "), now);
 }
 
 // The rank to blame: the odd one; else the one that went quiet first; else
-// (all alike) the first.
+// none (-1): all alike, or nothing tells them apart.
 int Agent::Culprit(const StackDump& dump, int quietest) {
   const std::vector<int> odd = OddRanks(dump);
   if (!odd.empty()) return odd.front();
-  if (quietest >= 0) return quietest;
-  return dump.ranks.empty() ? -1 : dump.ranks.front().target.rank;
+  return quietest;
 }
+
+
 
 // Prints the table of every rank in `dump` (and `full_text`, or where the full
 // dumps are) and reports the round's failure as this node's rank's hang.
@@ -294,6 +313,7 @@ void Agent::DeclareHang(const StackDump& dump, int quietest, const std::string& 
                         const std::string& files, TimePoint now) {
   if (machine_.state() != AgentMachine::State::kRunning || !group_) return;  // it ended meanwhile
   const int culprit = Culprit(dump, quietest);
+  const int reporter = Reporter(dump, culprit);
   Log(absl::StrFormat("no rank made progress (output or CPU) for %gs (--hang-timeout); where each one is:",
                       opt_.spec.hang_timeout_s()));
   console_.Text(FormatHangTable(dump, quietest));
@@ -303,13 +323,12 @@ void Agent::DeclareHang(const StackDump& dump, int quietest, const std::string& 
   e.exit_code = kExitHung;
   e.when = now;
   for (const RankStack& r : dump.ranks) {
-    if (r.target.rank != culprit) continue;
+    if (r.target.rank != reporter) continue;
     e.rank = r.target.rank;
     e.local_rank = r.target.local_rank;
     e.pid = r.target.pid;
-    e.error_message = absl::StrFormat("hung: no rank made progress for %gs; rank %d is at %s",
-                                      opt_.spec.hang_timeout_s(), e.rank,
-                                      r.where.empty() ? "an unknown place" : r.where);
+    e.error_message = absl::StrFormat("hung: no rank made progress for %gs; %s",
+                                      opt_.spec.hang_timeout_s(), HangVerdict(dump, culprit));
   }
   Apply(machine_.OnHang(e, now), now);
   hang_.reset();

@@ -1,12 +1,17 @@
 #include "agent/entrypoint.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "rendezvous/base/words.h"
 
 namespace drun {
 
@@ -39,6 +44,24 @@ absl::Status CheckInterpreter(const v1::JobSpec& spec, const EnvMap& env) {
                           "program with --no-python"));
 }
 
+// The name of a file beside `path` that is a likely misspelling of its last
+// component (ex2_reduse.py for ex2_reduce.py); "" when none is.
+std::string NearbyFile(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    // A directory of thousands of files is no place to guess in.
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.' && names.size() < 4096) names.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  return NearestName(name, names, name.size() >= 6 ? 2 : 1);
+}
+
 absl::Status CheckScript(const v1::JobSpec& spec) {
   const std::string& script = spec.entrypoint();
   if (IsPythonInterpreter(script)) {
@@ -49,6 +72,13 @@ absl::Status CheckScript(const v1::JobSpec& spec) {
   }
   struct stat st;
   if (stat(InDir(script, spec.working_dir()).c_str(), &st) != 0) {
+    const std::string near = NearbyFile(InDir(script, spec.working_dir()));
+    if (!near.empty()) {
+      const size_t slash = script.rfind('/');
+      const std::string suggestion = slash == std::string::npos ? near : script.substr(0, slash + 1) + near;
+      return Bad(absl::StrCat(script, ": no such file in ", spec.working_dir(), "; did you mean ", suggestion,
+                              "?"));
+    }
     return Bad(absl::StrCat(script, ": no such file in ", spec.working_dir(),
                             " (drun runs python3 -u ", script, " there); for a module write -m NAME"));
   }

@@ -15,6 +15,7 @@ void HangMonitor::Start(const std::vector<Sample>& samples, TimePoint now) {
     r.last_progress = r.last_output = now;
     r.output_bytes = s.output_bytes;
     r.cpu_seconds = s.cpu_seconds;
+    r.wait_seconds = s.wait_seconds;
   }
   last_sample_ = now;
   next_sample_ = now + interval_;
@@ -30,12 +31,15 @@ void HangMonitor::Observe(const std::vector<Sample>& samples, TimePoint now) {
       r.last_progress = r.last_output = now;
     } else {
       r.cpu_last_interval = std::max(0.0, s.cpu_seconds - r.cpu_seconds);
+      // Waiting for a CPU is wanting to run: starved, not blocked.
+      const double wanted = r.cpu_last_interval + std::max(0.0, s.wait_seconds - r.wait_seconds);
       const bool printed = s.output_bytes > r.output_bytes;
       if (printed) r.last_output = now;
-      if (printed || r.cpu_last_interval >= kCpuShare * elapsed) r.last_progress = now;
+      if (printed || wanted >= kCpuShare * elapsed) r.last_progress = now;
     }
     r.output_bytes = s.output_bytes;
     r.cpu_seconds = s.cpu_seconds;
+    r.wait_seconds = s.wait_seconds;
   }
   last_sample_ = now;
   next_sample_ = now + interval_;

@@ -5,12 +5,16 @@
 // Progress of a rank between two samples (the signal, documented in
 // docs/hangs.md):
 //  - its output grew by at least one byte, on either stream; or
-//  - its CPU time grew by at least kCpuShare (10 %) of the interval. A rank
-//    blocked in a collective, in sleep(), on a lock or on I/O uses none; a
-//    polling wait stays below (torch 1.13's store-based barrier in
-//    init_process_group, waiting for a rank that never comes: 3 %); a rank
-//    that computes uses most of a core. A busy-waiting library (NCCL spinning
-//    on a GPU) counts as progress: such a hang is not detected.
+//  - its CPU time, plus the time its main thread was runnable but waited for
+//    a CPU (/proc/PID/schedstat's run_delay), grew by at least kCpuShare (10 %)
+//    of the interval. A rank blocked in a collective, in sleep(), on a lock or
+//    on I/O uses none and waits for none; a polling wait stays below (torch
+//    1.13's store-based barrier in init_process_group, waiting for a rank that
+//    never comes: 3 %); a rank that computes uses most of a core, and one
+//    starved on an oversubscribed machine (load 16 on 2 cores: 8 % of a core
+//    each) waits for the rest. A busy-waiting library (NCCL
+//    spinning on a GPU) counts as progress: such a hang is not detected; nor,
+//    while the machine is that oversubscribed, is a polling wait's.
 // The job hangs when the last progress of every rank is at least timeout ago.
 // Each rank also keeps when it last printed, so the report can say which rank
 // went quiet first.
@@ -34,12 +38,14 @@ class HangMonitor {
     int rank = 0;
     std::uint64_t output_bytes = 0;  // everything it wrote so far
     double cpu_seconds = 0;          // user + system, so far
+    double wait_seconds = 0;         // runnable but waiting for a CPU, so far
   };
   struct RankState {
     TimePoint last_progress;
     TimePoint last_output;
     std::uint64_t output_bytes = 0;
     double cpu_seconds = 0;
+    double wait_seconds = 0;
     double cpu_last_interval = 0;  // seconds of CPU in the last sampled interval
   };
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "rendezvous/base/words.h"
 
 namespace drun {
 
@@ -798,8 +799,8 @@ std::vector<int> Console::BlockedFds() const {
 void Console::MaybeReportDrops() {
   if (dropped_lines_ == 0 || congested()) return;
   if (queue_[1].size() - queue_off_[1] + queue_[2].size() - queue_off_[2] > kQueueLimit / 4) return;
-  Text(absl::StrCat("drun: the console could not keep up: ", dropped_lines_, " line(s) (",
-                    dropped_bytes_, " bytes) not shown here; the log files have them\n"));
+  Text(absl::StrCat("drun: the console could not keep up: ", Count(dropped_lines_, "line"), " (",
+                    Count(dropped_bytes_, "byte"), ") not shown here; the log files have them\n"));
   dropped_lines_ = 0;
   dropped_bytes_ = 0;
 }
@@ -846,5 +847,70 @@ void Console::Drain() {
   }
 }
 
+
+namespace {
+
+bool IdentifierChar(char c, bool first) {
+  const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  return first ? alpha : alpha || (c >= '0' && c <= '9');
+}
+
+// The value of a template's identifier; nullopt for one it does not know.
+std::optional<std::string> PrefixField(absl::string_view name, const PrefixFields& f) {
+  if (name == "role_name") return f.role;
+  if (name == "local_rank") return std::to_string(f.local_rank);
+  if (name == "rank") return std::to_string(f.rank);
+  if (name == "hostname") return f.hostname;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string ExpandPrefixTemplate(absl::string_view tmpl, const PrefixFields& f) {
+  std::string out;
+  size_t i = 0;
+  while (i < tmpl.size()) {
+    if (tmpl[i] != '$' || i + 1 >= tmpl.size()) {
+      out += tmpl[i++];
+      continue;
+    }
+    if (tmpl[i + 1] == '$') {  // $$ is a '$'
+      out += '$';
+      i += 2;
+      continue;
+    }
+    const bool braced = tmpl[i + 1] == '{';
+    size_t start = i + (braced ? 2 : 1), end = start;
+    while (end < tmpl.size() && IdentifierChar(tmpl[end], end == start)) ++end;
+    const bool closed = !braced || (end < tmpl.size() && tmpl[end] == '}');
+    std::optional<std::string> value;
+    if (end > start && closed) value = PrefixField(tmpl.substr(start, end - start), f);
+    if (!value) {  // not a placeholder it knows: kept as written
+      out += tmpl[i++];
+      continue;
+    }
+    out += *value;
+    i = end + (braced ? 1 : 0);
+  }
+  return out;
+}
+
+LinePrefixes WorkerPrefixes(absl::string_view tmpl, const PrefixFields& f, bool host_in_prefix) {
+  if (tmpl.empty()) {
+    const std::string tag = host_in_prefix ? absl::StrCat("[", f.hostname, ":rank", f.rank, "]")
+                                           : absl::StrCat("[rank", f.rank, "]");
+    return {tag + ": ", tag + "+ "};
+  }
+  LinePrefixes p;
+  p.line = ExpandPrefixTemplate(tmpl, f);
+  p.cont = p.line;
+  const size_t colon = p.cont.find_last_not_of(' ');
+  if (colon != std::string::npos && p.cont[colon] == ':') {
+    p.cont[colon] = '+';
+  } else {
+    p.cont += "+ ";
+  }
+  return p;
+}
 
 }  // namespace drun

@@ -162,6 +162,29 @@ absl::StatusOr<v1::JobSpec::StdinTarget> ParseStdinTarget(absl::string_view valu
 // Whether global rank `rank` reads drun's standard input.
 bool StdinIncludes(const v1::JobSpec::StdinTarget& target, int rank);
 
+// A worker's console prefixes: `line` starts each of its console lines,
+// `cont` a line continued on the next console line (a cut line).
+struct LinePrefixes {
+  std::string line;
+  std::string cont;
+};
+// What names a worker in its prefix.
+struct PrefixFields {
+  std::string role;      // ROLE_NAME
+  int local_rank = 0;
+  int rank = 0;          // global
+  std::string hostname;  // this node's name as drun calls it
+};
+// Without a template, drun's own: "[rank3]: " ("[host:rank3]: " when
+// host_in_prefix), continued as "[rank3]+ ". With one
+// (--log-line-prefix-template), torchrun 2.x's: the template with $$, and
+// ${role_name}, ${local_rank}, ${rank}, ${hostname} (or $name) replaced, others
+// left as written (Python's Template.safe_substitute), written before each line
+// as it is (torchrun adds no space); the continuation is the same text with
+// its last ':' made '+' (else a '+' added), so a cut line still shows whose it is.
+LinePrefixes WorkerPrefixes(absl::string_view tmpl, const PrefixFields& f, bool host_in_prefix);
+std::string ExpandPrefixTemplate(absl::string_view tmpl, const PrefixFields& f);
+
 class Console {
  public:
   static constexpr std::chrono::milliseconds kPartialDelay{30};

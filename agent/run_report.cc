@@ -18,6 +18,7 @@
 #include "rendezvous/base/say.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/words.h"
 
 namespace drun {
 
@@ -146,8 +147,8 @@ std::string FormatSummaryTable(const RunReport& report) {
                                           ExitText(s), s.attempts, s.wall_s,
                                           s.peak_rss_kb / 1024.0));
   }
-  absl::StrAppend(&out, absl::StrFormat("drun: %d round(s), exit code %d, %.2f s in all\n",
-                                        std::max<int64_t>(report.rounds_total, static_cast<int64_t>(report.rounds.size())),
+  const int64_t rounds = std::max<int64_t>(report.rounds_total, static_cast<int64_t>(report.rounds.size()));
+  absl::StrAppend(&out, absl::StrFormat("drun: %s, exit code %d, %.2f s in all\n", Count(rounds, "round"),
                                         report.exit_code, report.wall_s));
   return out;
 }

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "agent/process.h"
@@ -76,7 +78,11 @@ std::string FormatDump(const StackDump& dump) {
                     absl::StrFormat("%.1fs", t.window_s), ", quiet for ", QuietText(t), "\n");
     absl::StrAppend(&out, "    last line: ", t.last_line.empty() ? "(none)" : QuoteText(t.last_line),
                     "\n");
-    if (!r.unavailable.empty()) absl::StrAppend(&out, "    frames: ", r.unavailable, "\n");
+    // The capture's own text says why frames are missing; only a capture
+    // that failed as a whole has no text to say it in.
+    if (r.text.empty() && !r.unavailable.empty()) {
+      absl::StrAppend(&out, "    frames: ", r.unavailable, "\n");
+    }
     absl::StrAppend(&out, r.text);
     if (!r.text.empty() && r.text.back() != '\n') out += '\n';
   }
@@ -100,23 +106,70 @@ int QuietestRank(const StackDump& dump) {
   return first->target.rank;
 }
 
+namespace {
+
+// The ranks whose `place` differs from that of a clear majority; nullopt when
+// some rank's place is unknown (""), so another kind of place must decide.
+using PlaceFn = std::function<std::string(const RankStack&)>;
+
+std::optional<std::vector<int>> Minority(const StackDump& dump, const PlaceFn& place) {
+  std::map<std::string, int> count;
+  for (const RankStack& r : dump.ranks) {
+    std::string p = place(r);
+    if (p.empty()) return std::nullopt;
+    ++count[std::move(p)];
+  }
+  std::vector<int> odd;
+  auto most = std::max_element(count.begin(), count.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  // Only a clear majority makes the others odd: 2 against 2 says nothing.
+  if (most == count.end() || 2 * most->second <= static_cast<int>(dump.ranks.size())) return odd;
+  for (const RankStack& r : dump.ranks) {
+    if (place(r) != most->first) odd.push_back(r.target.rank);
+  }
+  return odd;
+}
+
+std::string WhereOf(const RankStack& r) { return r.where; }
+std::string WaitOf(const RankStack& r) {
+  if (r.wchan.empty() || r.state == '?') return "";
+  return absl::StrCat(std::string(1, r.state), " ", r.wchan);
+}
+
+}  // namespace
+
 std::vector<int> OddRanks(const StackDump& dump) {
   std::vector<int> odd;
   for (const RankStack& r : dump.ranks) {
     if (r.state == 'D') odd.push_back(r.target.rank);
   }
   if (!odd.empty()) return odd;
-  std::map<std::string, int> count;
-  for (const RankStack& r : dump.ranks) ++count[r.where];
-  auto most = std::max_element(count.begin(), count.end(),
-                               [](const auto& a, const auto& b) { return a.second < b.second; });
-  // Only a clear majority makes the others odd: 2 against 2 says nothing.
-  if (most == count.end() || most->first.empty() || 2 * most->second <= static_cast<int>(dump.ranks.size()))
-    return odd;
-  for (const RankStack& r : dump.ranks) {
-    if (r.where != most->first) odd.push_back(r.target.rank);
+  // Where each one is (its innermost frame) when every rank's is known; else
+  // what the kernel says each waits in (state and wait channel).
+  for (auto place : {WhereOf, WaitOf}) {
+    if (std::optional<std::vector<int>> m = Minority(dump, place)) return *m;
   }
   return odd;
+}
+
+std::string HangVerdict(const StackDump& dump, int culprit) {
+  for (const RankStack& r : dump.ranks) {
+    if (r.target.rank != culprit) continue;
+    if (!r.where.empty()) return absl::StrCat("rank ", culprit, " is at ", r.where);
+    const std::string wait = WaitOf(r);
+    return absl::StrCat("rank ", culprit, " is at an unknown place",
+                        wait.empty() ? "" : absl::StrCat(" (state ", wait, ")"));
+  }
+  const bool all_known = !dump.ranks.empty() &&
+                         std::all_of(dump.ranks.begin(), dump.ranks.end(),
+                                     [](const RankStack& r) { return !r.where.empty(); });
+  if (all_known && std::all_of(dump.ranks.begin(), dump.ranks.end(), [&](const RankStack& r) {
+        return r.where == dump.ranks.front().where;
+      })) {
+    return absl::StrCat("no rank stands out: every one is at ", dump.ranks.front().where);
+  }
+  return all_known ? "no rank stands out: no place holds most of them"
+                   : "drun cannot tell which rank stands out: where some are is not known";
 }
 
 std::string FormatHangTable(const StackDump& dump, int quietest) {

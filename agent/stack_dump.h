@@ -86,8 +86,17 @@ std::string FormatDump(const StackDump& dump);
 int QuietestRank(const StackDump& dump);
 
 // The ranks that look unlike the others: a rank in state D; else, when most
-// ranks are at the same place, the ones elsewhere. Sorted; empty when all agree.
+// ranks are at the same place, the ones elsewhere. The place is `where` when
+// every rank's is known, else the kernel's state and wait channel when every
+// rank's is known (frames unreadable: an interpreter drun cannot read, no
+// native tool). Sorted; empty when all agree or nothing tells them apart.
 std::vector<int> OddRanks(const StackDump& dump);
+
+// The end of a hang's root cause: "rank 2 is at train.py:13 in stuck" for
+// `culprit`, with its state and wait channel when its place is unknown; for
+// -1 (no rank stands out) why not: "no rank stands out: every one is at X",
+// or "drun cannot tell which rank stands out: where some are is not known".
+std::string HangVerdict(const StackDump& dump, int culprit);
 
 // The compact per-rank table --hang-timeout prints: one "drun: " line per rank
 // (rank, pid, state, CPU, quiet time, where), marking the odd ones and the one

@@ -20,6 +20,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "rendezvous/base/private_files.h"
 #include "rendezvous/base/exit_code.h"
+#include "rendezvous/base/words.h"
 
 namespace drun {
 
@@ -99,7 +100,7 @@ absl::Status ExplainDescriptorShortage(const absl::Status& failed, const Descrip
   } else if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < want) {
     fix = absl::StrCat("raise it (ulimit -n ", lim.rlim_max, ")");
   }
-  return absl::ResourceExhaustedError(absl::StrCat(count.workers, " workers need about ", need,
+  return absl::ResourceExhaustedError(absl::StrCat(Count(count.workers, "worker"), " need about ", need,
                                                    " descriptors; ulimit -n is ", lim.rlim_cur, ": ",
                                                    fix, " (", failed.message(), ")"));
 }

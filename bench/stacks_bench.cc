@@ -1,8 +1,10 @@
 // Times drun::stacks::Capture against N sleeping /usr/bin/python3 processes
 // (N = 4, 16, 64 unless given): sequentially (median ms per process, total)
 // and with 4 capture threads (total), Python frames only and Python + native.
-// Usage: drun_stacks_bench [--torch] [N...]  (--torch: each process imports
-// torch first, like a real worker, which makes native unwinding costlier)
+// Usage: drun_stacks_bench [--torch] [--python PATH] [N...]  (--torch: each
+// process imports torch first, like a real worker, which makes native
+// unwinding costlier; --python: another interpreter, or a script that execs
+// one, keeping the pid)
 // Each process signals readiness over a pipe before it is captured; every
 // process started is killed by its pid at the end.
 #include <signal.h>
@@ -33,7 +35,7 @@ constexpr char kScript[] =
 
 // Starts all n at once (importing torch takes seconds), then waits for each
 // one's readiness byte: it is then inside wait_forever.
-std::vector<pid_t> StartPythons(int n, bool torch) {
+std::vector<pid_t> StartPythons(int n, bool torch, const std::string& python) {
   std::vector<pid_t> pids;
   std::vector<drun::UniqueFd> ready;
   const std::string script = std::string(torch ? "import torch\n" : "") + kScript;
@@ -41,7 +43,7 @@ std::vector<pid_t> StartPythons(int n, bool torch) {
     drun::UniqueFd r, w;
     if (!drun::MakePipe(&r, &w)) exit(1);
     drun::SpawnRequest req;
-    req.argv = {"/usr/bin/python3", "-c", script};
+    req.argv = {python, "-c", script};
     req.env = {"PATH=/usr/bin:/bin"};
     req.stdout_fd = w.get();
     absl::StatusOr<pid_t> pid = drun::SpawnProcessGroup(req);
@@ -58,8 +60,8 @@ std::vector<pid_t> StartPythons(int n, bool torch) {
 
 double Ms(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
-void Run(int n, bool torch) {
-  std::vector<pid_t> pids = StartPythons(n, torch);
+void Run(int n, bool torch, const std::string& python) {
+  std::vector<pid_t> pids = StartPythons(n, torch, python);
   drun::stacks::CaptureOptions opts;
   std::vector<double> each;
   int frames_ok = 0;
@@ -129,15 +131,18 @@ int main(int argc, char** argv) {
   }
   std::vector<int> counts;
   bool torch = false;
+  std::string python = "/usr/bin/python3";
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--torch") {
       torch = true;
+    } else if (std::string(argv[i]) == "--python" && i + 1 < argc) {
+      python = argv[++i];
     } else {
       counts.push_back(atoi(argv[i]));
     }
   }
   if (counts.empty()) counts = {4, 16, 64};
   if (torch) printf("(each process has imported torch)\n");
-  for (int n : counts) Run(n, torch);
+  for (int n : counts) Run(n, torch, python);
   return 0;
 }

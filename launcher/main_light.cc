@@ -26,7 +26,8 @@ namespace drun {
 namespace {
 
 // drun-net lives next to drun (the build tree) or in ../lib/drun (installed).
-[[noreturn]] void ExecNet(char** argv) {
+// Returns only when neither can be run: why, in words.
+std::string TryExecNet(char** argv) {
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   std::string dir = ".";
@@ -38,10 +39,23 @@ namespace {
   const std::string here = dir + "/drun-net";
   const std::string installed = std::filesystem::path(dir + "/../lib/drun/drun-net").lexically_normal().string();
   for (const std::string& candidate : {here, installed}) execv(candidate.c_str(), argv);
-  Fail(kExitNoNetworkBinary, absl::StrCat("this job needs drun-net (drun's networked half, for multi-node, ssh and "
-                         "Slurm jobs), which is neither ", here, " nor ", installed, ": ", strerror(errno),
-                         "; copy both files (docs/install.md)"));
+  return absl::StrCat("drun-net (drun's networked half, for multi-node, ssh and Slurm jobs) is neither ", here,
+                      " nor ", installed, ": ", strerror(errno), "; copy both files (docs/install.md)");
+}
+
+[[noreturn]] void ExecNet(char** argv) {
+  const std::string why = TryExecNet(argv);
+  Fail(kExitNoNetworkBinary, absl::StrCat("this job needs ", why));
   _exit(kExitNoNetworkBinary);
+}
+
+// --version: drun-net's (it names the libraries), else this drun's own and
+// what is missing: asking the version is no job, and succeeds.
+int Version(char** argv) {
+  const std::string why = TryExecNet(argv);
+  WriteAll(1, absl::StrCat(VersionWords(), "\n"));
+  WriteAll(2, absl::StrCat("drun: only single-node jobs can run: ", why, "\n"));
+  return 0;
 }
 
 int Main(int argc, char** argv) {
@@ -53,7 +67,9 @@ int Main(int argc, char** argv) {
   auto cl = ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), env, isatty(0) == 1);
   if (!cl.ok()) return Fail(kExitBadInput, std::string(cl.status().message()));
   if (cl->usage) return WriteAll(2, UsageText()), kExitBadInput;
-  if (cl->help) return WriteAll(1, HelpText()), 0;
+  if (cl->help) return WriteAll(1, HelpText(cl->help_topic)), 0;
+  if (!cl->print_completion.empty()) return WriteAll(1, CompletionScript(cl->print_completion)), 0;
+  if (cl->version) return Version(argv);
   if (cl->print_config) return WriteAll(1, RenderJobFile(cl->resolved)), 0;
   if (NeedsNetwork(*cl)) ExecNet(argv);
   HideSecrets(*cl, argc, argv);

@@ -352,7 +352,8 @@ int Main(int argc, char** argv) {
   if (!cl.ok()) return Fail(kExitBadInput, std::string(cl.status().message()));
   HideSecrets(*cl, argc, argv);
   if (cl->usage) return WriteAll(2, UsageText()), kExitBadInput;
-  if (cl->help) return WriteAll(1, HelpText()), 0;
+  if (cl->help) return WriteAll(1, HelpText(cl->help_topic)), 0;
+  if (!cl->print_completion.empty()) return WriteAll(1, CompletionScript(cl->print_completion)), 0;
   if (cl->print_config) return WriteAll(1, RenderJobFile(cl->resolved)), 0;
   if (cl->version) return WriteAll(1, VersionText()), 0;
   SlurmMode slurm_mode = SlurmMode::kOff;

@@ -10,6 +10,7 @@
 #include "agent/control_socket.h"
 #include "rendezvous/base/exit_code.h"
 #include "rendezvous/base/say.h"
+#include "rendezvous/base/words.h"
 
 namespace drun {
 namespace {
@@ -51,7 +52,7 @@ bool PrintNode(const v1::ControlReply& r, bool gathered) {
                      ": ", r.error()));
     return false;
   }
-  std::string scope = absl::StrCat(r.local_ranks(), " ranks on ", r.host());
+  std::string scope = absl::StrCat(Count(r.local_ranks(), "rank"), " on ", r.host());
   if (gathered && r.node_rank() >= 0) absl::StrAppend(&scope, " (node rank ", r.node_rank(), ")");
   if (!gathered && r.world_size() > r.local_ranks()) {
     absl::StrAppend(&scope, " (of ", r.world_size(), "; run drun stacks on the other nodes for theirs)");
@@ -65,8 +66,8 @@ bool PrintNode(const v1::ControlReply& r, bool gathered) {
 
 // A whole job's answer: a line for the job, then every node's part.
 bool PrintGathered(const v1::ControlReply& r) {
-  WriteAll(1, absl::StrFormat("drun stacks: run '%s', %d ranks on %d hosts, gathered by pid %d on %s\n",
-                              r.run_id(), r.local_ranks(), r.nodes_size(), r.pid(), r.host()));
+  WriteAll(1, absl::StrFormat("drun stacks: run '%s', %s on %s, gathered by pid %d on %s\n", r.run_id(),
+                              Count(r.local_ranks(), "rank"), Count(r.nodes_size(), "host"), r.pid(), r.host()));
   bool any = false;
   for (const v1::ControlReply& n : r.nodes()) any = PrintNode(n, /*gathered=*/true) || any;
   return any;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "rendezvous/base/signal_name.h"
+#include "rendezvous/base/words.h"
 
 namespace drun {
 
@@ -146,7 +147,7 @@ RendezvousState::Outbox RendezvousState::OnHello(NodeId node, const v1::Hello& h
   int want = hello.requested_node_rank();
   if (want >= config_.max_nodes) {
     return {{node, RejectMessage(absl::StrCat("--node-rank ", want, " is out of range: the job has ",
-                                              config_.max_nodes, " nodes (ranks 0..",
+                                              Count(config_.max_nodes, "node"), " (ranks 0..",
                                               config_.max_nodes - 1, ")"))}};
   }
   if (want >= 0) {
@@ -250,7 +251,7 @@ RendezvousState::Outbox RendezvousState::OnFailed(NodeId node, int64_t round,
   auto final_message = [&](const v1::Failure& x) {
     std::string msg = DescribeFailure(x);
     if (config_.max_restarts > 0) {
-      absl::StrAppend(&msg, " after ", restarts_used_, " restart(s); the restart budget is spent");
+      absl::StrAppend(&msg, " after ", Count(restarts_used_, "restart"), "; the restart budget is spent");
     }
     return msg;
   };
@@ -391,7 +392,7 @@ RendezvousState::Outbox RendezvousState::OnTick(TimePoint now) {
     const int joined = num_waiting();
     Outbox o = Finish(1,
                       absl::StrCat("rendezvous timed out: ", joined, " of at least ",
-                                   config_.min_nodes, " nodes joined within join_timeout (",
+                                   Count(config_.min_nodes, "node"), " joined within join_timeout (",
                                    std::chrono::duration_cast<std::chrono::seconds>(
                                        config_.join_timeout)
                                        .count(),

@@ -1,5 +1,5 @@
 /* Layout probe for agent/stacks/gen_cpython_layouts.py: compiled against one
- * CPython's headers (3.8 to 3.13, internal ones included, Py_BUILD_CORE) and
+ * CPython's headers (3.8 to 3.15, internal ones included, Py_BUILD_CORE) and
  * run on the build machine of the generator, never by drun's build. Prints
  * "name value" lines: the struct offsets and constants the built-in stack
  * reader (python_reader.cc) needs, so no offset is ever typed by hand. Never
@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#if PY_VERSION_HEX < 0x03080000 || PY_VERSION_HEX >= 0x030E0000
-#error "the stack reader knows CPython 3.8 to 3.13"
+#if PY_VERSION_HEX < 0x03080000 || PY_VERSION_HEX >= 0x03100000
+#error "the stack reader knows CPython 3.8 to 3.15"
 #endif
 
 #if PY_VERSION_HEX < 0x03090000
@@ -108,8 +108,9 @@ static void frames(void) {
   P("frame_lineno", offsetof(PyFrameObject, f_lineno));
 }
 #else
-/* 3.11-3.13: _PyInterpreterFrame chained by previous; 3.11 and 3.12 reach
- * the innermost one through tstate->cframe, 3.13 holds it in the tstate. */
+/* 3.11+: _PyInterpreterFrame chained by previous; 3.11 and 3.12 reach the
+ * innermost one through tstate->cframe, 3.13 and later hold it in the tstate
+ * (3.14 and later tag f_executable as a _PyStackRef: its low bits are flags). */
 static void frames(void) {
 #if PY_VERSION_HEX >= 0x030D0000
   P("frame_kind", 2);
@@ -127,10 +128,50 @@ static void frames(void) {
   P("frame_back", offsetof(_PyInterpreterFrame, previous));
   P("frame_owner", offsetof(_PyInterpreterFrame, owner));
   P("owned_by_generator", FRAME_OWNED_BY_GENERATOR);
-#if PY_VERSION_HEX >= 0x030C0000
-  P("owned_by_cstack", FRAME_OWNED_BY_CSTACK);
+  /* The lowest owner of frames that are no Python frames: the C stack's
+   * entry frames (3.12, 3.13), the interpreter's own ones (3.14 and later). */
+#if PY_VERSION_HEX >= 0x030E0000
+  P("first_c_owner", FRAME_OWNED_BY_INTERPRETER);
+#elif PY_VERSION_HEX >= 0x030C0000
+  P("first_c_owner", FRAME_OWNED_BY_CSTACK);
 #endif
 }
+#endif
+
+/* 3.13+: where, inside the _Py_DebugOffsets table that starts _PyRuntime,
+ * the interpreter publishes each offset the reader needs ("dbg_" + the
+ * CPythonLayout field it gives), so a reader takes them from the process. */
+#if PY_VERSION_HEX >= 0x030D0000
+#define D(field, member) P("dbg_" field, offsetof(_Py_DebugOffsets, member))
+static void debug_offsets(void) {
+  P("debug_offsets_size", sizeof(_Py_DebugOffsets));
+  D("runtime_interpreters_head", runtime_state.interpreters_head);
+  D("interp_next", interpreter_state.next);
+  D("interp_threads_head", interpreter_state.threads_head);
+  D("tstate_next", thread_state.next);
+  D("tstate_interp", thread_state.interp);
+  D("tstate_frame", thread_state.current_frame);
+  D("tstate_thread_id", thread_state.thread_id);
+  D("tstate_native_thread_id", thread_state.native_thread_id);
+  D("frame_back", interpreter_frame.previous);
+  D("frame_code", interpreter_frame.executable);
+  D("frame_instr", interpreter_frame.instr_ptr);
+  D("frame_owner", interpreter_frame.owner);
+  D("code_filename", code_object.filename);
+  D("code_name", code_object.name);
+  D("code_qualname", code_object.qualname);
+  D("code_linetable", code_object.linetable);
+  D("code_first_lineno", code_object.firstlineno);
+  D("code_adaptive", code_object.co_code_adaptive);
+  D("ob_type", pyobject.ob_type);
+  D("var_size", bytes_object.ob_size);
+  D("bytes_data", bytes_object.ob_sval);
+  D("state_offset", unicode_object.state);
+  D("unicode_length", unicode_object.length);
+  D("ascii_size", unicode_object.asciiobject_size);
+}
+#else
+static void debug_offsets(void) {}
 #endif
 
 int main(void) {
@@ -139,5 +180,6 @@ int main(void) {
   threads();
   code();
   frames();
+  debug_offsets();
   return fflush(stdout) == 0 ? 0 : 1;
 }

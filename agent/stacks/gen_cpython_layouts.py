@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Regenerates agent/stacks/cpython_layouts_gen.inc: the struct offsets of each
-CPython minor version (3.8 to 3.13) that drun's built-in stack reader needs.
+CPython minor version (3.8 to 3.15) that drun's built-in stack reader needs, and for
+3.13 and later where the interpreter's own _Py_DebugOffsets table holds each of them.
 
 For every CPython include directory given (or found: ~/.pyenv/versions/*/include/
-python3.X and /usr/include/python3.X, each with its internal/ headers), compiles
+python3.X, /usr/include/python3.X and $DRUN_SID_ROOT/usr/include/python3.X (a Debian
+sid tree, e.g. the chroot the stacks tests use for 3.14 and 3.15), each with its
+internal/ headers), compiles
 cpython_layout_probe.c against it with $CC (default cc), runs it, and writes one
 CPythonLayout (cpython_layout.h) per minor version. Two patch releases of one minor
 version must agree on every offset, else this fails naming the field. The output is
@@ -27,12 +30,14 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBE = os.path.join(HERE, "cpython_layout_probe.c")
 OUT = os.path.join(HERE, "cpython_layouts_gen.inc")
-MINORS = range(8, 14)
+MINORS = range(8, 16)
 
 
 def find_include_dirs():
     patterns = [os.path.expanduser("~/.pyenv/versions/*/include/python3.*"),
                 "/usr/include/python3.*"]
+    if os.environ.get("DRUN_SID_ROOT"):
+        patterns.append(os.path.join(os.environ["DRUN_SID_ROOT"], "usr/include/python3.*"))
     found = []
     for p in patterns:
         for d in sorted(glob.glob(p)):
@@ -45,7 +50,11 @@ def find_include_dirs():
 def probe(include_dir, workdir):
     exe = os.path.join(workdir, "probe")
     cc = os.environ.get("CC", "cc")
-    subprocess.run([cc, "-std=gnu11", "-I", include_dir, "-o", exe, PROBE], check=True)
+    # Debian's pyconfig.h includes <x86_64-linux-gnu/python3.X/pyconfig.h> from the
+    # include directory's parent; searched after the compiler's own system headers.
+    parent = os.path.dirname(os.path.abspath(include_dir))
+    subprocess.run([cc, "-std=gnu11", "-I", include_dir, "-idirafter", parent, "-o", exe, PROBE],
+                   check=True)
     out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
     values = {}
     for line in out.splitlines():
@@ -138,7 +147,7 @@ def main():
     args = parser.parse_args()
     dirs = args.include_dirs or find_include_dirs()
     if not dirs:
-        print("gen_cpython_layouts: no CPython 3.8-3.13 include directory with internal/")
+        print("gen_cpython_layouts: no CPython 3.8-3.15 include directory with internal/")
         sys.exit(77 if args.check else 1)
     with tempfile.TemporaryDirectory() as work:
         layouts = [(d, probe(d, work)) for d in dirs]

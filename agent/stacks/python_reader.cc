@@ -362,10 +362,12 @@ FrameRead ReadInterpreterFrame(Reader& r, uint64_t addr, Frame* frame, uint64_t*
   if (!r.mem.Read(addr, f.data(), f.size())) return FrameRead::kTorn;
   *previous = At<uint64_t>(f, L.frame_back);
   const uint8_t owner = At<uint8_t>(f, L.frame_owner);
-  const uint64_t code = At<uint64_t>(f, L.frame_code);
+  // 3.14+: a _PyStackRef, whose low bits tag it (objects are 8-aligned at least).
+  const uint64_t code = At<uint64_t>(f, L.frame_code) & ~uint64_t{7};
   *code_out = code;
-  // A frame of the C stack (3.12+: the entry frame of each evaluation loop) is no Python frame.
-  if (owner == L.owned_by_cstack) {
+  // A frame of the C stack (3.12, 3.13: the entry frame of each evaluation
+  // loop) or of the interpreter's own (3.14+) is no Python frame.
+  if (owner >= L.first_c_owner) {
     r.trampolines.insert(code);
     return FrameRead::kSkip;
   }
@@ -473,39 +475,109 @@ absl::Status ReadError(const Remote& mem, const char* what) {
   return absl::DataLossError(what);
 }
 
-// The target's version and layout: Py_Version (3.11+), else its binary's name.
+// The target's version and layout: _Py_DebugOffsets (3.13+), else Py_Version
+// (3.11, 3.12), else its binary's name.
 struct Version {
   std::string text;  // "3.12.1", "3.10"
-  const CPythonLayout* layout = nullptr;
+  CPythonLayout layout;
+  bool published = false;  // layout's offsets come from the target's _Py_DebugOffsets
+  std::string differs;     // CompareLayouts(published, generated) when both exist
 };
+
+// The start of _Py_DebugOffsets at &_PyRuntime (3.13+): *hex and
+// *free_threaded; false when the cookie is not there (before 3.13).
+bool ReadDebugHeader(Remote& mem, const PythonTarget& t, uint32_t* hex, bool* free_threaded) {
+  char head[24];
+  if (!mem.Read(t.runtime, head, sizeof head) ||
+      memcmp(head, kDebugCookie, sizeof kDebugCookie) != 0) {
+    return false;
+  }
+  uint64_t version = 0, ft = 0;
+  memcpy(&version, head + kDebugVersionAt, sizeof version);
+  memcpy(&ft, head + kDebugFreeThreadedAt, sizeof ft);
+  *hex = static_cast<uint32_t>(version);
+  *free_threaded = ft != 0;
+  return true;
+}
+
+// The version without _Py_DebugOffsets: Py_Version, else the binary's name.
+absl::Status VersionWithoutTable(Remote& mem, const PythonTarget& t, uint32_t* hex,
+                                 std::string* text) {
+  if (t.version != 0) {
+    if (!mem.Get(t.version, hex)) return ReadError(mem, "reading Py_Version");
+    *text = PythonVersionString(*hex);
+    return absl::OkStatus();
+  }
+  std::vector<absl::string_view> parts = absl::StrSplit(t.name_version, '.');
+  uint32_t major = 0, minor = 0;
+  if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &major) ||
+      !absl::SimpleAtoi(parts[1], &minor) || major > 255 || minor > 255) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("CPython of unknown version (", t.binary,
+                     " exports no Py_Version and its name has no version) not readable by drun"));
+  }
+  *hex = (major << 24) | (minor << 16);
+  *text = absl::StrCat(major, ".", minor);
+  return absl::OkStatus();
+}
+
+// The offsets the target publishes, over `base` (its version's generated
+// layout, or the newest drun has for a newer version). A debug build is read
+// only with offsets of its own.
+absl::Status ReadPublishedLayout(Remote& mem, const PythonTarget& t, const CPythonLayout& base,
+                                 bool newer, Version* v) {
+  std::string table(base.debug_offsets_size, '\0');
+  if (!mem.Read(t.runtime, table.data(), table.size())) {
+    return ReadError(mem, "reading _Py_DebugOffsets");
+  }
+  absl::StatusOr<CPythonLayout> published = LayoutFromDebugOffsets(base, table);
+  if (!published.ok() && t.debug_build) {  // e.g. --with-trace-refs: ob_type moved
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CPython ", v->text, " debug build not readable by drun: ", published.status().message()));
+  }
+  if (!published.ok()) {
+    // A table of a version drun knows that it cannot use: the generated offsets stand.
+    if (!newer) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CPython ", v->text, " not readable by drun: ", published.status().message(),
+        ", so its table is not laid out as CPython ", base.version_hex >> 24, ".",
+        (base.version_hex >> 16) & 0xff, "'s (drun reads CPython ", CPythonLayoutRange(), ")"));
+  }
+  if (!newer) v->differs = CompareLayouts(*published, base);
+  v->layout = *published;
+  v->published = true;
+  return absl::OkStatus();
+}
 
 absl::StatusOr<Version> ResolveVersion(Remote& mem, const PythonTarget& t) {
   uint32_t hex = 0;
+  bool free_threaded = t.free_threaded;
   Version v;
-  if (t.version != 0) {
-    if (!mem.Get(t.version, &hex)) return ReadError(mem, "reading Py_Version");
+  const bool table = ReadDebugHeader(mem, t, &hex, &free_threaded);
+  if (table) {
     v.text = PythonVersionString(hex);
-  } else {
-    std::vector<absl::string_view> parts = absl::StrSplit(t.name_version, '.');
-    uint32_t major = 0, minor = 0;
-    if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &major) ||
-        !absl::SimpleAtoi(parts[1], &minor) || major > 255 || minor > 255) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("CPython of unknown version (", t.binary,
-                       " exports no Py_Version and its name has no version) not readable by drun"));
-    }
-    hex = (major << 24) | (minor << 16);
-    v.text = absl::StrCat(major, ".", minor);
+  } else if (absl::Status s = VersionWithoutTable(mem, t, &hex, &v.text); !s.ok()) {
+    return s;
   }
-  if (t.debug_build || t.free_threaded) {  // another object layout than the generated ones
-    return absl::FailedPreconditionError(absl::StrCat("CPython ", v.text,
-                                                      t.debug_build ? " debug" : " free-threaded",
-                                                      " build not readable by drun"));
+  // Free-threaded: another object layout than the generated ones. Debug:
+  // the same layout as a release build's from 3.13 (Py_DEBUG no longer
+  // implies Py_TRACE_REFS), read with the offsets it publishes; unknown before.
+  if (free_threaded || (t.debug_build && !table)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CPython ", v.text, free_threaded ? " free-threaded" : " debug", " build not readable by drun"));
   }
-  v.layout = FindCPythonLayout(hex);
-  if (v.layout == nullptr) {
+  const CPythonLayout* base = FindCPythonLayout(hex);
+  // A version newer than drun knows that publishes its offsets: read with
+  // them, over the newest layout's constants (line table, str bits, owners).
+  const bool newer = base == nullptr && table && hex > NewestCPythonLayout().version_hex;
+  if (newer) base = &NewestCPythonLayout();
+  if (base == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "CPython ", v.text, " not readable by drun (it reads CPython ", CPythonLayoutRange(), ")"));
+  }
+  v.layout = *base;
+  if (table && base->debug_offsets_size != 0) {
+    if (absl::Status s = ReadPublishedLayout(mem, t, *base, newer, &v); !s.ok()) return s;
   }
   return v;
 }
@@ -524,11 +596,13 @@ absl::StatusOr<PythonStacks> ReadPythonStacks(pid_t pid, const PythonTarget& t) 
   Remote version_mem(pid);
   absl::StatusOr<Version> version = ResolveVersion(version_mem, t);
   if (!version.ok()) return version.status();
-  Reader r{Remote(pid), t, *version->layout, 0, {}};
+  Reader r{Remote(pid), t, version->layout, 0, {}};
   const CPythonLayout& L = r.L;
   if (L.tstate_native_thread_id == 0) r.pthread_tid_offset = PthreadTidOffset(r.mem, t);
   PythonStacks out;
   out.version = version->text;
+  out.published_offsets = version->published;
+  out.layout_differs = version->differs;
   uint64_t interp = 0;
   if (!r.mem.Get(t.runtime + L.runtime_interpreters_head, &interp)) {
     return ReadError(r.mem, "reading _PyRuntime");

@@ -3,17 +3,24 @@
 // is neither stopped nor signalled (it needs the same permission as ptrace
 // attach: docs/stacks.md).
 //
-// Supports CPython 3.8 to 3.13 (release builds, with the GIL): the target's
-// version (Py_Version, 3.11+; else the version in the name of the binary or
-// libpython that exports _PyRuntime) selects one CPythonLayout
-// (cpython_layout.h), whose offsets were generated from that version's own
-// headers. Frames: 3.8-3.10 chain PyFrameObjects by f_back; 3.11 and 3.12
-// chain _PyInterpreterFrames from tstate->cframe, 3.13 from
-// tstate->current_frame (f_executable for f_code, instr_ptr for prev_instr);
-// frames owned by the C stack (3.12+ entry frames) and frames still in their
-// prologue are not shown, as CPython's own tracebacks do not show them.
-// Another version, a debug or free-threaded build gets FailedPrecondition
-// with one line naming it.
+// Supports CPython 3.8 to 3.15 (builds with the GIL): the target's
+// version (the _Py_DebugOffsets table at the start of _PyRuntime, 3.13+; else
+// Py_Version, 3.11+; else the version in the name of the binary or libpython
+// that exports _PyRuntime) selects one CPythonLayout (cpython_layout.h),
+// whose offsets were generated from that version's own headers. From 3.13 on
+// the offsets the target publishes in its _Py_DebugOffsets are read from it
+// and used (the generated ones are the cross-check: layout_differs), so a
+// CPython newer than 3.15 is read with its own offsets over 3.15's constants,
+// or refused in one line when its table is not laid out as 3.15's.
+// Frames: 3.8-3.10 chain PyFrameObjects by f_back; 3.11 and 3.12 chain
+// _PyInterpreterFrames from tstate->cframe, 3.13+ from tstate->current_frame
+// (f_executable for f_code, a tagged _PyStackRef from 3.14; instr_ptr for
+// prev_instr); frames owned by the C stack (3.12, 3.13 entry frames) or the
+// interpreter (3.14+) and frames still in their prologue are not shown, as
+// CPython's own tracebacks do not show them. A debug build is read from 3.13
+// on, with the offsets it publishes only. Another version, a debug build
+// before 3.13 or one whose table does not check out, or a free-threaded build
+// gets FailedPrecondition with one line naming it.
 //
 // The target keeps running while it is read, so every loop is bounded, every
 // string length capped, every code object's type checked; a chain that
@@ -74,6 +81,11 @@ struct PythonThread {
 };
 struct PythonStacks {
   std::string version;  // "3.11.2" (from Py_Version), or "3.10" (from the binary's name)
+  // The offsets came from the target's own _Py_DebugOffsets (3.13+).
+  bool published_offsets = false;
+  // Where those differ from the generated layout of the same version
+  // ("field published/generated, ..."); "" when they agree or one is missing.
+  std::string layout_differs;
   std::vector<PythonThread> threads;
   // The thread list was read while a thread state left it (a link led to
   // memory that is not one of this interpreter's thread states): threads may

@@ -17,7 +17,11 @@ std::string Where(const stacks::ProcessStacks& p) {
       return absl::StrCat(std::filesystem::path(f.file).filename().string(), ":", f.line, " in ",
                           f.function);
     }
-    if (!t.native.empty()) return t.native.front().function;
+    // The innermost native function with a name: "??" names no place, and
+    // ranks whose only known frame is "??" would all look alike.
+    for (const stacks::Frame& f : t.native) {
+      if (!f.function.empty() && f.function != "??") return f.function;
+    }
   }
   return "";
 }

@@ -160,6 +160,7 @@ std::string CapturePython(pid_t pid, const PythonTarget& target, const CaptureOp
   if (read.ok()) {
     s->python_method = Method::kBuiltinPython;
     s->python_version = read->version;
+    s->python_published_offsets = read->published_offsets;
     for (PythonThread& pt : read->threads) {
       if (pt.no_os_thread) continue;
       // A thread state read while its thread was ending can hold a stale id:
@@ -327,7 +328,10 @@ std::string FormatText(const ProcessStacks& s) {
   absl::StrAppend(&out, absl::StrFormat(" cpu %.2fs", s.cpu_seconds));
   if (s.python_method != Method::kNone) {
     absl::StrAppend(&out, " python: ", MethodName(s.python_method));
-    if (!s.python_version.empty()) absl::StrAppend(&out, " (CPython ", s.python_version, ")");
+    if (!s.python_version.empty()) {
+      absl::StrAppend(&out, " (CPython ", s.python_version,
+                      s.python_published_offsets ? " via _Py_DebugOffsets" : "", ")");
+    }
   }
   if (s.native_method != Method::kNone)
     absl::StrAppend(&out, " native: ", MethodName(s.native_method));

@@ -5,8 +5,9 @@
 //
 // Methods, in the order tried (docs/stacks.md says what each one needs):
 //  - Python: drun's built-in reader (process_vm_readv of the interpreter's
-//    memory; CPython 3.8 to 3.13, whose struct offsets were generated from
-//    each version's headers: python_reader.h); else `py-spy dump
+//    memory; CPython 3.8 to 3.15, whose struct offsets were generated from
+//    each version's headers and, from 3.13 on, are read from the process's
+//    own _Py_DebugOffsets: python_reader.h); else `py-spy dump
 //    --nonblocking` when py-spy is on PATH. Each Python frame gets its source
 //    line when its file is readable (source_lines.h).
 //  - Native (a process with no Python interpreter, a Python process whose
@@ -79,6 +80,7 @@ struct ProcessStacks {
   Method python_method = Method::kNone;
   Method native_method = Method::kNone;
   std::string python_version;  // "3.11.2" when a CPython interpreter was found
+  bool python_published_offsets = false;  // the reader used the process's _Py_DebugOffsets
   // One line: why Python/native frames are missing and what would give them;
   // empty when every method asked for worked.
   std::string unavailable;
@@ -93,7 +95,8 @@ struct CaptureOptions {
 
 absl::StatusOr<ProcessStacks> Capture(pid_t pid, const CaptureOptions& options);
 
-// Human-readable dump: a process header line (pid, state, wchan, cpu, method),
+// Human-readable dump: a process header line (pid, state, wchan, cpu, method,
+// "via _Py_DebugOffsets" when the reader took the offsets from the process),
 // then per thread a header "Thread TID "name" (state S)" followed by Python
 // frames like a traceback (`  File "x.py", line 12, in f`, then the source
 // line indented by four spaces when it is known) and native frames

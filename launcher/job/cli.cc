@@ -36,6 +36,8 @@ namespace {
 
 enum class Kind { kFlag, kValue };
 enum class EnvTwin { kTorchrun, kDrun, kNone };  // PET_<NAME>, DRUN_<NAME>, none
+// Whether the one-screen `drun --help` shows the option (else its topic and --help all do).
+enum class Shown { kCommon, kMore };
 
 // A job file sets the option under its own name, or not at all (the options
 // that act on the command line itself).
@@ -48,12 +50,13 @@ struct OptionDef {
   char short_name;
   Kind kind;
   const char* group;
-  const char* metavar;
+  const char* metavar;  // "" for a flag
   const char* help;
   EnvTwin env;
   ValueRule rule;
   const char* default_value;  // "": none (OptionInfo::default_value)
   bool in_job_file;
+  Shown shown;
 };
 
 // An --env-file or token file is a few lines; anything bigger is the wrong file.
@@ -64,6 +67,7 @@ constexpr const char kRdzv[] = "rendezvous";
 constexpr const char kOut[] = "output";
 constexpr const char kSsh[] = "ssh";
 constexpr const char kSlurm[] = "slurm";
+constexpr const char kOther[] = "other";
 
 constexpr double kNoLimit = std::numeric_limits<double>::infinity();
 constexpr ValueRule kFlagRule{ValueRule::kFlag, 0, 0, false, "true or false"};
@@ -74,147 +78,15 @@ constexpr ValueRule kSecondsRule{ValueRule::kSeconds, 0, kNoLimit, false, "a num
 constexpr ValueRule kPositiveSecondsRule{ValueRule::kSeconds, 0, kNoLimit, true,
                                          "a number of seconds above 0"};
 
-// The order here is the order of --help (and of Opt).
+// The option table: launcher/job/options.inc's rows, in their order (Opt's and --help's).
+#define DRUN_OPTION(id, name, short_name, kind, group, metavar, env, rule, default_value, where, shown, help) \
+  {Opt::id, name, short_name, Kind::kind, group, metavar, help, EnvTwin::env, rule, default_value, where, \
+   Shown::shown},
 const OptionDef kOptions[] = {
-    {Opt::kConfig, "config", 0, Kind::kValue, kJob, "FILE",
-     "read options from a YAML job file (docs/config.md); the command line and environment win",
-     EnvTwin::kDrun, kTextRule, "", kCommandOnly},
-    {Opt::kPrintConfig, "print-config", 0, Kind::kFlag, kJob, nullptr,
-     "print the resolved job as a YAML job file and exit", EnvTwin::kNone, kFlagRule, "", kCommandOnly},
-    {Opt::kNnodes, "nnodes", 0, Kind::kValue, kJob, "N|MIN:MAX", "number of nodes, or an elastic range (default 1)",
-     EnvTwin::kTorchrun, kTextRule, "1", kInJobFile},
-    {Opt::kNprocPerNode, "nproc-per-node", 0, Kind::kValue, kJob, "N|cpu|gpu|auto|gpu:LIST",
-     "workers per node; gpu:1,3,5 runs one worker per listed GPU (default 1)", EnvTwin::kTorchrun, kTextRule, "1",
-     kInJobFile},
-    {Opt::kStandalone, "standalone", 0, Kind::kFlag, kJob, nullptr,
-     "single-node job with an in-process rendezvous and a random run id", EnvTwin::kTorchrun, kFlagRule, "",
-     kInJobFile},
-    {Opt::kModule, "module", 'm', Kind::kFlag, kJob, nullptr, "run the entrypoint as a Python module (python -m)",
-     EnvTwin::kTorchrun, kFlagRule, "", kInJobFile},
-    {Opt::kNoPython, "no-python", 0, Kind::kFlag, kJob, nullptr, "run the entrypoint as a program, without Python",
-     EnvTwin::kTorchrun, kFlagRule, "", kInJobFile},
-    {Opt::kRunPath, "run-path", 0, Kind::kFlag, kJob, nullptr,
-     "accepted for torchrun compatibility: the script runs as python3 -u SCRIPT either way", EnvTwin::kTorchrun,
-     kFlagRule, "", kInJobFile},
-    {Opt::kMaxRestarts, "max-restarts", 0, Kind::kValue, kJob, "N",
-     "restarts of the whole job before failing (default 0)", EnvTwin::kTorchrun, kCountRule, "0", kInJobFile},
-    {Opt::kRestartPolicy, "restart-policy", 0, Kind::kValue, kJob, "unless-repeated|always",
-     "unless-repeated (default) ends the job when the same rank fails the same way twice in a row; "
-     "always restarts every failure while --max-restarts lasts", EnvTwin::kDrun, kTextRule, "unless-repeated",
-     kInJobFile},
-    {Opt::kRole, "role", 0, Kind::kValue, kJob, "NAME", "worker role, ROLE_NAME (default 'default')",
-     EnvTwin::kTorchrun, kTextRule, "default", kInJobFile},
-    {Opt::kNodeSetup, "node-setup", 0, Kind::kValue, kJob, "CMD",
-     "run CMD (/bin/sh -c) once per node before the workers start; they start only if it exits 0", EnvTwin::kDrun,
-     kTextRule, "", kInJobFile},
-    {Opt::kNoAgentStore, "no-agent-store", 0, Kind::kFlag, kJob, nullptr,
-     "let rank 0 host the c10d store (torchrun 1.13's way) instead of drun serving a fresh one per round",
-     EnvTwin::kDrun, kFlagRule, "", kInJobFile},
-    {Opt::kX, "x", 'x', Kind::kValue, kJob, "VAR[=VALUE]",
-     "give every worker VAR (this shell's value, or VALUE), on every node; repeatable (mpirun's -x)",
-     EnvTwin::kNone, kTextRule, "", kInJobFile},
-    {Opt::kEnvFile, "env-file", 0, Kind::kValue, kJob, "FILE", "give every worker the VAR=VALUE lines of FILE",
-     EnvTwin::kDrun, kTextRule, "", kInJobFile},
-    {Opt::kShutdownTimeout, "shutdown-timeout", 0, Kind::kValue, kJob, "SECONDS",
-     "grace between forwarding a stop signal and SIGKILL (default 30)", EnvTwin::kDrun, kSecondsRule, "30",
-     kInJobFile},
-    {Opt::kHangTimeout, "hang-timeout", 0, Kind::kValue, kJob, "SECONDS",
-     "when no rank prints or uses CPU for SECONDS, show every rank's stack and end the job (exit 124) "
-     "or restart it if restarts are left (default 0: off)",
-     EnvTwin::kDrun, kSecondsRule, "0", kInJobFile},
-    {Opt::kSignalsToHandle, "signals-to-handle", 0, Kind::kValue, kJob, "SIG,...",
-     "the signals drun passes to the workers (default SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2); "
-     "one left out keeps its default action on drun itself", EnvTwin::kTorchrun, kTextRule,
-     "SIGINT,SIGTERM,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2", kInJobFile},
-    {Opt::kVirtualLocalRank, "virtual-local-rank", 0, Kind::kFlag, kJob, nullptr,
-     "every worker gets LOCAL_RANK=0 and sees only its own GPU, through CUDA_VISIBLE_DEVICES",
-     EnvTwin::kTorchrun, kFlagRule, "", kInJobFile},
-    {Opt::kNumaBinding, "numa-binding", 0, Kind::kValue, kJob, "node|socket|exclusive|core-complex",
-     "bind each worker to the CPUs near its GPU (without GPUs: its share of the node); exclusive: a "
-     "disjoint share of whole cores each, OMP_NUM_THREADS to match (docs/semantics.md)", EnvTwin::kTorchrun,
-     kTextRule, "", kInJobFile},
-    {Opt::kMonitorInterval, "monitor-interval", 0, Kind::kValue, kJob, "SECONDS",
-     "accepted for torchrun compatibility; drun is event driven", EnvTwin::kTorchrun, kSecondsRule, "",
-     kInJobFile},
-    {Opt::kStartMethod, "start-method", 0, Kind::kValue, kJob, "spawn|fork|forkserver",
-     "accepted for torchrun compatibility", EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
-    {Opt::kRunId, "run-id", 0, Kind::kValue, kRdzv, "ID", "job id, TORCHELASTIC_RUN_ID (same as --rdzv-id)",
-     EnvTwin::kDrun, kTextRule, "", kInJobFile},
-    {Opt::kRdzvId, "rdzv-id", 0, Kind::kValue, kRdzv, "ID",
-     "job id shared by all nodes (default: random with --standalone, else 'none')", EnvTwin::kTorchrun, kTextRule,
-     "", kInJobFile},
-    {Opt::kRdzvBackend, "rdzv-backend", 0, Kind::kValue, kRdzv, "c10d|static", "rendezvous backend",
-     EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
-    {Opt::kRdzvEndpoint, "rdzv-endpoint", 0, Kind::kValue, kRdzv, "HOST:PORT", "rendezvous server address",
-     EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
-    {Opt::kRdzvConf, "rdzv-conf", 0, Kind::kValue, kRdzv, "K=V,...",
-     "rendezvous settings (join_timeout, last_call_timeout, close_timeout, is_host)", EnvTwin::kTorchrun,
-     kTextRule, "", kInJobFile},
-    {Opt::kNodeRank, "node-rank", 0, Kind::kValue, kRdzv, "N", "this node's rank in a static rendezvous",
-     EnvTwin::kTorchrun, kCountRule, "", kInJobFile},
-    {Opt::kMasterAddr, "master-addr", 0, Kind::kValue, kRdzv, "ADDR",
-     "node 0 of a static job (--node-rank), MASTER_ADDR of the workers (default: 127.0.0.1)", EnvTwin::kTorchrun,
-     kTextRule, "", kInJobFile},
-    {Opt::kMasterPort, "master-port", 0, Kind::kValue, kRdzv, "PORT",
-     "MASTER_PORT given to the workers, in every mode (default: a free port)", EnvTwin::kTorchrun, kPortRule, "",
-     kInJobFile},
-    {Opt::kLocalAddr, "local-addr", 0, Kind::kValue, kRdzv, "ADDR", "address of this node as others should reach it",
-     EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
-    {Opt::kIface, "iface", 0, Kind::kValue, kRdzv, "NAME|CIDR",
-     "interface of the workers' gloo and NCCL sockets, by name or subnet (default on many nodes: the one "
-     "each node reaches the rendezvous through)",
-     EnvTwin::kDrun, kTextRule, "", kInJobFile},
-    {Opt::kRdzvTokenFile, "rdzv-token-file", 0, Kind::kValue, kRdzv, "FILE",
-     "file holding the job token (else $DRUN_RDZV_TOKEN), mode 0600; nodes without it are rejected",
-     EnvTwin::kDrun, kTextRule, "", kInJobFile},
-    {Opt::kRdzvTls, "rdzv-tls", 0, Kind::kValue, kRdzv, "CERT,KEY,CA",
-     "TLS with client certificates on the rendezvous channel: this node's certificate, its key (mode "
-     "0600) and the CA that signs every node's; the same paths on every host",
-     EnvTwin::kDrun, kTextRule, "", kInJobFile},
-    {Opt::kLogDir, "log-dir", 0, Kind::kValue, kOut, "DIR",
-     "keep workers' output in <DIR>/<run_id>_<unique>/[<host>/]attempt_<n>/<local_rank>/{stdout,stderr}.log "
-     "(both streams unless -r/-t say otherwise), a fresh run directory for every run, one for all its nodes; "
-     "over ssh every host's files are also collected into this DIR at the end",
-     EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
-    {Opt::kRedirects, "redirects", 'r', Kind::kValue, kOut, "0-3|R:0-3,...",
-     "send workers' stdout (1), stderr (2) or both (3) to log files only", EnvTwin::kTorchrun, kTextRule, "",
-     kInJobFile},
-    {Opt::kTee, "tee", 't', Kind::kValue, kOut, "0-3|R:0-3,...",
-     "copy workers' stdout (1), stderr (2) or both (3) to log files", EnvTwin::kTorchrun, kTextRule, "",
-     kInJobFile},
-    {Opt::kLocalRanksFilter, "local-ranks-filter", 0, Kind::kValue, kOut, "R,...",
-     "show only these local ranks on the console", EnvTwin::kTorchrun, kTextRule, "", kInJobFile},
-    {Opt::kStdin, "stdin", 0, Kind::kValue, kOut, "RANK|all|none",
-     "which global ranks read drun's stdin (default: all when it is a terminal, so pdb and input() work on every rank; else 0); the others read end-of-file", EnvTwin::kDrun, kTextRule,
-     "0", kInJobFile},
-    {Opt::kSummary, "summary", 0, Kind::kFlag, kOut, nullptr,
-     "print the per-rank table (exit, attempts, wall time, peak RSS) at exit; always on failure", EnvTwin::kDrun,
-     kFlagRule, "", kInJobFile},
-    {Opt::kReport, "report", 0, Kind::kValue, kOut, "FILE", "write the run's summary and rendezvous timings as JSON",
-     EnvTwin::kDrun, kTextRule, "", kInJobFile},
-    {Opt::kQuiet, "quiet", 'q', Kind::kFlag, kOut, nullptr,
-     "print nothing of drun's own but the outcome of a failed job", EnvTwin::kDrun, kFlagRule, "", kInJobFile},
-    {Opt::kHostfile, "hostfile", 0, Kind::kValue, kSsh, "FILE",
-     "start one agent per host of FILE over ssh (mpirun syntax: host [slots=N] [max_slots=N])", EnvTwin::kDrun,
-     kTextRule, "", kInJobFile},
-    {Opt::kHost, "host", 'H', Kind::kValue, kSsh, "HOST[:N],...", "the same for a list of hosts (mpirun's -H)",
-     EnvTwin::kDrun, kTextRule, "", kInJobFile},
-    {Opt::kRemoteDrun, "remote-drun", 0, Kind::kValue, kSsh, "PATH",
-     "drun's path on the hosts (default: this drun's path)", EnvTwin::kDrun, kTextRule, "", kInJobFile},
-    {Opt::kSshAcceptNew, "ssh-accept-new", 0, Kind::kFlag, kSsh, nullptr,
-     "accept and remember unknown host keys (StrictHostKeyChecking=accept-new)", EnvTwin::kDrun, kFlagRule, "",
-     kInJobFile},
-    {Opt::kRsh, "rsh", 0, Kind::kValue, kSsh, "CMD",
-     "start agents with CMD HOST ... instead of libssh (e.g. 'ssh -p 2222')", EnvTwin::kDrun, kTextRule, "",
-     kInJobFile},
-    {Opt::kLauncher, "launcher", 0, Kind::kValue, kSlurm, "local|ssh|slurm",
-     "how agents start: slurm runs srun inside an allocation (default: from the other options)", EnvTwin::kDrun,
-     kTextRule, "", kInJobFile},
-    {Opt::kHelp, "help", 'h', Kind::kFlag, "", nullptr, "show this help and exit", EnvTwin::kNone, kFlagRule, "",
-     kCommandOnly},
-    {Opt::kVersion, "version", 0, Kind::kFlag, "", nullptr, "show drun's version and its libraries' and exit",
-     EnvTwin::kNone, kFlagRule, "", kCommandOnly},
+#include "launcher/job/options.inc"
 };
+#undef DRUN_OPTION
+static_assert(sizeof(kOptions) / sizeof(kOptions[0]) == kOptionCount);
 
 const OptionDef& Def(Opt id) { return kOptions[static_cast<size_t>(id)]; }
 
@@ -293,6 +165,8 @@ std::string EnvName(const OptionDef& o) {
 // training operator writes PET_N_PROC_PER_NODE in some versions.
 std::vector<std::string> EnvAliases(const OptionDef& o) {
   if (o.id == Opt::kNprocPerNode) return {"PET_N_PROC_PER_NODE"};
+  // torchrun 2.x reads this one when neither the command line nor PET_ sets it.
+  if (o.id == Opt::kLogLinePrefixTemplate) return {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"};
   return {};
 }
 
@@ -336,6 +210,7 @@ struct Tokens {
   std::vector<std::string> x;                // -x values, in order
   std::vector<size_t> x_args;                // the argument holding each (the value ends it)
   std::vector<std::string> rest;             // entrypoint and its arguments
+  std::string help_topic;                    // --help TOPIC
   // mpirun's -np N (kTotal) or -N N (kPerNode), with the spelling used.
   MpiCount mpi_kind = MpiCount::kNone;
   std::string mpi_spelling;
@@ -384,6 +259,12 @@ absl::StatusOr<Tokens> Tokenize(const std::vector<std::string>& args) {
         if (o->kind == Kind::kFlag) return UnknownOption(a);
         value = a.substr(a[2] == '=' ? 3 : 2);
       }
+    }
+    if (o->id == Opt::kHelp) {  // --help [TOPIC], --help=TOPIC
+      if (!value && i + 1 < args.size() && !args[i + 1].empty() && args[i + 1][0] != '-') value = args[++i];
+      t.help_topic = value.value_or("");
+      t.given[o->id] = "1";
+      continue;
     }
     if (o->kind == Kind::kFlag) {
       if (value) return Bad(absl::StrCat("--", o->name, " takes no value; write just --", o->name));
@@ -577,6 +458,10 @@ absl::Status ResolveNproc(const Sources& src, CommandLine* cl) {
     nproc = std::to_string(t.mpi_kind == MpiCount::kTotal ? n / nodes : n);
   }
   cl->spec.set_nproc_per_node(nproc);
+  if (nproc == "xpu") {
+    return Bad("--nproc-per-node xpu (torchrun 2.x: one worker per Intel XPU) is not supported: drun counts "
+               "NVIDIA GPUs only; write the number of workers, e.g. --nproc-per-node 4");
+  }
   if (absl::Status st = ValidateNprocSpec(nproc); !st.ok() && !absl::IsFailedPrecondition(st)) {
     if (given && given->origin.kind != Origin::kCommandLine) {
       return Bad(absl::StrCat(Sources::Label(given->origin, Opt::kNprocPerNode), ": ", st.message()));
@@ -851,7 +736,7 @@ absl::Status ResolveStdin(const Sources& src, CommandLine* cl) {
   const std::optional<int> world = WorldSizeNow(src, *cl);
   if (t->mode() == v1::JobSpec::StdinTarget::RANK && world && t->rank() >= *world) {
     return Bad(absl::StrCat(v->origin.Describe(Opt::kStdin), ": the job has ranks 0 to ", *world - 1,
-                            " (", s.max_nodes(), " node(s) x ", s.nproc_per_node(),
+                            " (", Count(s.max_nodes(), "node"), " x ", s.nproc_per_node(),
                             "); write one of them, all or none"));
   }
   return absl::OkStatus();
@@ -874,6 +759,7 @@ absl::Status ResolveOutput(const Sources& src, CommandLine* cl) {
     }
     for (int r : *f) s.add_local_ranks_filter(r);
   }
+  s.set_log_line_prefix_template(src.Value(Opt::kLogLinePrefixTemplate).value_or(""));
   if (absl::Status st = ResolveStdin(src, cl); !st.ok()) return st;
   auto summary = src.Flag(Opt::kSummary);
   if (!summary.ok()) return summary.status();
@@ -1263,6 +1149,21 @@ void HideSecrets(const CommandLine& cl, int argc, char** argv) {
   }
 }
 
+namespace {
+
+// --help TOPIC: "" or one of HelpTopics(); a misspelt one gets a suggestion.
+absl::Status CheckHelpTopic(const std::string& topic) {
+  const std::vector<std::string> topics = HelpTopics();
+  if (topic.empty() || std::find(topics.begin(), topics.end(), topic) != topics.end()) return absl::OkStatus();
+  std::string near;
+  for (const std::string& t : topics) {
+    if (EditDistance(topic, t) <= 2) near = absl::StrCat("did you mean ", t, "? ");
+  }
+  return Bad(absl::StrCat("--help has no topic '", topic, "'; ", near, "topics: ", absl::StrJoin(topics, ", ")));
+}
+
+}  // namespace
+
 bool NeedsNetwork(const CommandLine& cl) { return cl.version || cl.mode != JobMode::kSingleNode; }
 
 absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& args,
@@ -1273,6 +1174,8 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   if (help_word && access("help", F_OK) != 0) {
     CommandLine cl;
     cl.help = true;
+    if (args.size() > 1) cl.help_topic = args[1];  // drun help all
+    if (absl::Status st = CheckHelpTopic(cl.help_topic); !st.ok()) return st;
     return cl;
   }
   auto tokens = Tokenize(args);
@@ -1291,7 +1194,20 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
     if (!b.ok()) return b.status();
     *field = *b;
   }
-  if (cl.help || cl.version) return cl;
+  cl.help_topic = tokens->help_topic;
+  if (cl.help) {
+    if (absl::Status st = CheckHelpTopic(cl.help_topic); !st.ok()) return st;
+    return cl;
+  }
+  if (auto v = src.Get(Opt::kPrintCompletion)) {
+    if (v->value != "bash" && v->value != "zsh" && v->value != "tcsh") {
+      return Bad(absl::StrCat("--print-completion '", v->value, "' is not a shell drun completes; write bash, "
+                              "zsh or tcsh"));
+    }
+    cl.print_completion = v->value;
+    return cl;
+  }
+  if (cl.version) return cl;
   for (auto step : {ResolveHosts, ResolveNodes, ResolveNproc, ResolveEntrypointKind, ResolveSupervision,
                     ResolveWorkerPlacement, ResolveRendezvous, ResolveOutput, ResolveEnv}) {
     if (absl::Status st = step(src, &cl); !st.ok()) return st;
@@ -1314,20 +1230,6 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   return cl;
 }
 
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t prev = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t cur = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      prev = cur;
-    }
-  }
-  return row[b.size()];
-}
 
 namespace {
 std::string& DrunPathStorage() {
@@ -1353,8 +1255,9 @@ std::string VersionWords() { return absl::StrCat("drun ", DrunVersion()); }
 
 namespace {
 OptionInfo InfoOf(const OptionDef& o) {
-  return {o.id, o.name, o.short_name, o.kind == Kind::kFlag, o.id == Opt::kX, o.group, o.metavar ? o.metavar : "",
-          o.help, EnvName(o), o.rule, o.default_value, o.in_job_file ? o.name : ""};
+  return {o.id,           o.name, o.short_name, o.kind == Kind::kFlag, o.id == Opt::kX,
+          o.group,        o.metavar, o.help,     EnvName(o),            o.rule,
+          o.default_value, o.in_job_file ? o.name : "", o.shown == Shown::kCommon};
 }
 }  // namespace
 
@@ -1406,112 +1309,5 @@ std::vector<RdzvConfKey> RdzvConfKeys() {
   for (const ConfKeyDef& c : kRdzvConfKeys) out.push_back({c.key, c.rule, c.default_value});
   return out;
 }
-
-namespace {
-
-// A word wider than `width` (a path pattern, a list) cut after its last '/' or
-// ',' that fits, else at `width`.
-std::vector<absl::string_view> CutWord(absl::string_view word, size_t width) {
-  std::vector<absl::string_view> pieces;
-  while (word.size() > width) {
-    size_t cut = word.substr(0, width).find_last_of("/,");
-    cut = cut == absl::string_view::npos ? width : cut + 1;
-    pieces.push_back(word.substr(0, cut));
-    word.remove_prefix(cut);
-  }
-  pieces.push_back(word);
-  return pieces;
-}
-
-// `words` filled into lines of at most `width` columns.
-std::vector<std::string> WrapWords(absl::string_view words, size_t width) {
-  std::vector<std::string> lines;
-  std::vector<absl::string_view> pieces;
-  for (absl::string_view word : absl::StrSplit(words, ' ', absl::SkipEmpty())) {
-    for (absl::string_view piece : CutWord(word, width)) pieces.push_back(piece);
-  }
-  for (absl::string_view word : pieces) {
-    if (!lines.empty() && lines.back().size() + 1 + word.size() <= width) {
-      absl::StrAppend(&lines.back(), " ", word);
-    } else {
-      lines.emplace_back(word);
-    }
-  }
-  return lines;
-}
-
-// One option of --help within 80 columns, as torchrun's: the names and metavar
-// in a 34-column field (on a line of their own when longer), the help text
-// wrapped beside it.
-std::string HelpEntry(std::string lhs, absl::string_view help) {
-  constexpr size_t kIndent = 2, kField = 34, kWidth = 80;
-  const std::string pad(kIndent + kField, ' ');
-  std::string out = std::string(kIndent, ' ') + lhs;
-  if (lhs.size() < kField) {
-    out.resize(kIndent + kField, ' ');
-  } else {
-    absl::StrAppend(&out, "\n", pad);
-  }
-  std::vector<std::string> lines = WrapWords(help, kWidth - pad.size());
-  absl::StrAppend(&out, absl::StrJoin(lines, absl::StrCat("\n", pad)), "\n");
-  return out;
-}
-
-}  // namespace
-
-std::string UsageText() {
-  return "usage: drun [options] training_script [script args...]\n"
-         "       drun stacks [RUN_ID]\n"
-         "e.g.:  drun --nproc-per-node 4 train.py --epochs 5\n"
-         "drun --help lists every option; man drun is the manual.\n";
-}
-
-std::string HelpText() {
-  std::string out =
-      "usage: drun [options] training_script [script args...]\n"
-      "\n"
-      "Launches a distributed training job: one agent per node runs --nproc-per-node\n"
-      "workers with torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR,\n"
-      "MASTER_PORT, TORCHELASTIC_*), supervises them, restarts the whole job on failure\n"
-      "(--max-restarts) and prints each worker's output with a [rank<N>] prefix.\n"
-      "Every option may also be written with underscores (--nproc_per_node) or set in\n"
-      "the environment as PET_<NAME> (torchrun's options) or DRUN_<NAME> (drun's own;\n"
-      "not --help, --version, --print-config and -x);\n"
-      "the command line wins. The interpreter is $PYTHON_EXEC, else python3 on PATH.\n";
-  for (const char* group : {kJob, kRdzv, kOut, kSsh, kSlurm, ""}) {
-    absl::StrAppend(&out, "\n", *group ? group : "other", " options:\n");
-    for (const auto& o : kOptions) {
-      if (std::string(o.group) != group) continue;
-      std::string lhs = o.short_name ? absl::StrCat("-", std::string(1, o.short_name), ", --", o.name)
-                                     : absl::StrCat("    --", o.name);
-      if (std::string(o.name).size() == 1) lhs = absl::StrCat("-", o.name);  // mpirun's -x
-      if (o.metavar) absl::StrAppend(&lhs, " ", o.metavar);
-      absl::StrAppend(&out, HelpEntry(lhs, o.help));
-    }
-  }
-  absl::StrAppend(&out,
-                  "\nexamples:\n"
-                  "  drun --standalone --nproc-per-node 4 train.py --epochs 5\n"
-                  "  drun --nproc-per-node gpu:0,2 --max-restarts 3 train.py\n"
-                  "  drun --nproc-per-node 4 --node-setup '$PYTHON_EXEC prepare_data.py' train.py\n"
-                  "  drun --nnodes 2:4 --nproc-per-node 2 --rdzv-endpoint node0:29400 train.py\n"
-                  "  drun --hostfile hosts --nproc-per-node 2 -x WANDB_API_KEY train.py\n"
-                  "  srun drun --nproc-per-node 2 train.py          (inside sbatch)\n"
-                  "  drun --config configs/one_lab_pc.yaml\n"
-                  "  drun stacks [RUN_ID]   every rank's stack of your running job (another shell)\n"
-                  "\nmodes: --standalone or --nnodes 1: this process is the node. --rdzv-endpoint\n"
-                  "HOST:PORT on every node: the node whose address HOST is hosts the rendezvous.\n"
-                  "--hostfile/-H: agents start over ssh. Under srun (SLURM_STEP_ID set, none of\n"
-                  "--rdzv-endpoint/--rdzv-backend/--node-rank/--master-*) drun configures itself:\n"
-                  "with one task per node each task is that node's agent (nnodes, node rank and\n"
-                  "GPUs from Slurm); with more tasks than nodes each task is one worker\n"
-                  "(RANK=SLURM_PROCID, LOCAL_RANK=SLURM_LOCALID). --launcher slurm in a batch\n"
-                  "script runs that srun for you (docs/slurm.md).\n"
-                  "\nexit status: 0 when every worker exits 0; else the first failing worker's\n"
-                  "exit code (128+N for signal N); 124 for --hang-timeout; 2 for a bad command\n"
-                  "line.\n");
-  return out;
-}
-
 
 }  // namespace drun

@@ -2,8 +2,10 @@
 // --nproc_per_node), their PET_<NAME> environment equivalents (drun's own
 // flags read DRUN_<NAME>), and drun's additions. The command line wins over
 // the environment. The result is a JobSpec plus what only the launcher needs.
-// Every option is a row of one table (OptionInfo): its value rule, its default
-// and its job-file key. Defaults are applied here, once, into the JobSpec; the
+// Every option is a row of one list, launcher/job/options.inc (an X-macro that
+// makes both the Opt enum and the table behind OptionInfo): its names, value
+// rule, default, job-file key and help. --help (help.cc), the man page and
+// shell completion are rendered from it. Defaults are applied here, once, into the JobSpec; the
 // rest of drun reads the JobSpec and supplies none of its own.
 #ifndef DRUN_LAUNCHER_CLI_H_
 #define DRUN_LAUNCHER_CLI_H_
@@ -17,6 +19,7 @@
 #include "drun/v1/job.pb.h"
 #include "launcher/job/config_file.h"
 #include "launcher/hosts/hostfile.h"
+#include "rendezvous/base/words.h"  // EditDistance, for "did you mean"
 
 namespace drun {
 
@@ -41,21 +44,21 @@ enum class JobMode {
 };
 const char* JobModeName(JobMode mode);
 
-// Every option drun knows, by name in code: one row each in the option table
-// (launcher/job/cli.cc, kOptions, in this order, which is --help's). Code asks
-// for an option by its Opt, never by a string. Adding an option: an Opt here
-// and its row there (cli_test checks that they line up).
+// Every option drun knows, by name in code: the first field of each row of
+// launcher/job/options.inc, the one list of options (its other fields make
+// the option table in cli.cc, in this order, which is --help's). Code asks for
+// an option by its Opt, never by a string. Adding an option: a row there and
+// its consumer in cli.cc.
 enum class Opt {
-  kConfig, kPrintConfig, kNnodes, kNprocPerNode, kStandalone, kModule, kNoPython, kRunPath,
-  kMaxRestarts, kRestartPolicy, kRole, kNodeSetup, kNoAgentStore, kX, kEnvFile, kShutdownTimeout,
-  kHangTimeout, kSignalsToHandle, kVirtualLocalRank, kNumaBinding, kMonitorInterval, kStartMethod,
-  kRunId, kRdzvId, kRdzvBackend, kRdzvEndpoint, kRdzvConf, kNodeRank, kMasterAddr, kMasterPort,
-  kLocalAddr, kIface, kRdzvTokenFile, kRdzvTls,
-  kLogDir, kRedirects, kTee, kLocalRanksFilter, kStdin, kSummary, kReport, kQuiet,
-  kHostfile, kHost, kRemoteDrun, kSshAcceptNew, kRsh,
-  kLauncher,
-  kHelp, kVersion,
+#define DRUN_OPTION(id, ...) id,
+#include "launcher/job/options.inc"
+#undef DRUN_OPTION
 };
+constexpr size_t kOptionCount = 0
+#define DRUN_OPTION(id, ...) +1
+#include "launcher/job/options.inc"
+#undef DRUN_OPTION
+    ;
 
 // What values an option takes: checked by CheckValue, the same way wherever
 // the value comes from (command line, PET_/DRUN_ environment, job file).
@@ -93,7 +96,9 @@ struct SecretArg {
 struct CommandLine {
   v1::JobSpec spec;
   bool help = false;
+  std::string help_topic;  // --help TOPIC: "" (the common options), "all" or a group (HelpTopics)
   bool version = false;
+  std::string print_completion;  // --print-completion SHELL: bash, zsh or tcsh
   bool standalone = false;
   std::string token_file;  // --rdzv-token-file
   Launcher launcher = Launcher::kLocal;
@@ -172,6 +177,7 @@ struct OptionInfo {
   // The key a job file sets it with (docs/config.md); "" for the options that
   // act on the command line itself (--help, --version, --config, --print-config).
   std::string yaml_key;
+  bool common = false;  // shown by the one-screen `drun --help` (all are in their topic)
 };
 std::vector<OptionInfo> KnownOptions();  // in table order
 const OptionInfo& OptionOf(Opt option);
@@ -212,20 +218,31 @@ absl::StatusOr<std::string> ReadJobToken(const CommandLine& cl,
                                          const std::map<std::string, std::string>& env);
 
 // Whether this process must run drun-net (the networked binary): every mode
-// but a single node, and --version.
+// but a single node, and --version (which the light drun answers itself when
+// drun-net is missing: it is no job).
 bool NeedsNetwork(const CommandLine& cl);
 
-// Levenshtein distance, for "did you mean" suggestions.
-size_t EditDistance(const std::string& a, const std::string& b);
 
 // The path of the drun binary the user ran (the light drun when this is
 // drun-net), for starting drun elsewhere: remote hosts run the same path.
 std::string DrunPath();
 void SetDrunPath(std::string path);
 
-std::string HelpText();
+// --help's topics: "all", then every option group in --help's order ("job",
+// "rendezvous", "output", "ssh", "slurm", "other"). launcher/job/help.cc.
+std::vector<std::string> HelpTopics();
+// `drun --help [TOPIC]`: "" the common options on one screen (at most 80 lines
+// of at most 80 columns); "all" every option by group with the modes and exit
+// statuses; a group's name, that group's options. Every option is in "all"
+// and in its group's topic.
+std::string HelpText(const std::string& topic = "");
 // The short usage `drun` alone prints on stderr (a few lines, pointing at --help).
 std::string UsageText();
+// --print-completion SHELL: a script completing drun's options (names, and the
+// values a metavar lists, such as --launcher's local|ssh|slurm) and, after
+// them, file names. bash (a function _drun bound by `complete`), zsh (the
+// same through bashcompinit) or tcsh (`complete drun`).
+std::string CompletionScript(const std::string& shell);
 // launcher/version.cc (drun-net only: it names gRPC's and libssh's versions).
 std::string VersionText();
 // "0.1.0": project()'s version in the top-level CMakeLists.txt, the only place it is written.

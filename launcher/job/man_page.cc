@@ -50,7 +50,6 @@ std::string OptText(absl::string_view s) {
 }
 
 std::string GroupTitle(const std::string& group) {
-  if (group.empty()) return "Other options";
   if (group == "ssh") return "SSH options";
   std::string t = group;
   t[0] = absl::ascii_toupper(static_cast<unsigned char>(t[0]));
@@ -83,7 +82,8 @@ std::string SectionSynopsis() {
   m += ".B drun\n[\\fIoptions\\fR] \\fItraining_script\\fR [\\fIscript args\\fR ...]\n.br\n";
   m += ".B drun\n\\fB\\-\\-config\\fR \\fIjob.yaml\\fR [\\fIoptions\\fR] "
        "[\\fItraining_script\\fR [\\fIscript args\\fR ...]]\n.br\n";
-  m += ".B drun\n\\fB\\-\\-help\\fR | \\fB\\-\\-version\\fR\n.br\n";
+  m += ".B drun\n\\fB\\-\\-help\\fR [\\fITOPIC\\fR] | \\fB\\-\\-version\\fR | "
+       "\\fB\\-\\-print\\-completion\\fR \\fISHELL\\fR\n.br\n";
   m += ".B drun stacks\n[\\fIRUN_ID\\fR]\n";
   return m;
 }
@@ -159,26 +159,28 @@ std::string SectionDescription() {
 std::string SectionOptions(const std::vector<OptionInfo>& options) {
   std::string m;
   m += ".SH OPTIONS\n";
-  std::vector<std::string> groups;
-  for (const auto& o : options) {
-    if (std::find(groups.begin(), groups.end(), o.group) == groups.end() && !o.group.empty()) {
-      groups.push_back(o.group);
-    }
-  }
-  groups.push_back("");  // --help, --version last, as in --help
-  for (const std::string& group : groups) {
+  m += Line(
+      "drun --help shows the common options on one screen; drun --help TOPIC shows one group "
+      "below (its name in lower case: job, rendezvous, output, ssh, slurm, other), and "
+      "drun --help all every option.");
+  for (const std::string& group : HelpTopics()) {
+    if (group == "all") continue;
     bool any = false;
     for (const auto& o : options) {
       if (o.group != group) continue;
       if (!any) m += ".SS " + GroupTitle(group) + "\n";
       any = true;
       m += ".TP\n";
-      if (o.short_name)
-        absl::StrAppend(&m, OptText(absl::StrCat("-", std::string(1, o.short_name))), ", ");
-      absl::StrAppend(&m, OptText(absl::StrCat("--", o.name)));
+      if (o.name.size() == 1) {  // mpirun's -x has no long form
+        absl::StrAppend(&m, OptText(absl::StrCat("-", o.name)));
+      } else {
+        if (o.short_name) absl::StrAppend(&m, OptText(absl::StrCat("-", std::string(1, o.short_name))), ", ");
+        absl::StrAppend(&m, OptText(absl::StrCat("--", o.name)));
+      }
       if (!o.metavar.empty()) absl::StrAppend(&m, " ", Italic(o.metavar));
       m += "\n";
-      m += Line(absl::StrCat(o.help, absl::EndsWith(o.help, ".") ? "" : "."));
+      const std::string def = o.default_value.empty() ? "" : absl::StrCat(" (default ", o.default_value, ")");
+      m += Line(absl::StrCat(o.help, def, absl::EndsWith(o.help, ".") ? "" : "."));
       if (!o.env.empty()) {
         absl::StrAppend(&m, ".br\nEnvironment: ", Bold(o.env), ".\n");
       }
@@ -282,7 +284,7 @@ std::string SectionExitStatus() {
   std::string m;
   m += ".SH EXIT STATUS\n";
   m += ".TP\n" + Bold("0") + "\n" +
-       Line("every worker on every node exited 0 (and --help, --version, --print-config).");
+       Line("every worker on every node exited 0 (and --help, --version, --print-config, --print-completion).");
   m += ".TP\n" + Italic("N") + "\n" +
        Line(
            "the exit code of the first worker that failed (or of the --node-setup command), "
@@ -300,9 +302,10 @@ std::string SectionExitStatus() {
        Line("--hang-timeout: no rank made progress for that long, and no restart was left.");
   m += ".TP\n" + Bold("127") + "\n" +
        Line(
-           "a multi-node, ssh or Slurm job, --version or `drun agent', and drun-net (the "
+           "a multi-node, ssh or Slurm job or `drun agent', and drun-net (the "
            "networked half of drun) is neither next to drun nor in ../lib/drun/ beside its "
-           "directory: install both files.");
+           "directory: install both files. --version then prints drun's version, says that "
+           "drun-net is missing, and exits 0.");
   m += ".TP\n" + Bold("128+N") + "\n" +
        Line(
            "drun itself was stopped by signal N, after stopping the workers: 130 for SIGINT "
@@ -320,6 +323,11 @@ std::string SectionFiles() {
        Line("example job files: one lab PC, lab PCs over ssh, a Slurm allocation, elastic 2:4.");
   m += ".TP\n" + Italic("/usr/share/doc/drun/examples/") + "\n" +
        Line("the example trainers (DDP on Fashion-MNIST, send/recv, reduce).");
+  m += ".TP\n" + Italic("/usr/share/bash-completion/completions/drun") + "\n" +
+       Line(
+           "bash completion of drun's options and their listed values, installed by cmake --install "
+           "and the Debian package (drun --print-completion bash writes it; zsh and tcsh get theirs "
+           "the same way).");
   m += ".TP\n" + Italic("~/.ssh/known_hosts") + "\n" +
        Line(
            "host keys the ssh launcher checks; --ssh-accept-new adds unknown ones. "

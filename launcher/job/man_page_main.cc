@@ -1,16 +1,26 @@
 // drun_manpage [FILE]: writes drun(1) as troff to FILE (atomically), or to standard output.
-// The build runs it to make drun.1.
+// drun_manpage --completion SHELL [FILE]: the same for drun --print-completion SHELL.
+// The build runs it to make drun.1 and the bash completion file (the light drun is not
+// needed for either).
 #include <cstdio>
 #include <string>
 
+#include "launcher/job/cli.h"
 #include "launcher/job/man_page.h"
 
 int main(int argc, char** argv) {
-  if (argc > 2) {
-    std::fprintf(stderr, "usage: drun_manpage [FILE]\n");
+  std::string page;
+  if (argc >= 3 && std::string(argv[1]) == "--completion") {
+    page = drun::CompletionScript(argv[2]);
+    argc -= 2;
+    argv += 2;
+  } else {
+    page = drun::ManPage();
+  }
+  if (argc > 2 || page.empty()) {
+    std::fprintf(stderr, "usage: drun_manpage [--completion bash|zsh|tcsh] [FILE]\n");
     return 2;
   }
-  const std::string page = drun::ManPage();
   if (argc == 1) {
     if (std::fwrite(page.data(), 1, page.size(), stdout) != page.size() ||
         std::fflush(stdout) != 0) {

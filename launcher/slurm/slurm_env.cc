@@ -26,6 +26,7 @@
 #include "rendezvous/base/event_loop.h"
 #include "rendezvous/base/spawn.h"
 #include "rendezvous/base/unique_fd.h"
+#include "rendezvous/base/words.h"
 
 namespace drun {
 
@@ -342,8 +343,8 @@ absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl, const Env& en
   p.proc_id = *proc_id;
   p.local_id = *local_id;
   if (p.num_tasks < p.num_nodes || p.node_id >= p.num_nodes || p.proc_id >= p.num_tasks) {
-    return Bad(absl::StrCat("inconsistent Slurm step: ", p.num_tasks, " tasks on ", p.num_nodes,
-                            " nodes, SLURM_NODEID=", p.node_id, ", SLURM_PROCID=", p.proc_id));
+    return Bad(absl::StrCat("inconsistent Slurm step: ", Count(p.num_tasks, "task"), " on ",
+                            Count(p.num_nodes, "node"), ", SLURM_NODEID=", p.node_id, ", SLURM_PROCID=", p.proc_id));
   }
 
   auto [list_name, list] = First(env, {"SLURM_STEP_NODELIST", "SLURM_NODELIST"});
@@ -351,7 +352,7 @@ absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl, const Env& en
   auto count = CountHostlist(*list);
   if (!count.ok()) return Bad(absl::StrCat(list_name, ": ", count.status().message()));
   if (*count != static_cast<size_t>(p.num_nodes)) {
-    return Bad(absl::StrCat(list_name, "='", *list, "' names ", *count, " nodes, but the step has ",
+    return Bad(absl::StrCat(list_name, "='", *list, "' names ", Count(*count, "node"), ", but the step has ",
                             p.num_nodes));
   }
   auto first = FirstHost(*list);
@@ -365,13 +366,13 @@ absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl, const Env& en
     auto per_node = ExpandTasksPerNode(*tpn);
     if (!per_node.ok()) return Bad(absl::StrCat(tpn_name, ": ", per_node.status().message()));
     if (per_node->size() != static_cast<size_t>(p.num_nodes)) {
-      return Bad(absl::StrCat(tpn_name, "='", *tpn, "' gives ", per_node->size(),
-                              " nodes, but the step has ", p.num_nodes));
+      return Bad(absl::StrCat(tpn_name, "='", *tpn, "' gives ", Count(per_node->size(), "node"),
+                              ", but the step has ", p.num_nodes));
     }
     p.tasks_on_node = (*per_node)[p.node_id];
     if (p.local_id >= p.tasks_on_node) {
       return Bad(absl::StrCat("SLURM_LOCALID=", p.local_id, " but ", tpn_name, " gives this node ",
-                              p.tasks_on_node, " tasks"));
+                              Count(p.tasks_on_node, "task")));
     }
   }
   p.mode = p.num_tasks == p.num_nodes ? SlurmMode::kPerNode : SlurmMode::kPerTask;
@@ -418,8 +419,8 @@ absl::StatusOr<SlurmStepPlan> PlanSlurmStep(const CommandLine& cl, const Env& en
   } else {
     if (Explicit(cl, Opt::kNprocPerNode) && cl.spec.nproc_per_node() != "1") {
       return Bad(absl::StrCat(
-          "this srun step runs ", p.num_tasks, " tasks on ", p.num_nodes,
-          " nodes, so each task is one worker (RANK=SLURM_PROCID) and --nproc-per-node ",
+          "this srun step runs ", Count(p.num_tasks, "task"), " on ", Count(p.num_nodes, "node"),
+          ", so each task is one worker (RANK=SLURM_PROCID) and --nproc-per-node ",
           cl.spec.nproc_per_node(),
           " cannot apply: drop it, or run one task per node (srun --ntasks-per-node=1) to have "
           "drun start --nproc-per-node workers on each"));
@@ -504,10 +505,10 @@ absl::Status ApplySlurmEnvironment(CommandLine* cl, Env* env, SlurmMode* mode) {
   if (p.is_host) {
     std::string shape =
         p.mode == SlurmMode::kPerNode
-            ? absl::StrCat(p.num_nodes, " node(s), one drun per node, --nproc-per-node ",
+            ? absl::StrCat(Count(p.num_nodes, "node"), ", one drun per node, --nproc-per-node ",
                            p.spec.nproc_per_node())
-            : absl::StrCat(p.num_tasks, " tasks on ", p.num_nodes,
-                           " node(s), one worker per task (RANK=SLURM_PROCID)");
+            : absl::StrCat(Count(p.num_tasks, "task"), " on ", Count(p.num_nodes, "node"),
+                           ", one worker per task (RANK=SLURM_PROCID)");
     Say(absl::StrCat("Slurm step ", p.step, ": ", shape, "; rendezvous on ", p.host, ":",
                              p.port, " (port ", p.port_source, "), run id ", p.spec.run_id()));
   }

@@ -39,6 +39,7 @@
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
 #include "rendezvous/base/exit_code.h"
+#include "rendezvous/base/words.h"
 
 
 namespace drun {
@@ -437,8 +438,8 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec_in, const st
   std::vector<std::string> argv =
       SrunAgentArgv(srun, nodes, cl.remote_drun.empty() ? DrunPath() : cl.remote_drun);
   Say(absl::StrCat("Slurm job ", Get(env, "SLURM_JOB_ID"), ": rendezvous on ", dial, ":",
-                   (*host)->port(), ", run id ", spec.run_id(), "; starting ", nodes,
-                   " agent(s), --nproc-per-node ", spec.nproc_per_node(), ": ", absl::StrJoin(argv, " ")));
+                   (*host)->port(), ", run id ", spec.run_id(), "; starting ", Count(nodes, "agent"),
+                   ", --nproc-per-node ", spec.nproc_per_node(), ": ", absl::StrJoin(argv, " ")));
   StdinRelay stdin_relay(spec.stdin_target().mode() != v1::JobSpec::StdinTarget::NONE);
   auto step = StartAgentStep(argv, message + stdin_relay.ForNewAgent());
   if (!step.ok()) {

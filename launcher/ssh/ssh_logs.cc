@@ -25,6 +25,7 @@
 #include "rendezvous/base/spawn.h"
 #include "rendezvous/base/unique_fd.h"
 #include "rendezvous/base/wake_fd.h"
+#include "rendezvous/base/words.h"
 
 
 namespace drun {
@@ -285,7 +286,7 @@ void RecordCopies(Plan* plan, uint64_t* bytes, int* whole_hosts) {
 }
 
 std::string Amount(uint64_t bytes) {
-  if (bytes < 1024) return absl::StrCat(bytes, " bytes");
+  if (bytes < 1024) return Count(bytes, "byte");
   if (bytes < (1u << 20)) return absl::StrFormat("%.1f KiB", bytes / 1024.0);
   return absl::StrFormat("%.1f MiB", bytes / 1048576.0);
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "rendezvous/base/words.h"
 
 namespace drun {
 
@@ -58,7 +59,7 @@ absl::Status CheckStdinRank(const CommandLine& cl, const SshPlan& plan) {
   }
   if (t.rank() < world) return absl::OkStatus();
   return Bad(absl::StrCat(cl.Describe(Opt::kStdin), ": the job has ranks 0 to ", world - 1, " (over ",
-                          plan.max_nodes, " host(s)); write one of them, all or none"));
+                          Count(plan.max_nodes, "host"), "); write one of them, all or none"));
 }
 
 }  // namespace
@@ -115,7 +116,7 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
     used = 0;
     for (int c : spread) used += c > 0;
     if (cl.Explicit(Opt::kNnodes) && used < spec.min_nodes()) {
-      return Bad(absl::StrCat("-np ", cl.total_procs, " fills only ", used, " host(s), but ",
+      return Bad(absl::StrCat("-np ", cl.total_procs, " fills only ", Count(used, "host"), ", but ",
                               cl.Describe(Opt::kNnodes), " needs ", spec.min_nodes(),
                               "; raise -np or lower --nnodes"));
     }
@@ -127,7 +128,7 @@ absl::StatusOr<SshPlan> PlanSshJob(const CommandLine& cl, const v1::JobSpec& spe
     if (n < plan.min_nodes) {
       return Bad(absl::StrCat("--nnodes ", plan.min_nodes,
                               plan.min_nodes == plan.max_nodes ? "" : absl::StrCat(":", plan.max_nodes),
-                              " needs at least ", plan.min_nodes, " hosts, but ",
+                              " needs at least ", Count(plan.min_nodes, "host"), ", but ",
                               cl.hostfile.empty() ? "-H" : cl.hostfile, " lists ", n,
                               "; add hosts or lower --nnodes"));
     }

@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -31,13 +32,13 @@ def read_text(path):
 
 class HangTimeoutTest(DrunTestCase):
 
-    def assertHangTable(self, run, ranks, sleep_line):
-        """The hang table on `run`'s stderr: one row per rank, rank 2 in stuck() and marked,
-        every other one in all_reduce and not marked."""
+    def assertHangTable(self, run, ranks, sleep_line, asleep=2):
+        """The hang table on `run`'s stderr: one row per rank, rank `asleep` in stuck() and
+        marked, every other one in all_reduce and not marked."""
         table = [l for l in run.stderr_lines if re.match(r"drun: \d+\s+\S+\s+\d+\s+[A-Z] ", l)]
         self.assertEqual(len(table), ranks, run.describe())
         for l in table:
-            if l.startswith("drun: 2 "):
+            if l.startswith(f"drun: {asleep} "):
                 self.assertIn(f"hang_allreduce.py:{sleep_line} in stuck", l)
                 self.assertIn("not where the others are", l)
             else:
@@ -80,6 +81,26 @@ class HangTimeoutTest(DrunTestCase):
         self.assertIn("hung (--hang-timeout)", run.stderr)
         # Nothing is left behind: every rank of the dump is gone.
         self.assertEqual(wait_pids_dead([pid for _, pid, _ in sections.values()]), [])
+
+    def test_3_14_workers_the_rank_asleep_elsewhere_is_marked_and_named(self):
+        """Debian sid's python3 (CPython 3.14, torch 2.14) as the workers: rank 1 asleep
+        outside the all_reduce that ranks 0 and 2 wait in is the one marked and blamed."""
+        python, why = sid_python("3", self.tmp)
+        if python is None:
+            self.skipTest(why)
+        # The sid tree sees this machine's /tmp, not the repository.
+        script = os.path.join(self.tmp, "hang_allreduce.py")
+        shutil.copy(program("hang_allreduce.py"), script)
+        sleep_line = line_of(script, "HANG LINE")
+        # Debian's torch 2.14 lacks libuv: rank 0's own TCPStore, told so (docs/migrating.md).
+        run = self.drun("--nproc-per-node", 3, "--hang-timeout", 5, "--no-agent-store",
+                        "--run-id", "hang314", script,
+                        env=self.hang_env(PYTHON_EXEC=python, HANG_RANK="1", USE_LIBUV="0"),
+                        timeout=240)
+        self.assertExit(run, 124)
+        self.assertHangTable(run, 3, sleep_line, asleep=1)
+        self.assertIn(f"rank 1 is at hang_allreduce.py:{sleep_line} in stuck", run.stderr)
+        self.assertIn("via _Py_DebugOffsets", run.stderr)
 
     def test_with_restarts_left_a_hang_restarts_the_job(self):
         logs = os.path.join(self.tmp, "logs")
@@ -167,7 +188,7 @@ class DrunStacksTest(DrunTestCase):
         # CPU measured while the dump is taken, over 250 ms at least.
         window = float(re.search(r"CPU 0% of a core over (\d+\.\d+)s", out.stdout).group(1))
         self.assertGreaterEqual(window, 0.2)
-        self.assertRegex(out.stdout.splitlines()[0], r"^drun stacks: run 'locks', 1 ranks on \S+, taken in \d+ ms, kept in ")
+        self.assertRegex(out.stdout.splitlines()[0], r"^drun stacks: run 'locks', 1 rank on \S+, taken in \d+ ms, kept in ")
         kept = out.stdout.splitlines()[0].rsplit("kept in ", 1)[1]
         self.assertTrue(kept.startswith(logs) and os.path.isfile(kept), kept)
         # Asking took nothing from the job: it is still deadlocked, and ends on Ctrl-C.
@@ -303,6 +324,26 @@ def pyenv_python(minor):
     return found[-1] if found else None
 
 
+def sid_python(minor, directory):
+    """(wrapper, None): a script in `directory` that execs Debian sid's python`minor` in the
+    sid tree at $DRUN_SID_ROOT (default /var/lib/drun-sid; its /tmp must be this machine's)
+    with the caller's working directory and environment, keeping the pid; or (None, why not)."""
+    root = os.environ.get("DRUN_SID_ROOT") or "/var/lib/drun-sid"
+    python = f"/usr/bin/python{minor}"
+    if not os.access(root + python, os.X_OK):
+        return None, f"no CPython {minor} in a Debian sid tree at {root} (set DRUN_SID_ROOT)"
+    if os.geteuid() != 0:
+        return None, f"chroot into {root} needs root"
+    if not os.path.exists(root + directory):
+        return None, f"{root}/tmp is not this machine's /tmp (bind-mount it)"
+    wrapper = os.path.join(directory, f"python{minor}")
+    with open(wrapper, "w") as f:
+        f.write(f"#!/bin/sh\nexec /usr/sbin/chroot {root} /bin/sh -c "
+                f"'cd \"$0\" 2>/dev/null || cd /; exec {python} \"$@\"' \"$PWD\" \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    return wrapper, None
+
+
 class OtherPythonVersionsTest(DrunTestCase):
     """`drun stacks` and --hang-timeout with workers of CPython other than Debian's 3.11
     (PYTHON_EXEC): pyenv's 3.8 (PyFrameObject chains) and 3.13 (_PyInterpreterFrame from
@@ -318,6 +359,11 @@ class OtherPythonVersionsTest(DrunTestCase):
         self.nap_line = line_of(self.script, "NAP LINE")
 
     def python_or_skip(self, minor):
+        if minor in ("3.14", "3.15"):
+            python, why = sid_python(minor, self.tmp)
+            if python is None:
+                self.skipTest(why)
+            return python
         python = pyenv_python(minor)
         if python is None:
             self.skipTest(f"no CPython {minor} on this machine (pyenv's ~/.pyenv/versions/{minor}.*)")
@@ -325,13 +371,18 @@ class OtherPythonVersionsTest(DrunTestCase):
 
     def assertNapFrames(self, section, minor):
         self.assertIn(f"python: builtin (CPython {minor}", section)
+        # From 3.13 the offsets come from the interpreter's own table, and nothing is missing.
+        if tuple(map(int, minor.split("."))) >= (3, 13):
+            self.assertIn("via _Py_DebugOffsets)", section)
+        self.assertNotIn("frames unavailable", section)
+        self.assertNotIn("frames:", section)
         self.assertIn(f'File "{self.script}", line {self.nap_line}, in nap\n'
                       '        print("asleep", sys.version_info[:2], flush=True) or time.sleep(10**6)'
                       "  # NAP LINE\n", section)
         self.assertIn(f'File "{self.script}", line 4, in <module>\n        nap()', section)
 
-    def test_drun_stacks_shows_python_frames_of_3_8_and_3_13(self):
-        for minor in ("3.8", "3.13"):
+    def test_drun_stacks_shows_python_frames_of_3_8_to_3_15(self):
+        for minor in ("3.8", "3.13", "3.14", "3.15"):
             with self.subTest(minor=minor):
                 python = self.python_or_skip(minor)
                 env = base_env(XDG_RUNTIME_DIR=self.xdg, PYTHON_EXEC=python)
@@ -349,9 +400,44 @@ class OtherPythonVersionsTest(DrunTestCase):
                 run.send_signal(signal.SIGTERM)
                 self.assertEqual(run.wait(), 128 + signal.SIGTERM, run.describe())
 
-    def test_hang_timeout_names_where_3_13_ranks_sleep(self):
-        python = self.python_or_skip("3.13")
-        logs = os.path.join(self.tmp, "logs")
+    def test_frames_unreadable_the_wait_channel_marks_the_rank_elsewhere(self):
+        """Workers whose frames drun cannot read (pyenv's CPython 3.7, no py-spy, no eu-stack
+        or gdb on drun's PATH): the kernel's wait channel still tells rank 1, asleep, from
+        ranks 0 and 2, blocked on a lock; each rank says once why its frames are missing."""
+        python = self.python_or_skip("3.7")
+        script = os.path.join(self.tmp, "wait.py")
+        with open(script, "w") as f:
+            f.write("import os, threading, time\n"
+                    "print('waiting', flush=True)\n"
+                    "if os.environ['RANK'] == '1':\n"
+                    "    time.sleep(10**6)\n"
+                    "lock = threading.Lock()\n"
+                    "lock.acquire() and lock.acquire()\n")
+        empty = os.path.join(self.tmp, "no_tools")
+        os.mkdir(empty)
+        run = self.drun("--nproc-per-node", 3, "--hang-timeout", 3, "--run-id", "wchan", script,
+                        env=base_env(XDG_RUNTIME_DIR=self.xdg, PYTHON_EXEC=python, PATH=empty),
+                        timeout=120)
+        self.assertExit(run, 124)
+        table = [l for l in run.stderr_lines if re.match(r"drun: \d+\s+\S+\s+\d+\s+[A-Z] ", l)]
+        self.assertEqual(len(table), 3, run.describe())
+        for l in table:
+            self.assertEqual(l.startswith("drun: 1 "), "not where the others are" in l, l)
+        # 3.7's time.sleep waits in select(): poll_schedule_timeout, not the lock's futex.
+        self.assertRegex(run.stderr, r"rank 1 is at an unknown place \(state S (?!futex)\w")
+        sections = stack_sections(run.stderr)
+        self.assertEqual(sorted(sections), [0, 1, 2], run.describe())
+        for _, _, text in sections.values():
+            self.assertEqual(text.count("CPython 3.7 not readable by drun"), 1, text)
+
+    def test_hang_timeout_names_where_3_13_to_3_15_ranks_sleep(self):
+        for minor in ("3.13", "3.14", "3.15"):
+            with self.subTest(minor=minor):
+                self.hang_where_ranks_sleep(minor)
+
+    def hang_where_ranks_sleep(self, minor):
+        python = self.python_or_skip(minor)
+        logs = os.path.join(self.tmp, f"logs{minor}")
         run = self.drun("--nproc-per-node", 2, "--hang-timeout", 3, "--log-dir", logs,
                         "--run-id", "nap", self.script,
                         env=base_env(XDG_RUNTIME_DIR=self.xdg, PYTHON_EXEC=python), timeout=120)
@@ -367,7 +453,10 @@ class OtherPythonVersionsTest(DrunTestCase):
             sections = stack_sections(f.read())
         self.assertEqual(sorted(sections), [0, 1])
         for rank in (0, 1):
-            self.assertNapFrames(sections[rank][2], "3.13")
+            self.assertNapFrames(sections[rank][2], minor)
+        # Both ranks sleep at the same place: none stands out, and the root cause says so.
+        self.assertIn(f"no rank stands out: every one is at nap.py:{self.nap_line} in nap",
+                      run.stderr)
         self.assertEqual(wait_pids_dead([pid for _, pid, _ in sections.values()]), [])
 
 

@@ -63,7 +63,7 @@ class LabExampleRuns(SlurmTestCase):
         info = job.wait()
         self.assert_completed(job, info)
         text = job.output()
-        self.assertRegex(text, rf"drun: Slurm step {job.id}\.0: 4 tasks on 2 node\(s\), one worker per task")
+        self.assertRegex(text, rf"drun: Slurm step {job.id}\.0: 4 tasks on 2 nodes, one worker per task")
         self.assertRegex(text, r"\[node1:rank0\]: Accuracy on testing data: Got \d+/10000")
 
 

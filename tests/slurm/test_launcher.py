@@ -26,11 +26,11 @@ class LauncherSlurm(SlurmTestCase):
             per_host.setdefault(w["host"], set()).add(int(w["local_rank"]))
             self.assertEqual(w["group_world"], "3")
         self.assertEqual(per_host, {"node1": {0, 1}, "node2": {0, 1}, "node3": {0, 1}}, out)
-        said = [l for l in self.drun_lines(out) if "starting 3 agent(s)" in l]
+        said = [l for l in self.drun_lines(out) if "starting 3 agents" in l]
         self.assertEqual(len(said), 1, out)
         # srun gets the job on its standard input, not as shell words.
         self.assertRegex(said[0], rf"Slurm job {job.id}: rendezvous on 10\.213\.61\.11:\d+, run id "
-                                  rf"slurm-{job.id}; starting 3 agent\(s\), --nproc-per-node 2: "
+                                  rf"slurm-{job.id}; starting 3 agents, --nproc-per-node 2: "
                                   r"\S*srun --nodes=3 --ntasks=3 "
                                   r"--ntasks-per-node=1 --kill-on-bad-exit=1 --input=all .* agent$")
 
@@ -44,7 +44,7 @@ class LauncherSlurm(SlurmTestCase):
         out = job.output()
         self.assert_completed(job, info)
         self.assertRegex(out, r"TRAINING OK world=6 steps=5 ")
-        self.assertRegex(out, r"starting 3 agent\(s\), --nproc-per-node 2: ")
+        self.assertRegex(out, r"starting 3 agents, --nproc-per-node 2: ")
 
     def test_summary_and_report_gather_every_node(self):
         report = os.path.join(self.dir, "report.json")

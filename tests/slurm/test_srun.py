@@ -141,7 +141,7 @@ srun -n 6 {self.drun} {TRAIN} --steps 30 --gate {gate.address}
         self.assert_completed(job, info)
         out = job.output()
         self.assertRegex(out, r"TRAINING OK world=6 steps=30 ")
-        self.assertRegex(out, rf"drun: Slurm step {job.id}\.0: 6 tasks on 3 node\(s\), one worker per "
+        self.assertRegex(out, rf"drun: Slurm step {job.id}\.0: 6 tasks on 3 nodes, one worker per "
                               rf"task \(RANK=SLURM_PROCID\)")
 
     def test_several_workers_per_task_is_refused_with_the_remedy(self):

@@ -146,7 +146,7 @@ TEST(PlanSshJob, TotalWithNnodes) {
   cl.total_procs = 1;
   plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 0}, {"b", 0}}), {}, {});
   ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().message(), "-np 1 fills only 1 host(s), but --nnodes needs 2; raise -np or lower --nnodes");
+  EXPECT_EQ(plan.status().message(), "-np 1 fills only 1 host, but --nnodes needs 2; raise -np or lower --nnodes");
 }
 
 TEST(PlanSshJob, TotalPastMaxSlots) {
@@ -165,7 +165,7 @@ TEST(PlanSshJob, StdinRankPastTheHostsWorldIsRefused) {
   auto plan = PlanSshJob(cl, cl.spec, Hosts({{"a", 2}, {"b", 3}}), {}, {});  // ranks 0..4
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().message(),
-            "--stdin 5: the job has ranks 0 to 4 (over 2 host(s)); write one of them, all or none");
+            "--stdin 5: the job has ranks 0 to 4 (over 2 hosts); write one of them, all or none");
   cl.spec.mutable_stdin_target()->set_rank(4);
   EXPECT_TRUE(PlanSshJob(cl, cl.spec, Hosts({{"a", 2}, {"b", 3}}), {}, {}).ok());
   cl.spec.mutable_stdin_target()->set_rank(5);

@@ -18,6 +18,7 @@
 #include "rendezvous/base/quote.h"
 #include "rendezvous/base/random.h"
 #include "rendezvous/base/read_file.h"
+#include "rendezvous/base/words.h"
 #include "rendezvous/base/signal_name.h"
 #include "rendezvous/base/unique_fd.h"
 
@@ -290,6 +291,20 @@ TEST(ClockTest, PollTimeoutRoundsUpAndClamps) {
   EXPECT_EQ(PollTimeoutMs(now + std::chrono::milliseconds(7), now), 7);
   EXPECT_EQ(PollTimeoutMs(now - std::chrono::seconds(1), now), 0);
   EXPECT_EQ(PollTimeoutMs(now + std::chrono::hours(1), now, 100), 100);
+}
+
+// Counts in messages agree with their number; names near a misspelt one are offered.
+TEST(WordsTest, CountAndNearestName) {
+  EXPECT_EQ(Count(1, "rank"), "1 rank");
+  EXPECT_EQ(Count(0, "rank"), "0 ranks");
+  EXPECT_EQ(Count(3, "line"), "3 lines");
+  EXPECT_EQ(Count(2, "child", "children"), "2 children");
+  EXPECT_EQ(Noun(1, "line"), "line");
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
+  const std::vector<std::string> files = {"ex1_send_recv.py", "ex2_reduce.py", "README.md"};
+  EXPECT_EQ(NearestName("ex2_reduse.py", files, 2), "ex2_reduce.py");
+  EXPECT_EQ(NearestName("train.py", files, 2), "");
+  EXPECT_EQ(NearestName("x", {"y"}, 2), "");  // one letter is no typo of another
 }
 
 }  // namespace

@@ -131,7 +131,7 @@ TEST(CliTest, HelpAndVersion) {
   EXPECT_TRUE(h->help);
   EXPECT_TRUE(Parse({"-h"})->help);
   EXPECT_TRUE(Parse({"--version"})->version);
-  std::string text = HelpText();
+  std::string text = HelpText("all");
   for (const char* s : {"job options:", "rendezvous options:", "output options:", "--nproc-per-node",
                         "--node-setup", "--shutdown-timeout"}) {
     EXPECT_NE(text.find(s), std::string::npos) << s;
@@ -228,7 +228,8 @@ TEST(CliTest, CommandLineOnlyOptionsIgnoreTheEnvironment) {
   EXPECT_FALSE(cl->print_config);
   EXPECT_TRUE(cl->spec.env().empty());
   for (const OptionInfo& o : KnownOptions()) {
-    if (o.name == "help" || o.name == "version" || o.name == "print-config" || o.name == "x") {
+    if (o.name == "help" || o.name == "version" || o.name == "print-config" || o.name == "print-completion" ||
+        o.name == "x") {
       EXPECT_EQ(o.env, "") << o.name;
     } else {
       EXPECT_FALSE(o.env.empty()) << o.name;
@@ -367,6 +368,57 @@ TEST_F(CliTlsTest, JobFileTlsBlock) {
   cl = Parse({"--config", yaml, "t.py"});
   ASSERT_FALSE(cl.ok());
   EXPECT_EQ(cl.status().message(), yaml + ":1: 'tls' needs all three of cert:, key: and ca:");
+}
+
+// torchrun 2.14's flags (issue 29, section 3): each has torchrun's meaning or a reason.
+TEST(CliTest, LogLinePrefixTemplateFromCommandLinePetAndTorchelasticVariable) {
+  auto cl = ParseCommandLine({"--log-line-prefix-template", "[${rank}]:", "t.py"}, {});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.log_line_prefix_template(), "[${rank}]:");
+  cl = ParseCommandLine({"--log_line_prefix_template=${hostname}: ", "t.py"}, {});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.log_line_prefix_template(), "${hostname}: ");
+  // torchrun reads TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE when the option is not given.
+  cl = ParseCommandLine({"t.py"}, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "<${local_rank}>"}});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.log_line_prefix_template(), "<${local_rank}>");
+  cl = ParseCommandLine({"t.py"}, {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "<a>"},
+                                   {"PET_LOG_LINE_PREFIX_TEMPLATE", "<b>"}});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.log_line_prefix_template(), "<b>");
+  cl = ParseCommandLine({"--log-line-prefix-template", "<c>", "t.py"},
+                        {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "<a>"}});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.log_line_prefix_template(), "<c>");
+  cl = ParseCommandLine({"t.py"}, {});
+  ASSERT_TRUE(cl.ok()) << cl.status();
+  EXPECT_EQ(cl->spec.log_line_prefix_template(), "");
+}
+
+TEST(CliTest, NprocPerNodeXpuIsRefusedWithItsReason) {
+  auto cl = ParseCommandLine({"--nproc-per-node", "xpu", "t.py"}, {});
+  ASSERT_FALSE(cl.ok());
+  EXPECT_NE(cl.status().message().find("xpu"), std::string::npos);
+  EXPECT_NE(cl.status().message().find("is not supported: drun counts NVIDIA GPUs only"), std::string::npos)
+      << cl.status();
+}
+
+TEST(CliTest, PrintCompletionNamesAShell) {
+  for (const char* shell : {"bash", "zsh", "tcsh"}) {
+    auto cl = ParseCommandLine({"--print-completion", shell}, {});
+    ASSERT_TRUE(cl.ok()) << cl.status();
+    EXPECT_EQ(cl->print_completion, shell);
+    EXPECT_FALSE(CompletionScript(shell).empty());
+  }
+  auto bad = ParseCommandLine({"--print-completion", "fish"}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "--print-completion 'fish' is not a shell drun completes; write bash, zsh or tcsh");
+  // Every option's name is in every script.
+  for (const OptionInfo& o : KnownOptions()) {
+    for (const char* shell : {"bash", "tcsh"}) {
+      EXPECT_NE(CompletionScript(shell).find(o.name), std::string::npos) << shell << " " << o.name;
+    }
+  }
 }
 
 }  // namespace

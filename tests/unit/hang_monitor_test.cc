@@ -63,6 +63,31 @@ TEST(HangMonitorTest, CpuAboveTenPercentIsProgress) {
   EXPECT_NEAR(m.ranks().at(0).cpu_last_interval, 0.05, 1e-9);
 }
 
+// A rank starved of CPU (8 % of a core while it waits for one most of the
+// interval: an oversubscribed machine) wants to run: progress. A blocked rank
+// waits for no CPU, and a polling one for little: neither is progress.
+TEST(HangMonitorTest, WaitingForACpuIsProgressBlockingIsNot) {
+  HangMonitor m(seconds(2));
+  const TimePoint t0{};
+  m.Start({{0, 0, 0, 0}, {1, 0, 0, 0}}, t0);
+  double cpu = 0, wait = 0, poll_cpu = 0, poll_wait = 0;
+  for (int s = 1; s <= 10; ++s) {
+    cpu += 0.08;
+    wait += 0.8;
+    poll_cpu += 0.03;
+    poll_wait += 0.001;
+    m.Observe({{0, 0, cpu, wait}, {1, 0, poll_cpu, poll_wait}}, t0 + seconds(s));
+    ASSERT_FALSE(m.Hung(t0 + seconds(s))) << s;
+  }
+  EXPECT_EQ(m.ranks().at(0).last_progress, t0 + seconds(10));
+  EXPECT_EQ(m.ranks().at(1).last_progress, t0);
+  for (int s = 11; s <= 12; ++s) {
+    poll_cpu += 0.03;
+    m.Observe({{0, 0, cpu, wait}, {1, 0, poll_cpu, poll_wait}}, t0 + seconds(s));
+  }
+  EXPECT_TRUE(m.Hung(t0 + seconds(12)));
+}
+
 // A restart begins a new round: the clock of every rank starts again.
 TEST(HangMonitorTest, StartResetsEveryRank) {
   HangMonitor m(seconds(1));

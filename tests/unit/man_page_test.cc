@@ -20,6 +20,7 @@ namespace drun {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Runs a shell command; returns its exit status and standard output.
 std::pair<int, std::string> RunShell(const std::string& cmd) {
@@ -67,12 +68,33 @@ TEST(ManPage, HasTheSections) {
   EXPECT_THAT(m, HasSubstr("\n.SH NAME\ndrun \\- "));
 }
 
+// Each option's stated default is its row's, and the page names the help topics.
+TEST(ManPage, DefaultsAreTheRowsAndTopicsAreNamed) {
+  const std::string m = ManPage();
+  for (const OptionInfo& o : KnownOptions()) {
+    if (o.default_value.empty()) continue;
+    std::string value;
+    for (char c : o.default_value) value += c == '-' ? std::string("\\-") : std::string(1, c);
+    EXPECT_TRUE(absl::StrContains(m, absl::StrCat("(default ", o.default_value, ")")) ||
+                absl::StrContains(m, absl::StrCat("(default ", value, ")")))
+        << o.name;
+  }
+  for (const std::string& topic : HelpTopics()) EXPECT_THAT(m, HasSubstr(topic)) << topic;
+  EXPECT_THAT(m, HasSubstr("\\fB\\-\\-help\\fR [\\fITOPIC\\fR]"));
+  EXPECT_THAT(m, HasSubstr("bash-completion/completions/drun"));
+}
+
 // Every option, with its troff-escaped dashes, and every environment variable.
 TEST(ManPage, ListsEveryOptionAndVariable) {
   const std::string m = ManPage();
   for (const OptionInfo& o : KnownOptions()) {
     std::string name;
     for (char c : o.name) name += c == '-' ? std::string("\\-") : std::string(1, c);
+    if (o.name.size() == 1) {  // mpirun's -x: no long form to show
+      EXPECT_THAT(m, HasSubstr(absl::StrCat("\n.TP\n\\fB\\-", name, "\\fR \\fI"))) << o.name;
+      EXPECT_THAT(m, Not(HasSubstr(absl::StrCat("\\fB\\-\\-", name, "\\fR")))) << o.name;
+      continue;
+    }
     EXPECT_THAT(m, HasSubstr(absl::StrCat("\\fB\\-\\-", name, "\\fR"))) << o.name;
     if (o.short_name) {
       EXPECT_THAT(m, HasSubstr(absl::StrCat("\\fB\\-", std::string(1, o.short_name), "\\fR")));
@@ -150,6 +172,11 @@ TEST(ManPage, RendersWithEveryOption) {
   EXPECT_THAT(text, HasSubstr("NAME"));
   EXPECT_THAT(text, HasSubstr("drun - launch and supervise distributed PyTorch jobs"));
   for (const OptionInfo& o : KnownOptions()) {
+    if (o.name.size() == 1) {
+      EXPECT_THAT(text, HasSubstr(absl::StrCat("-", o.name, " ", o.metavar))) << o.name;
+      EXPECT_THAT(text, Not(HasSubstr(absl::StrCat("--", o.name, " ")))) << o.name;
+      continue;
+    }
     EXPECT_THAT(text, HasSubstr(absl::StrCat("--", o.name))) << o.name << "\n" << text;
     if (o.short_name) {
       EXPECT_THAT(text, HasSubstr(absl::StrCat("-", std::string(1, o.short_name), ", --", o.name)));

@@ -4,6 +4,7 @@
 // environment and a job file; defaults land in the resolved JobSpec once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 #include <set>
 #include <string>
@@ -20,6 +21,8 @@ bool IsNumber(const ValueRule& r) { return r.type == ValueRule::kInt || r.type =
 
 TEST(OptionTable, RowsLineUpWithTheirOpt) {
   const std::vector<OptionInfo> all = KnownOptions();
+  // One list (options.inc) makes both the enum and the table: they cannot differ in length.
+  ASSERT_EQ(all.size(), kOptionCount);
   ASSERT_EQ(all.size(), static_cast<size_t>(Opt::kVersion) + 1);
   std::set<std::string> names;
   for (size_t i = 0; i < all.size(); ++i) {
@@ -38,9 +41,17 @@ TEST(OptionTable, RowsLineUpWithTheirOpt) {
   EXPECT_EQ(FindOption("nproc-per-nod"), nullptr);
 }
 
+std::string NoSpace(std::string s) {
+  s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\n'; }), s.end());
+  return s;
+}
+
 TEST(OptionTable, EveryRowsRuleDefaultAndKeyAgree) {
-  const std::set<Opt> command_only = {Opt::kConfig, Opt::kPrintConfig, Opt::kHelp, Opt::kVersion};
-  const std::set<Opt> no_env = {Opt::kPrintConfig, Opt::kX, Opt::kHelp, Opt::kVersion};
+  const std::set<Opt> command_only = {Opt::kConfig, Opt::kPrintConfig, Opt::kPrintCompletion, Opt::kHelp,
+                                      Opt::kVersion};
+  const std::set<Opt> no_env = {Opt::kPrintConfig, Opt::kPrintCompletion, Opt::kX, Opt::kHelp, Opt::kVersion};
+  // --help wraps a long default (a list) over lines: compare without the spaces.
+  const std::string all_help = NoSpace(HelpText("all"));
   // "(default 30)", "(default 'default')", "(default 0: off)": the help's own default.
   const std::regex stated(R"(\(default '?([^':;) ]+)'?[:;)])");
   for (const OptionInfo& o : KnownOptions()) {
@@ -57,6 +68,11 @@ TEST(OptionTable, EveryRowsRuleDefaultAndKeyAgree) {
     std::smatch m;
     if (std::regex_search(o.help, m, stated)) {
       EXPECT_EQ(m[1].str(), o.default_value) << o.help;
+    }
+    // A row's default is stated by --help from the row, never by its help text.
+    if (!o.default_value.empty()) {
+      EXPECT_EQ(o.help.find("(default"), std::string::npos) << o.help;
+      EXPECT_NE(all_help.find(NoSpace("(default " + o.default_value + ")")), std::string::npos) << o.name;
     }
     EXPECT_EQ(o.yaml_key.empty(), command_only.count(o.id) > 0);
     if (!o.yaml_key.empty()) {
@@ -181,6 +197,62 @@ TEST(OptionTable, TheVersionIsTheProjects) {
   EXPECT_FALSE(DrunVersion().empty());
   EXPECT_EQ(VersionWords(), "drun " + DrunVersion());
   EXPECT_TRUE(std::regex_match(DrunVersion(), std::regex(R"(\d+\.\d+\.\d+)"))) << DrunVersion();
+}
+
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1) {
+    lines.push_back(text.substr(start, nl - start));
+  }
+  return lines;
+}
+
+// The help an option is shown under: "  -m, --module", "      --nnodes N|MIN:MAX", "  -x VAR[=VALUE]".
+std::string Shown(const OptionInfo& o) {
+  if (o.name.size() == 1) return "  -" + o.name + " ";
+  return o.short_name ? std::string("  -") + o.short_name + ", --" + o.name : "      --" + o.name;
+}
+
+// issue 31, item 9: `drun --help` fits one screen, every option is reachable from it
+// (its topic is named there), and `--help all` and each topic list their options.
+TEST(HelpTopics, OneScreenAndEveryOptionInATopic) {
+  const std::string common = HelpText("");
+  const std::vector<std::string> lines = Lines(common);
+  EXPECT_LE(lines.size(), 80u) << common;
+  for (const std::string& l : lines) EXPECT_LE(l.size(), 80u) << l;
+  const std::vector<std::string> topics = HelpTopics();
+  ASSERT_EQ(topics.front(), "all");
+  for (const std::string& t : topics) EXPECT_NE(common.find(t), std::string::npos) << t;
+  const std::string all = HelpText("all");
+  for (const OptionInfo& o : KnownOptions()) {
+    SCOPED_TRACE(o.name);
+    EXPECT_NE(all.find(Shown(o)), std::string::npos);
+    EXPECT_NE(std::find(topics.begin(), topics.end(), o.group), topics.end());
+    const std::string topic = HelpText(o.group);
+    EXPECT_NE(topic.find(Shown(o)), std::string::npos);
+    EXPECT_EQ(common.find(Shown(o)) != std::string::npos, o.common);
+    for (const std::string& l : Lines(topic)) EXPECT_LE(l.size(), 80u) << l;
+  }
+  for (const std::string& l : Lines(all)) EXPECT_LE(l.size(), 80u) << l;
+}
+
+TEST(HelpTopics, TopicsAreParsedAndAMisspeltOneIsRefused) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--help", "slurm"}, {"--help=slurm"}, {"-h", "slurm"}}) {
+    auto cl = ParseCommandLine(args, {});
+    ASSERT_TRUE(cl.ok()) << cl.status();
+    EXPECT_TRUE(cl->help);
+    EXPECT_EQ(cl->help_topic, "slurm");
+  }
+  auto plain = ParseCommandLine({"--help"}, {});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->help_topic, "");
+  auto bad = ParseCommandLine({"--help", "slrum"}, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "--help has no topic 'slrum'; did you mean slurm? topics: all, job, "
+                                    "rendezvous, output, ssh, slurm, other");
 }
 
 }  // namespace

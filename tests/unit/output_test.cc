@@ -471,5 +471,33 @@ TEST(ConsoleTerminalTest, APromptIsNotABarAndABarRowIsCutToTheWidth) {
   EXPECT_EQ(t.Rows(), (std::vector<std::string>{"[rank1]: name? carol", "[rank0]: " + std::string(120, '#')}));
 }
 
+// --log-line-prefix-template: torchrun 2.x's macros, Python's Template.safe_substitute
+// rules ($$, $name, unknown names kept), and the prefix written exactly as expanded.
+TEST(WorkerPrefixesTest, TemplateIsExpandedAsTorchrunDoes) {
+  const PrefixFields f{"trainer", 1, 5, "red01"};
+  EXPECT_EQ(ExpandPrefixTemplate("[${role_name}${local_rank}]:", f), "[trainer1]:");
+  EXPECT_EQ(ExpandPrefixTemplate("${hostname}:${rank}: ", f), "red01:5: ");
+  EXPECT_EQ(ExpandPrefixTemplate("$rank|$$rank|${nope}|$nope|${rank|$", f), "5|$rank|${nope}|$nope|${rank|$");
+  EXPECT_EQ(ExpandPrefixTemplate("$rank_x $local_rank", f), "$rank_x 1");
+  LinePrefixes p = WorkerPrefixes("[${rank}]:", f, /*host_in_prefix=*/true);
+  EXPECT_EQ(p.line, "[5]:");
+  EXPECT_EQ(p.cont, "[5]+");
+  p = WorkerPrefixes("${hostname}:${rank}: ", f, false);
+  EXPECT_EQ(p.line, "red01:5: ");
+  EXPECT_EQ(p.cont, "red01:5+ ");
+  p = WorkerPrefixes("R${rank}>", f, false);
+  EXPECT_EQ(p.cont, "R5>+ ");
+}
+
+TEST(WorkerPrefixesTest, WithoutTemplateDrunsOwn) {
+  const PrefixFields f{"default", 1, 5, "red01"};
+  LinePrefixes p = WorkerPrefixes("", f, false);
+  EXPECT_EQ(p.line, "[rank5]: ");
+  EXPECT_EQ(p.cont, "[rank5]+ ");
+  p = WorkerPrefixes("", f, true);
+  EXPECT_EQ(p.line, "[red01:rank5]: ");
+  EXPECT_EQ(p.cont, "[red01:rank5]+ ");
+}
+
 }  // namespace
 }  // namespace drun

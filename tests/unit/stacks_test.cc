@@ -29,7 +29,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "agent/process.h"
+#include "agent/stacks/cpython_layout.h"
 #include "agent/stacks/python_reader.h"
 #include "agent/stacks/tools.h"
 #include "rendezvous/base/random.h"
@@ -194,7 +196,7 @@ TEST_F(StacksTest, OtherCPythonVersionSaysSoAndGivesNativeFrames) {
   absl::StatusOr<ProcessStacks> s = Capture(*pid, CaptureOptions{});
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->python_method, Method::kNone);
-  EXPECT_NE(s->unavailable.find("CPython 3.7 not readable by drun (it reads CPython 3.8-3.13)"),
+  EXPECT_NE(s->unavailable.find("CPython 3.7 not readable by drun (it reads CPython 3.8-3.15)"),
             std::string::npos)
       << s->unavailable;
   EXPECT_NE(s->unavailable.find("install py-spy"), std::string::npos) << s->unavailable;
@@ -205,32 +207,124 @@ TEST_F(StacksTest, OtherCPythonVersionSaysSoAndGivesNativeFrames) {
   EXPECT_FALSE(main->native.empty()) << FormatText(*s);
 }
 
-// A version number the reader has no layout for (3.14, doctored: Py_Version
-// points at a number in this test's own memory, read by the real reader
-// through process_vm_readv like any target's) gets one line naming it.
+// A version number the reader has no layout for (3.16 without a
+// _Py_DebugOffsets table, doctored: Py_Version points at a number in this
+// test's own memory, read by the real reader through process_vm_readv like
+// any target's) gets one line naming it.
 TEST(PythonReaderTest, UnknownVersionGetsOneLineReason) {
-  static const uint32_t kDoctored = 0x030E00F0;  // 3.14.0 final
+  static const uint32_t kDoctored[8] = {0x031000F0};  // 3.16.0 final, then no cookie
   PythonTarget t;
-  t.binary = "/doctored/libpython3.14.so";
-  t.runtime = reinterpret_cast<uint64_t>(&kDoctored);  // never reached
-  t.version = reinterpret_cast<uint64_t>(&kDoctored);
+  t.binary = "/doctored/libpython3.16.so";
+  t.runtime = reinterpret_cast<uint64_t>(&kDoctored[2]);  // no "xdebugpy" there
+  t.version = reinterpret_cast<uint64_t>(&kDoctored[0]);
   absl::StatusOr<PythonStacks> read = ReadPythonStacks(getpid(), t);
   EXPECT_TRUE(absl::IsFailedPrecondition(read.status())) << read.status();
   EXPECT_EQ(read.status().message(),
-            "CPython 3.14.0 not readable by drun (it reads CPython 3.8-3.13)");
+            "CPython 3.16.0 not readable by drun (it reads CPython 3.8-3.15)");
   // No Py_Version (before 3.11): the binary's name says the version.
   t.version = 0;
   t.name_version = "3.7";
   EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
-            "CPython 3.7 not readable by drun (it reads CPython 3.8-3.13)");
+            "CPython 3.7 not readable by drun (it reads CPython 3.8-3.15)");
   t.name_version = "";
   EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
-            "CPython of unknown version (/doctored/libpython3.14.so exports no Py_Version and its "
+            "CPython of unknown version (/doctored/libpython3.16.so exports no Py_Version and its "
             "name has no version) not readable by drun");
   t.name_version = "3.13";
   t.free_threaded = true;
   EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
             "CPython 3.13 free-threaded build not readable by drun");
+}
+
+// A _PyRuntime of this test's own memory whose _Py_DebugOffsets table is laid
+// out as `layout`'s, holding its offsets, for the reader to find by its cookie.
+class DoctoredRuntime {
+ public:
+  DoctoredRuntime(const CPythonLayout& layout, uint64_t version_hex) : mem_(8192, 0) {
+    memcpy(mem_.data(), kDebugCookie, sizeof kDebugCookie);
+    Put(kDebugVersionAt, version_hex);
+    using F = uint32_t CPythonLayout::*;
+    const std::pair<F, F> published[] = {
+        {&CPythonLayout::dbg_runtime_interpreters_head, &CPythonLayout::runtime_interpreters_head},
+        {&CPythonLayout::dbg_interp_next, &CPythonLayout::interp_next},
+        {&CPythonLayout::dbg_interp_threads_head, &CPythonLayout::interp_threads_head},
+        {&CPythonLayout::dbg_tstate_next, &CPythonLayout::tstate_next},
+        {&CPythonLayout::dbg_tstate_interp, &CPythonLayout::tstate_interp},
+        {&CPythonLayout::dbg_tstate_frame, &CPythonLayout::tstate_frame},
+        {&CPythonLayout::dbg_tstate_thread_id, &CPythonLayout::tstate_thread_id},
+        {&CPythonLayout::dbg_tstate_native_thread_id, &CPythonLayout::tstate_native_thread_id},
+        {&CPythonLayout::dbg_frame_back, &CPythonLayout::frame_back},
+        {&CPythonLayout::dbg_frame_code, &CPythonLayout::frame_code},
+        {&CPythonLayout::dbg_frame_instr, &CPythonLayout::frame_instr},
+        {&CPythonLayout::dbg_frame_owner, &CPythonLayout::frame_owner},
+        {&CPythonLayout::dbg_code_filename, &CPythonLayout::code_filename},
+        {&CPythonLayout::dbg_code_name, &CPythonLayout::code_name},
+        {&CPythonLayout::dbg_code_qualname, &CPythonLayout::code_qualname},
+        {&CPythonLayout::dbg_code_linetable, &CPythonLayout::code_linetable},
+        {&CPythonLayout::dbg_code_first_lineno, &CPythonLayout::code_first_lineno},
+        {&CPythonLayout::dbg_code_adaptive, &CPythonLayout::code_adaptive},
+        {&CPythonLayout::dbg_ob_type, &CPythonLayout::ob_type},
+        {&CPythonLayout::dbg_var_size, &CPythonLayout::var_size},
+        {&CPythonLayout::dbg_bytes_data, &CPythonLayout::bytes_data},
+        {&CPythonLayout::dbg_state_offset, &CPythonLayout::state_offset},
+        {&CPythonLayout::dbg_unicode_length, &CPythonLayout::unicode_length},
+        {&CPythonLayout::dbg_ascii_size, &CPythonLayout::ascii_size}};
+    for (const auto& [at, value] : published) Put(layout.*at, layout.*value);
+  }
+  void Put(uint32_t at, uint64_t value) { memcpy(mem_.data() + at, &value, sizeof value); }
+  uint64_t address() const { return reinterpret_cast<uint64_t>(mem_.data()); }
+
+ private:
+  std::vector<char> mem_;
+};
+
+// A CPython newer than drun knows (3.16, doctored) that publishes its offsets
+// in a table laid out as 3.15's is read with them (an interpreter with no
+// thread here); one whose table holds what no CPython's offsets can be is
+// refused in one line saying why; a free-threaded build says so, and so does
+// a debug build drun cannot read.
+TEST(PythonReaderTest, NewerVersionIsReadWithItsOwnOffsetsOrRefusedInOneLine) {
+  ASSERT_NE(NewestCPythonLayout().debug_offsets_size, 0u);
+  DoctoredRuntime runtime(NewestCPythonLayout(), 0x031000F0);
+  PythonTarget t;
+  t.binary = "/doctored/python3.16";
+  t.runtime = runtime.address();
+  absl::StatusOr<PythonStacks> read = ReadPythonStacks(getpid(), t);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->version, "3.16.0");
+  EXPECT_TRUE(read->published_offsets);
+  EXPECT_TRUE(read->threads.empty());
+  runtime.Put(NewestCPythonLayout().dbg_ob_type, 24);
+  read = ReadPythonStacks(getpid(), t);
+  EXPECT_TRUE(absl::IsFailedPrecondition(read.status())) << read.status();
+  EXPECT_EQ(read.status().message(),
+            "CPython 3.16.0 not readable by drun: its _Py_DebugOffsets gives ob_type = 24, so its "
+            "table is not laid out as CPython 3.15's (drun reads CPython 3.8-3.15)");
+  runtime.Put(NewestCPythonLayout().dbg_ob_type, uint64_t{1} << 40);
+  EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
+            "CPython 3.16.0 not readable by drun: its _Py_DebugOffsets gives ob_type = "
+            "1099511627776, so its table is not laid out as CPython 3.15's (drun reads CPython "
+            "3.8-3.15)");
+  DoctoredRuntime free_threaded(*FindCPythonLayout(0x030E0000), 0x030E0AF0);
+  free_threaded.Put(kDebugFreeThreadedAt, 1);
+  t.runtime = free_threaded.address();
+  EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
+            "CPython 3.14.10 free-threaded build not readable by drun");
+  // A debug build is read with its own offsets only: one whose objects start
+  // elsewhere (--with-trace-refs) is refused; one without a table (before
+  // 3.13) too.
+  DoctoredRuntime trace_refs(*FindCPythonLayout(0x030E0000), 0x030E0AF0);
+  trace_refs.Put(FindCPythonLayout(0x030E0000)->dbg_ob_type, 24);
+  t.runtime = trace_refs.address();
+  t.debug_build = true;
+  EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
+            "CPython 3.14.10 debug build not readable by drun: its _Py_DebugOffsets gives "
+            "ob_type = 24");
+  static const uint32_t kNoTable[8] = {0x030C01F0};  // 3.12.1, then no cookie
+  t.runtime = reinterpret_cast<uint64_t>(&kNoTable[2]);
+  t.version = reinterpret_cast<uint64_t>(&kNoTable[0]);
+  EXPECT_EQ(ReadPythonStacks(getpid(), t).status().message(),
+            "CPython 3.12.1 debug build not readable by drun");
 }
 
 // A CPython 3.11 built as a PIE with libpython3.11.so (pyenv's build): the
@@ -774,6 +868,7 @@ class PythonVersionTest : public StacksTest, public ::testing::WithParamInterfac
   void SetUp() override {
     StacksTest::SetUp();
     const std::string minor = GetParam();
+    if (minor == "3.14" || minor == "3.15" || minor == "3.14d") return SetUpSid(minor);
     if (minor == "3.11") {
       if (access("/usr/bin/python3.11", X_OK) == 0) python_ = "/usr/bin/python3.11";
     } else {
@@ -784,9 +879,34 @@ class PythonVersionTest : public StacksTest, public ::testing::WithParamInterfac
                    << minor << ".*, or /usr/bin/python3.11 for 3.11)";
     }
   }
-  bool IsThisVersion(const std::string& version) const {
-    return version == GetParam() || absl::StartsWith(version, std::string(GetParam()) + ".");
+  // Debian sid's python3.14, python3.15 and python3.14d (python3.14-dbg, the
+  // debug build), in a sid tree at $DRUN_SID_ROOT
+  // (default /var/lib/drun-sid; docs/stacks.md says how to make one)
+  // whose /tmp is this machine's: python_ is a wrapper that execs it there
+  // (chroot(8), in the caller's working directory), so the pid is Python's.
+  void SetUpSid(const std::string& minor) {
+    const char* env = getenv("DRUN_SID_ROOT");
+    const std::string root = env != nullptr && *env != '\0' ? env : "/var/lib/drun-sid";
+    const std::string python = "/usr/bin/python" + minor;
+    if (access((root + python).c_str(), X_OK) != 0) {
+      GTEST_SKIP() << "no CPython " << minor << " in a Debian sid tree at " << root
+                   << " (set DRUN_SID_ROOT)";
+    }
+    if (geteuid() != 0) GTEST_SKIP() << "chroot into " << root << " needs root";
+    if (access((root + dir_).c_str(), F_OK) != 0) {
+      GTEST_SKIP() << root << "/tmp is not this machine's /tmp (bind-mount it)";
+    }
+    python_ = dir_ + "/python" + minor;
+    std::ofstream(python_) << "#!/bin/sh\nexec /usr/sbin/chroot " << root
+                           << " /bin/sh -c 'cd \"$0\" 2>/dev/null || cd /; exec " << python
+                           << " \"$@\"' \"$PWD\" \"$@\"\n";
+    ASSERT_EQ(chmod(python_.c_str(), 0755), 0);
   }
+  bool IsThisVersion(const std::string& version) const {
+    return version == Minor() || absl::StartsWith(version, Minor() + ".");
+  }
+  // "3.14" of "3.14d" (a debug build: python3.14d).
+  std::string Minor() const { return std::string(absl::StripSuffix(GetParam(), "d")); }
   std::string python_;
 };
 
@@ -853,6 +973,28 @@ TEST_P(PythonVersionTest, ThreadsRecursionGeneratorAndCoroutineWithSourceLines) 
                                    "    os.write(1, b'main\\n') and time.sleep(10**6)\n")),
             std::string::npos)
       << text;
+}
+
+// From 3.13 on the reader takes the offsets from the process's own
+// _Py_DebugOffsets, and they agree with the ones generated from the same
+// version's headers; before 3.13 there is no such table.
+TEST_P(PythonVersionTest, OffsetsComeFromTheProcessFrom313AndAgreeWithTheHeaders) {
+  std::string path;
+  Child py = StartPython("import os, time\nos.write(1, b'ready\\n') and time.sleep(10**6)\n", 1,
+                         &path, nullptr, python_);
+  absl::StatusOr<std::vector<Mapping>> maps = ReadMaps(py.pid());
+  ASSERT_TRUE(maps.ok()) << maps.status();
+  absl::StatusOr<PythonTarget> target = FindPython(py.pid(), *maps);
+  ASSERT_TRUE(target.ok()) << target.status();
+  absl::StatusOr<PythonStacks> read = ReadPythonStacks(py.pid(), *target);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const int minor = std::stoi(std::string(GetParam()).substr(2));
+  EXPECT_EQ(read->published_offsets, minor >= 13);
+  EXPECT_EQ(read->layout_differs, "");
+  absl::StatusOr<ProcessStacks> s = Capture(py.pid(), CaptureOptions{});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(FormatText(*s).find("via _Py_DebugOffsets)") != std::string::npos, minor >= 13)
+      << FormatText(*s);
 }
 
 // Source lines come from the file as the process sees it: a relative name
@@ -942,7 +1084,7 @@ TEST_P(PythonVersionTest, ThreadsComingAndGoingNeverGiveStrayThreads) {
       "churn()\n";
   std::string path;
   Child py = StartPython(script, 1, &path, nullptr, python_);
-  const std::string stdlib = absl::StrCat("/lib/python", GetParam(), "/");
+  const std::string stdlib = absl::StrCat("/lib/python", Minor(), "/");
   for (int i = 0; i < 100; ++i) {
     absl::StatusOr<ProcessStacks> s = Capture(py.pid(), CaptureOptions{});
     ASSERT_TRUE(s.ok()) << s.status();
@@ -1091,7 +1233,8 @@ TEST_P(PythonVersionTest, LineTableMatchesTheInterpreter) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CPython, PythonVersionTest,
-                         ::testing::Values("3.8", "3.9", "3.10", "3.11", "3.12", "3.13"),
+                         ::testing::Values("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14",
+                                           "3.15", "3.14d"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string name = absl::StrCat("v", info.param);
                            std::replace(name.begin(), name.end(), '.', '_');
