@@ -33,7 +33,7 @@ srun {self.drun} --nproc-per-node 2 {TRAIN} --steps 30
         # (this cluster has MpiParams=ports=12000-12999).
         said = [l for l in self.drun_lines(out) if "Slurm step" in l]
         self.assertEqual(len(said), 1, out)
-        m = re.search(rf"Slurm step {job.id}\.0: 3 node\(s\), one drun per node, --nproc-per-node 2; "
+        m = re.search(rf"Slurm step {job.id}\.0: 3 nodes, one drun per node, --nproc-per-node 2; "
                       rf"rendezvous on node1:(\d+) \(port SLURM_STEP_RESV_PORTS\), "
                       rf"run id slurm-{job.id}\.0", said[0])
         self.assertTrue(m, said[0])
