@@ -4,7 +4,11 @@
 #include "agent/agent_launch.h"
 #include "agent/cpu_placement.h"
 #include "agent/handled_signals.h"
+#include "agent/python_env.h"
+#include "agent/root_cause_hints.h"
+#include "agent/torch_probe.h"
 #include "agent/std_streams.h"
+#include "agent/stdin_wait.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -146,7 +150,7 @@ void Agent::RetireGroup() {
 // rendezvous, and the agent waits for the server's word that it arrived
 // (2 s at most; a lost stream ends the wait at once).
 void Agent::SendNodeReport() {
-  if (!opt_.launcher_reports_end || !rdzv_->connected()) return;
+  if (!(opt_.launcher_reports_end || opt_.summary_elsewhere) || !rdzv_->connected()) return;
   v1::AgentMessage m;
   *m.mutable_node_report() = ToNodeReport(report_);
   rdzv_->Send(m, Clock::now());
@@ -169,6 +173,7 @@ void Agent::WriteReport(TimePoint now) {
   report_.failure = exit_failure_;
   report_.wall_s = std::chrono::duration<double>(now - started_).count();
   if (opt_.refused_connections) report_.refused_connections = opt_.refused_connections();
+  GatherNodeReports();
   const bool failed = exit_code_ != 0 && !report_.ranks.empty() && exit_failure_;
   const bool elsewhere = opt_.summary_elsewhere && (failed || exit_code_ == 0);
   if (!opt_.launcher_reports_end && !elsewhere && (opt_.summary || failed)) {
@@ -177,6 +182,19 @@ void Agent::WriteReport(TimePoint now) {
   if (!opt_.report_path.empty()) {
     if (absl::Status st = WriteReportFile(opt_.report_path, report_); !st.ok()) Log(std::string(st.message()));
   }
+}
+
+// srun drun's hosting node: one table and one --report of the whole step,
+// this node's ranks and those every other node sent as it ended.
+void Agent::GatherNodeReports() {
+  if (!opt_.gather_node_reports || !assignment_) return;
+  if (exit_code_ == 0 && !opt_.summary && opt_.report_path.empty()) return;  // no table, no file
+  // Slurm's task mode: every task is a member of one worker.
+  const int members = opt_.members_are_tasks ? assignment_->world_size() : assignment_->group_world_size();
+  std::vector<v1::NodeReport> others = opt_.gather_node_reports(members - 1);
+  if (others.empty()) return;
+  report_.nodes.push_back(ToNodeReport(report_));  // its ranks are in the table already
+  for (const v1::NodeReport& n : others) report_.AddNode(n);
 }
 
 // The run's directory is one for the whole job: named by whoever started it
@@ -236,7 +254,27 @@ void Agent::SayLogDir() {
   Info(LogLayout::RunDirLine(logs_.node_dir(), hidden ? "what --redirects sends there is not shown here" : ""));
 }
 
-void Agent::PumpStdin() {
+// Typed ahead while no worker waits for input: the line stays in the
+// terminal (the shell gets it after the job, as after torchrun or any
+// program that does not read it), and is looked at again in 100 ms. A
+// worker that does wait gets it then; the kernel has no event for "a reader
+// waits on this pipe", so it is this short re-check while a line is pending.
+constexpr std::chrono::milliseconds kStdinRecheck{100};
+
+bool Agent::StdinReaderWaits() const {
+  if (!group_ || group_is_setup_) return false;
+  for (const WorkerRecord& r : group_->records()) {
+    if (r.exited || !StdinIncludes(opt_.spec.stdin_target(), r.rank)) continue;
+    if (WorkerWaitsForStdin(r.pid) != StdinWait::kNotWaiting) return true;
+  }
+  return false;
+}
+
+void Agent::PumpStdin(TimePoint now) {
+  if (stdin_tty_ && !StdinReaderWaits()) {
+    stdin_recheck_ = now + kStdinRecheck;
+    return;
+  }
   char buf[65536];
   ssize_t n = read(0, buf, sizeof buf);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
@@ -282,6 +320,7 @@ void Agent::DeliverStdin() {
 
 int Agent::Run() {
   if (int code = Start(); code != 0) return code;
+  nccl_error_var_ = NcclErrorVarFor(ProbeWorkersTorch(opt_.spec, opt_.base_env));
   TimePoint now = Clock::now();
   started_ = now;
   SendHello(now);
@@ -398,6 +437,7 @@ std::optional<TimePoint> Agent::NextDeadline() const {
     if (t && (!deadline || *t < *deadline)) deadline = t;
   };
   consider(status_refresh_);
+  consider(stdin_recheck_);
   consider(machine_.NextDeadline());  // the workers' SIGKILL after a stop's grace
   if (hang_) consider(hang_->NextSample());
   if (group_) consider(group_->NextNote());  // the workers' last output time
@@ -431,8 +471,9 @@ void Agent::RegisterTurnFds() {
     turn_fds_.push_back(poll_.Add(fd, events, std::move(handler)));
   };
   if (opt_.lifeline_fd >= 0) add(opt_.lifeline_fd, POLLIN, [this](short) { ReadLifeline(Clock::now()); });
-  if (opt_.lifeline_fd < 0 && forward_stdin_ && !stdin_eof_ && group_ && group_->WantsStdin()) {
-    add(0, POLLIN, [this](short) { PumpStdin(); });
+  if (opt_.lifeline_fd < 0 && forward_stdin_ && !stdin_eof_ && group_ && group_->WantsStdin() &&
+      !stdin_recheck_) {
+    add(0, POLLIN, [this](short) { PumpStdin(Clock::now()); });
   }
   if (control_) add(control_->fd(), POLLIN, [this](short) { OnControl(Clock::now()); });
   if (dump_) add(dump_->done_fd(), POLLIN, [this](short) { OnDumpDone(Clock::now()); });
@@ -450,6 +491,7 @@ void Agent::RegisterTurnFds() {
 
 // After the events of one wake-up: time-driven work of every part.
 void Agent::OnWake(TimePoint now) {
+  if (stdin_recheck_ && now >= *stdin_recheck_) stdin_recheck_.reset();  // stdin is polled again
   DeliverStdin();
   console_.ShowPartials(now);
   // A SIGCHLD can be merged with one already pending; reaping on every
@@ -474,11 +516,10 @@ int Agent::Finish() {
   // drun returns, however many ranks the table has.
   WriteReport(Clock::now());
   SendNodeReport();
-  // The job's failure came from the rendezvous, whose node prints it (a lost
+  // The job's end came from the rendezvous, whose node prints it (a lost
   // rendezvous is this node's news: said in full).
-  if (exit_code_ != 0 && opt_.summary_elsewhere && exit_failure_) {
-    Log(absl::StrCat(exit_message_, " (the summary is on ", rdzv_->server_host(), ")"));
-  } else if (exit_code_ != 0 && !opt_.launcher_reports_end) {
+  const bool said_elsewhere = opt_.summary_elsewhere && finish_received_;
+  if (exit_code_ != 0 && !said_elsewhere && !opt_.launcher_reports_end) {
     if (!exit_message_.empty()) Log(exit_message_);
     if (exit_failure_) console_.Text(FormatRootCause(*exit_failure_, opt_.quiet));
   }
@@ -539,13 +580,16 @@ void Agent::HandleServer(const v1::ServerMessage& msg, TimePoint now) {
 }
 
 void Agent::OnStop(const v1::Stop& stop, TimePoint now) {
-  if (SpansNodes(opt_.spec) || opt_.spec.max_restarts() > 0) {
+  if ((SpansNodes(opt_.spec) || opt_.spec.max_restarts() > 0) && !opt_.summary_elsewhere) {
     Info(absl::StrCat("stopping round ", stop.round(), ": ", stop.reason()));
   }
   Apply(machine_.OnStop(now), now);
 }
 
-void Agent::OnFinish(const v1::Finish& f, TimePoint now) { Apply(machine_.OnFinish(f, now), now); }
+void Agent::OnFinish(const v1::Finish& f, TimePoint now) {
+  finish_received_ = true;
+  Apply(machine_.OnFinish(f, now), now);
+}
 
 void Agent::OnReject(const v1::Reject& reject, TimePoint now) {
   Apply(machine_.OnReject(absl::StrCat("the rendezvous (", rdzv_->Describe(),
@@ -569,7 +613,9 @@ void Agent::OnWaiting(const v1::Waiting& w, TimePoint now) {
     ShowStatus(now);
     return;
   }
-  if (!SpansNodes(opt_.spec)) return;
+  // The job's news, said by the node that hosts it; and a node that joins
+  // while the round stops waits for the next one, which the stop's line said.
+  if (!SpansNodes(opt_.spec) || opt_.summary_elsewhere || w.kind() == v1::Waiting::ROUND_STOPPING) return;
   // The launcher says when the job starts: nodes still to come are its news.
   const bool before_start = w.kind() == v1::Waiting::WAITING_FOR_NODES || w.kind() == v1::Waiting::LAST_CALL;
   if (opt_.launcher_announces_start && before_start && report_.rounds_total == 0) return;
@@ -674,6 +720,7 @@ void Agent::StartWorkers(TimePoint now) {
     in.cuda_visible_device = (*placements)[lr].cuda_visible_device;
     in.omp_threads = (*placements)[lr].omp_threads;
     in.socket_iface = opt_.socket_iface;
+    in.nccl_error_var = nccl_error_var_;
     EnvMap env = BuildWorkerEnv(opt_.base_env, spec, a, in);
     l.request.cpus = (*placements)[lr].cpus;
 
@@ -773,7 +820,11 @@ void Agent::ReportFailure(const WorkerExit& e, TimePoint now, bool hung) {
   for (const auto& line : e.stderr_tail) fl->add_stderr_tail(line);
   fl->set_error_message(e.error_message);
   fl->set_hung(hung);
-  if (e.rank >= 0) fl->set_program(WorkerProgram(opt_.spec, opt_.base_env));
+  if (e.rank >= 0) {
+    fl->set_program(WorkerProgram(opt_.spec, opt_.base_env));
+    if (opt_.spec.kind() != v1::JobSpec::PROGRAM) *fl->mutable_python_env() = InspectPythonEnv(fl->program());
+    fl->set_use_libuv_off(UseLibuvOff(WithForwardedEnv(opt_.base_env, opt_.spec)));
+  }
   fl->set_time_unix_s(
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   rdzv_->Send(m, now);

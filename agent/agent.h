@@ -128,8 +128,10 @@ class Agent {
   bool ClaimLogDir(const std::string& run_name);
   void OnLogDirClaimed();  // into the report, and said
   void SayLogDir();  // once per node, where its logs are (progress: not under --quiet)
-  // drun's stdin is readable: hand it to the workers that read it.
-  void PumpStdin();
+  // drun's stdin is readable: hand it to the workers that read it (from a
+  // terminal only while one of them waits for it: StdinReaderWaits).
+  void PumpStdin(TimePoint now);
+  bool StdinReaderWaits() const;
   // drun's stdin from here or the lifeline: bytes, its end, a terminal's echo.
   void TakeStdin(absl::string_view data, bool end, bool echoed);
   void DeliverStdin();
@@ -138,6 +140,7 @@ class Agent {
   void RetireGroup();  // records a worker group's outcome and drops it
   void WriteReport(TimePoint now);
   void SendNodeReport();
+  void GatherNodeReports();
   // The live status line on a terminal while the rendezvous waits.
   void ShowStatus(TimePoint now);
   void ClearStatus();
@@ -152,6 +155,9 @@ class Agent {
   AgentMachine machine_;
   // What the machine's Exit said (or the loop's own failure).
   int exit_code_ = 0;
+  // The name of NCCL's async error handling the workers' torch reads, probed
+  // once before the first round (agent/torch_probe.h).
+  NcclErrorVar nccl_error_var_ = NcclErrorVar::kBoth;
   std::string exit_message_;
   std::optional<v1::Failure> exit_failure_;
   std::optional<v1::Assignment> assignment_;
@@ -167,7 +173,12 @@ class Agent {
   bool group_reads_stdin_ = false;  // a worker of the current group reads drun's stdin
   std::string stdin_backlog_;     // drun's stdin not yet taken by the workers
   bool stdin_tty_ = false;
+  // A line typed on drun's terminal that no worker waits for stays in the
+  // terminal (for the shell, if no worker ever reads it): stdin is not
+  // polled until then, when a worker may have started to wait.
+  std::optional<TimePoint> stdin_recheck_;
   bool group_is_setup_ = false;
+  bool finish_received_ = false;  // the rendezvous ended the job (its Finish), not this node's loss of it
   RunReport report_;
   TimePoint started_;
   TimePoint join_sent_;

@@ -175,6 +175,7 @@ StdinRelay::StdinRelay(bool enabled) {
 }
 
 std::string StdinRelay::Read() {
+  echoed_ = false;
   if (ended_) return "";
   char buf[65536];
   const ssize_t n = read(0, buf, sizeof buf);
@@ -185,7 +186,8 @@ std::string StdinRelay::Read() {
   }
   std::string out = EncodeLifelineInput(absl::string_view(buf, static_cast<size_t>(n)));
   // The terminal echoed the typed line: its cursor is on a fresh line now.
-  if (tty_ && buf[n - 1] == '\n') out += EncodeLifelineEcho();
+  echoed_ = tty_ && buf[n - 1] == '\n';
+  if (echoed_) out += EncodeLifelineEcho();
   return out;
 }
 

@@ -68,12 +68,16 @@ class StdinRelay {
   int fd() const { return ended_ ? -1 : 0; }
   bool ended() const { return ended_; }
   std::string Read();
+  // The last Read() took a line the terminal echoed (its 'N' notice): the
+  // launcher's own console starts anew too (Console::InputEchoed).
+  bool echoed() const { return echoed_; }
   // What an agent started now gets first: the end notice once stdin ended.
   std::string ForNewAgent() const;
 
  private:
   bool ended_ = false;
   bool tty_ = false;
+  bool echoed_ = false;
 };
 
 // The checks a launched agent makes on its host before it joins, in place of

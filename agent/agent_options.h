@@ -13,11 +13,13 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "agent/nproc.h"
 #include "agent/stack_dump.h"
 #include "agent/worker_env.h"
 #include "drun/v1/job.pb.h"
+#include "drun/v1/rendezvous.pb.h"
 
 namespace drun {
 
@@ -86,10 +88,16 @@ struct AgentOptions {
   // The launcher announces the job's start (AgentLaunch.launcher_announces_start,
   // ssh): no "waiting: K of N nodes joined" lines before the first round.
   bool launcher_announces_start = false;
-  // srun drun: the node that hosts the rendezvous prints the job's table and
-  // root cause; this one (true) says a failed job's end in one line naming it
-  // (all of it still when it lost the rendezvous).
+  // srun drun: the node that hosts the rendezvous prints the job's one
+  // table (every node's ranks) and root cause; this one (true) sends its
+  // node's report there as it ends and leaves the job's news (a round
+  // stopping, the nodes awaited, the failure) to it; it still says all of it
+  // when it lost the rendezvous.
   bool summary_elsewhere = false;
+  // srun drun, the node that hosts the rendezvous: the reports the `others`
+  // other nodes sent as they ended (bounded wait), for its one table and
+  // --report. Null elsewhere.
+  std::function<std::vector<v1::NodeReport>(int others)> gather_node_reports;
   // Where `drun stacks` finds this agent (agent/control_socket.h); empty: nowhere.
   std::string control_dir;
   // Reads where a worker is; empty: stack dumps are not available.

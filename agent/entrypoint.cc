@@ -163,35 +163,4 @@ std::string WorkerProgram(const v1::JobSpec& spec, const EnvMap& env) {
   return found.empty() ? program : found;
 }
 
-std::vector<std::string> RootCauseHints(const v1::Failure& failure) {
-  bool no_torch = false, no_libuv = false, stdin_ended = false;
-  for (const std::string& line : failure.stderr_tail()) {
-    no_torch |= absl::StrContains(line, "No module named 'torch'");
-    no_libuv |= absl::StrContains(line, "use_libuv was requested but PyTorch was build without libuv");
-    // input() at end-of-file, and pdb's quit when its prompt reads end-of-file.
-    stdin_ended |= absl::StartsWith(line, "EOFError") || absl::StartsWith(line, "bdb.BdbQuit");
-  }
-  std::vector<std::string> hints;
-  if (stdin_ended && failure.rank() >= 0) {
-    hints.push_back(absl::StrCat(
-        "rank ", failure.rank(), " read end-of-file from its stdin (input(), breakpoint()): "
-        "unless --stdin names it, a rank reads end-of-file; --stdin all gives every rank the "
-        "lines typed to drun"));
-  }
-  if (no_torch && failure.program() != "/usr/bin/python3") {
-    hints.push_back(absl::StrCat(
-        "the workers ran ", failure.program().empty() ? "python3" : failure.program(),
-        ", which has no torch; if PyTorch is installed for another interpreter (Debian's "
-        "python3-torch: /usr/bin/python3), set PYTHON_EXEC=/usr/bin/python3"));
-  }
-  if (no_libuv) {
-    // torch 2.x's env:// client ignores USE_LIBUV when it joins an agent store,
-    // so only rank 0's own store (--no-agent-store) can be told not to use libuv.
-    hints.push_back(
-        "this PyTorch is built without libuv (Debian 13's torch 2.6) but its TCPStore asks for "
-        "it: run with --no-agent-store -x USE_LIBUV=0 (docs/migrating.md)");
-  }
-  return hints;
-}
-
 }  // namespace drun

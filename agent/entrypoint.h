@@ -41,15 +41,6 @@ absl::Status CheckEntrypoint(const v1::JobSpec& spec, const EnvMap& env);
 // when it is not found.
 std::string WorkerProgram(const v1::JobSpec& spec, const EnvMap& env);
 
-// One-line hints for a failure whose cause drun recognises in the worker's
-// last stderr lines (the user's program speaks there; drun's own errors are
-// never read back this way):
-//  - "No module named 'torch'" from an interpreter that is not
-//    /usr/bin/python3 (pyenv, conda first on PATH): set PYTHON_EXEC;
-//  - "use_libuv was requested but PyTorch was build without libuv support"
-//    (Debian 13's torch 2.6): the workaround.
-std::vector<std::string> RootCauseHints(const v1::Failure& failure);
-
 }  // namespace drun
 
 #endif  // DRUN_AGENT_ENTRYPOINT_H_

@@ -56,35 +56,51 @@ void LineSplitter::Feed(absl::string_view data,
 namespace {
 
 constexpr char kFrameMark = '\x1e';
-constexpr char kFrameHostEnd = '\x1f';
+constexpr char kFrameTagEnd = '\x1f';
+constexpr char kFramePrefixEnd = '\x1d';  // between a source tag's two prefixes
+// The agent's own bytes: the line ends / a piece of it.
 constexpr char kFrameEndsLine = 'L';
 constexpr char kFramePiece = 'P';
+// A worker stream's bytes: the line ends / a piece of it.
+constexpr char kFrameSourceEndsLine = 'W';
+constexpr char kFrameSourcePiece = 'V';
 
-void AppendFrame(std::string* out, char kind, absl::string_view host, absl::string_view bytes) {
+void AppendFrame(std::string* out, char kind, absl::string_view tag, absl::string_view bytes) {
   out->push_back(kFrameMark);
   out->push_back(kind);
-  out->append(host.data(), host.size());
-  out->push_back(kFrameHostEnd);
+  out->append(tag.data(), tag.size());
+  out->push_back(kFrameTagEnd);
   out->append(bytes.data(), bytes.size());
   out->push_back('\n');
 }
 
-}  // namespace
-
-std::string RelayFrames::Encode(absl::string_view host, absl::string_view data) {
-  const size_t header = host.size() + 4;  // mark, kind, host end, newline
-  const size_t room = kFrameMax > header + 64 ? kFrameMax - header : 64;
+std::string EncodeFrames(char ends, char piece, absl::string_view tag, absl::string_view data) {
+  const size_t header = tag.size() + 4;  // mark, kind, tag end, newline
+  const size_t room = RelayFrames::kFrameMax > header + 64 ? RelayFrames::kFrameMax - header : 64;
   std::string out;
   out.reserve(data.size() + 2 * header);
   while (!data.empty()) {
     const size_t nl = data.find('\n');
     const size_t line = nl == absl::string_view::npos ? data.size() : nl;
     const size_t take = std::min(line, room);
-    const bool ends = take == line && nl != absl::string_view::npos;
-    AppendFrame(&out, ends ? kFrameEndsLine : kFramePiece, host, data.substr(0, take));
-    data.remove_prefix(ends ? take + 1 : take);
+    const bool line_ends = take == line && nl != absl::string_view::npos;
+    AppendFrame(&out, line_ends ? ends : piece, tag, data.substr(0, take));
+    data.remove_prefix(line_ends ? take + 1 : take);
   }
   return out;
+}
+
+}  // namespace
+
+std::string RelayFrames::Encode(absl::string_view host, absl::string_view data) {
+  return EncodeFrames(kFrameEndsLine, kFramePiece, host, data);
+}
+
+std::string RelayFrames::EncodeSource(absl::string_view prefix, absl::string_view cont_prefix,
+                                      int colour_index, absl::string_view data) {
+  const absl::string_view sep(&kFramePrefixEnd, 1);
+  return EncodeFrames(kFrameSourceEndsLine, kFrameSourcePiece,
+                      absl::StrCat(prefix, sep, cont_prefix, sep, colour_index), data);
 }
 
 void RelayDecoder::Feed(absl::string_view data, const Sink& sink) {
@@ -93,7 +109,7 @@ void RelayDecoder::Feed(absl::string_view data, const Sink& sink) {
     if (nl == absl::string_view::npos) {
       pending_.append(data.data(), data.size());
       if (pending_.size() >= kMaxPending) {  // no frame is this long
-        sink(std::nullopt, pending_);
+        sink(RelayOrigin{}, pending_);
         pending_.clear();
       }
       return;
@@ -111,22 +127,37 @@ void RelayDecoder::Feed(absl::string_view data, const Sink& sink) {
 
 void RelayDecoder::Finish(const Sink& sink) {
   if (pending_.empty()) return;
-  sink(std::nullopt, pending_);
+  sink(RelayOrigin{}, pending_);
   pending_.clear();
 }
 
 void RelayDecoder::Line(absl::string_view line, const Sink& sink) {
-  const size_t host_end = line.find(kFrameHostEnd);
-  const bool frame = line.size() >= 4 && line[0] == kFrameMark &&
-                     (line[1] == kFrameEndsLine || line[1] == kFramePiece) &&
-                     host_end != absl::string_view::npos;
-  if (!frame) {
-    sink(std::nullopt, line);
+  const size_t tag_end = line.find(kFrameTagEnd);
+  const char kind = line.size() >= 4 ? line[1] : '\0';
+  const bool agent = kind == kFrameEndsLine || kind == kFramePiece;
+  const bool source = kind == kFrameSourceEndsLine || kind == kFrameSourcePiece;
+  const absl::string_view tag = tag_end == absl::string_view::npos ? "" : line.substr(2, tag_end - 2);
+  // A source's tag: prefix, continuation prefix, colour index.
+  std::vector<absl::string_view> parts = absl::StrSplit(tag, kFramePrefixEnd);
+  int colour = -1;
+  if (line[0] != kFrameMark || tag_end == absl::string_view::npos || !(agent || source) ||
+      (source && (parts.size() != 3 || !absl::SimpleAtoi(parts[2], &colour)))) {
+    sink(RelayOrigin{}, line);
     return;
   }
-  absl::string_view bytes = line.substr(host_end + 1);  // with the line's '\n'
-  if (line[1] == kFramePiece) bytes.remove_suffix(1);
-  sink(line.substr(2, host_end - 2), bytes);
+  absl::string_view bytes = line.substr(tag_end + 1);  // with the line's '\n'
+  if (kind == kFramePiece || kind == kFrameSourcePiece) bytes.remove_suffix(1);
+  RelayOrigin origin;
+  if (agent) {
+    origin.kind = RelayOrigin::Kind::kAgent;
+    origin.host = tag;
+  } else {
+    origin.kind = RelayOrigin::Kind::kSource;
+    origin.prefix = parts[0];
+    origin.cont_prefix = parts[1];
+    origin.colour_index = colour;
+  }
+  sink(origin, bytes);
 }
 
 void LineSplitter::Flush(const std::function<void(absl::string_view)>& on_line) {
@@ -356,6 +387,41 @@ void Console::FrameQueue(int q) {
   framed_[q] = b.size();
 }
 
+void Console::RelaySend(Source& s, absl::string_view bytes) {
+  const int q = Queue(s.stream);
+  FrameQueue(q);  // drun's own lines before these bytes, framed as such
+  queue_[q].append(RelayFrames::EncodeSource(s.prefix, s.cont_prefix, s.colour_index, bytes));
+  framed_[q] = queue_[q].size();
+  s.need_prefix = bytes.back() == '\n';  // false: the line is open on the launcher's console
+}
+
+// Whole lines go at once; a partial line waits kPartialDelay (ShowPartials),
+// so a bar drawn a character at a time costs a frame per redraw at most.
+void Console::RelayWrite(Source& s, absl::string_view data) {
+  if (s.has_file && congested()) {  // the log file has the bytes: the console drops them
+    dropped_lines_ += std::max<uint64_t>(1, static_cast<uint64_t>(std::count(data.begin(), data.end(), '\n')));
+    dropped_bytes_ += data.size();
+    return;
+  }
+  const size_t nl = data.rfind('\n');
+  if (nl != absl::string_view::npos) {
+    s.pending.append(data.data(), nl + 1);
+    RelaySend(s, s.pending);
+    s.pending.clear();
+    s.partial_since.reset();
+    data.remove_prefix(nl + 1);
+  }
+  if (data.empty()) return;
+  s.pending.append(data.data(), data.size());
+  if (s.pending.size() >= RelayFrames::kFrameMax) {
+    RelaySend(s, s.pending);
+    s.pending.clear();
+    s.partial_since.reset();
+  } else if (!s.partial_since) {
+    s.partial_since = OutClock::now();
+  }
+}
+
 Console::~Console() {
   Drain();
   for (int s : {1, 2}) {
@@ -370,6 +436,7 @@ int Console::AddSource(int stream, absl::string_view prefix, absl::string_view c
   const bool c = colour_ && colour_index >= 0;
   s.prefix = c ? Coloured(prefix, colour_index) : std::string(prefix);
   s.cont_prefix = c ? Coloured(cont_prefix, colour_index) : std::string(cont_prefix);
+  s.colour_index = colour_index;
   s.has_file = has_file;
   s.max_line = max_line;
   const int id = next_id_++;
@@ -391,6 +458,12 @@ void Console::RemoveSource(int id) {
   auto it = sources_.find(id);
   if (it == sources_.end()) return;
   Source& s = it->second;
+  if (relay_host_) {
+    // The launcher's console ends the line this source left open.
+    if (!s.pending.empty() || !s.need_prefix) RelaySend(s, absl::StrCat(s.pending, "\n"));
+    sources_.erase(it);
+    return;
+  }
   if (!s.pending.empty() || s.live) {
     std::string last = std::move(s.pending);
     s.pending.clear();
@@ -441,6 +514,19 @@ void Console::MoveToRegion(int id, Source& s) {
   s.live = true;
   s.cr_pending = s.need_prefix;  // the line ended with '\r': the next byte redraws
   region_.push_back(id);
+}
+
+std::string Console::FitRow(const Source& s, absl::string_view text) const {
+  const bool redraw = !text.empty() && text.back() == '\r';
+  if (redraw) text.remove_suffix(1);
+  size_t cols = WindowSize(fds_[term_queue_]).first - 1;  // the last column would wrap
+  std::string on_screen;  // only its width counts: the columns left after it
+  AppendColumns(s.prefix, &cols, &on_screen);  // as wide as the continuation prefix
+  AppendColumns(s.row, &cols, &on_screen);
+  std::string out;
+  if (AppendColumns(text, &cols, &out) && out.size() < text.size()) out.append("\033[0m");
+  if (redraw) out.push_back('\r');
+  return out;
 }
 
 std::string Console::RowText(const Source& s) const {
@@ -516,7 +602,7 @@ void Console::EmitLive(int id, Source& s, absl::string_view text, bool end) {
   // The line ends: it leaves the region, whole, above what remains of it.
   HideRegionFor(s.stream);
   region_.erase(std::remove(region_.begin(), region_.end(), id), region_.end());
-  absl::StrAppend(&Buf(s.stream), s.prefix, s.row, "\n");
+  absl::StrAppend(&Buf(s.stream), RowText(s), "\n");  // cut as its rows were: one row
   s.live = s.bar = s.cr_pending = false;
   s.row.clear();
   s.need_prefix = true;
@@ -564,7 +650,11 @@ void Console::EmitRaw(int id, Source& s, absl::string_view text, bool end) {
     s.shown = 0;
     s.row.clear();
   }
-  b.append(text.data(), text.size());
+  if (s.bar && OnTerminal(s.stream)) {
+    b.append(FitRow(s, text));  // a redraw goes back to the row's start only if it never wrapped
+  } else {
+    b.append(text.data(), text.size());
+  }
   s.shown += text.size();
   if (OnTerminal(s.stream)) {
     absl::string_view shown = text;
@@ -640,6 +730,12 @@ void Console::EmitNow(int id, Source& s, absl::string_view text, bool end) {
     text.remove_prefix(1);
     s.continued = false;
   }
+  // A line with a redraw is a bar from its first drawing on (on a terminal,
+  // cut to the width: EmitRaw).
+  // A '\r' that ends a whole line ("\r\n") redraws nothing.
+  const size_t first_cr = text.find('\r');
+  if (!end && (leading_cr || first_cr != absl::string_view::npos)) s.bar = true;
+  if (end && first_cr != absl::string_view::npos && first_cr + 1 < text.size()) s.bar = true;
   for (size_t cr; (cr = text.find('\r')) != absl::string_view::npos && cr + 1 < text.size();) {
     // A redraw: the bytes after '\r' start again at the left, so does the prefix.
     EmitPiece(id, s, text.substr(0, cr + 1), false);
@@ -704,6 +800,7 @@ void Console::Write(int id, absl::string_view data) {
   if (it == sources_.end()) return;
   Source& s = it->second;
   if (discard_[s.stream]) return;
+  if (relay_host_) return RelayWrite(s, data);
   const bool has_cr = memchr(data.data(), '\r', data.size()) != nullptr;
   std::string& b = Buf(s.stream);
   while (!data.empty()) {
@@ -769,7 +866,11 @@ void Console::ShowPartials(OutClock::time_point now) {
     if (s.pending.empty()) continue;
     std::string text = std::move(s.pending);
     s.pending.clear();
-    Emit(id, s, text, false);
+    if (relay_host_) {
+      RelaySend(s, text);
+    } else {
+      Emit(id, s, text, false);
+    }
   }
 }
 

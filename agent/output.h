@@ -26,8 +26,11 @@
 //    updated in place (cursor movement) at its next redraw, while whole
 //    lines and other partial lines are written above it; a row leaves the
 //    region when its line ends, as one whole line (prefix and the last
-//    redraw) above the region. A row is cut to the terminal's width. A
-//    single bar with nobody else writing stays an ordinary open line.
+//    redraw) above the region. A bar's row, in the region or not, and its
+//    last drawing when its line ends, is cut to the terminal's width (read
+//    at each drawing, so a resized terminal is followed), so a redraw never
+//    leaves a wrapped row behind. A single bar with nobody else writing
+//    stays an ordinary open line.
 //    stdout and stderr on the same terminal share one queue (written in the
 //    order they came).
 #ifndef DRUN_AGENT_OUTPUT_H_
@@ -99,22 +102,41 @@ class RawTail {
 // message, so lines of different tasks never mix) still gets its partial
 // lines there at once, and says whose bytes they are. Each frame is one line
 // of at most kFrameMax bytes:
-//   '\x1e' kind host '\x1f' bytes '\n'
-// kind 'L': the bytes end a line (the reader puts the '\n' back); 'P': they
-// do not. The bytes hold no '\n'. A line that does not start with '\x1e' is
-// no frame (srun's own messages; an agent's line before it read its launch).
+//   '\x1e' kind tag '\x1f' bytes '\n'
+// kind 'L'/'P': the agent's own bytes (its "drun: ..." lines), tag = its host;
+// kind 'W'/'V': one worker stream's bytes, unprefixed, tag = that stream's
+// prefix '\x1d' continuation prefix '\x1d' colour index (decimal, -1: none),
+// so the launcher's one console keeps
+// every rank of every host apart (prefixes, cut lines, `\r` bars) as an
+// agent's console keeps its own ranks apart. 'L'/'W': the bytes end a line
+// (the reader puts the '\n' back); 'P'/'V': they do not. The bytes hold no
+// '\n'. A line that does not start with '\x1e' is no frame (srun's own
+// messages; an agent's line before it read its launch).
 struct RelayFrames {
   static constexpr size_t kFrameMax = 1000;
-  // `data` as frames from `host`. Stateless: the frames of consecutive calls
-  // decode to the concatenation of their data.
+  // `data` as the agent's own frames from `host`. Stateless: the frames of
+  // consecutive calls decode to the concatenation of their data.
   static std::string Encode(absl::string_view host, absl::string_view data);
+  // `data` of one worker stream as frames (the same, per stream).
+  static std::string EncodeSource(absl::string_view prefix, absl::string_view cont_prefix,
+                                  int colour_index, absl::string_view data);
 };
 
-// Reads one relayed stream back: frames become their host's bytes, any other
-// line passes whole (host nullopt), however the stream is split.
+// Whose bytes a relayed piece holds.
+struct RelayOrigin {
+  enum class Kind { kNone, kAgent, kSource };
+  Kind kind = Kind::kNone;    // kNone: a line that is no frame
+  absl::string_view host;     // kAgent
+  absl::string_view prefix;   // kSource: the stream's prefix and continuation prefix,
+  absl::string_view cont_prefix;
+  int colour_index = -1;      // and its colour (Console::AddSource)
+};
+
+// Reads one relayed stream back: frames become their origin's bytes, any
+// other line passes whole (kNone), however the stream is split.
 class RelayDecoder {
  public:
-  using Sink = std::function<void(std::optional<absl::string_view> host, absl::string_view bytes)>;
+  using Sink = std::function<void(const RelayOrigin& origin, absl::string_view bytes)>;
   void Feed(absl::string_view data, const Sink& sink);
   // The stream ended: a last line without its newline passes as it is.
   void Finish(const Sink& sink);
@@ -201,9 +223,12 @@ class Console {
   Console(const Console&) = delete;
   Console& operator=(const Console&) = delete;
   bool colour() const { return colour_; }
-  // From now on everything this console writes goes out as relay frames from
-  // `host` (AgentOptions::console_relay): no colour, no live region (the
-  // launcher's console draws those on its own terminal). Call before AddSource.
+  // From now on everything this console writes goes out as relay frames
+  // (AgentOptions::console_relay): drun's own lines from `host`, each
+  // source's bytes as they came, unprefixed, under its prefixes (its partial
+  // line after kPartialDelay, or at once past RelayFrames::kFrameMax). No
+  // colour, no held or cut lines, no live region: the launcher's console
+  // does all that for every host's ranks at once. Call before AddSource.
   void RelayFramed(std::string host);
 
   // A worker stream. stream: 1 = stdout, 2 = stderr. has_file: the bytes
@@ -244,6 +269,7 @@ class Console {
   struct Source {
     int stream = 1;
     std::string prefix, cont_prefix;  // with colour codes when colour_
+    int colour_index = -1;
     bool has_file = false;
     size_t max_line = 64 * 1024;
     std::string pending;       // bytes of an unfinished line not yet shown
@@ -290,10 +316,16 @@ class Console {
     if (rows_shown_ > 0 && OnTerminal(stream)) HideRegion();
   }
   std::string RowText(const Source& s) const;
+  // The start of `text` that fits on the source's row after what shows there
+  // (a trailing '\r' kept).
+  std::string FitRow(const Source& s, absl::string_view text) const;
   size_t RegionRows() const;  // the region's rows that fit on the screen
 
   // Frames the queue's bytes from framed_[q] on (relay only).
   void FrameQueue(int q);
+  // Relay only: a source's bytes as frames (RelayFramed).
+  void RelayWrite(Source& s, absl::string_view data);
+  void RelaySend(Source& s, absl::string_view bytes);
 
   std::optional<std::string> relay_host_;  // RelayFramed
   size_t framed_[3] = {0, 0, 0};           // the queue's bytes before this are frames

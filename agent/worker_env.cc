@@ -6,6 +6,19 @@
 
 namespace drun {
 
+namespace {
+
+// torchrun sets its torch's name to 1; a user's choice under either name stands alone.
+void SetNcclErrorHandling(NcclErrorVar which, EnvMap* env) {
+  constexpr const char* kLegacy = "NCCL_ASYNC_ERROR_HANDLING";
+  constexpr const char* kPrefixed = "TORCH_NCCL_ASYNC_ERROR_HANDLING";
+  if (env->count(kLegacy) || env->count(kPrefixed)) return;
+  if (which != NcclErrorVar::kTorchPrefixed) (*env)[kLegacy] = "1";
+  if (which != NcclErrorVar::kLegacy) (*env)[kPrefixed] = "1";
+}
+
+}  // namespace
+
 EnvMap BuildWorkerEnv(const EnvMap& base, const v1::JobSpec& spec, const v1::Assignment& a,
                       const WorkerEnvInput& in) {
   EnvMap env = WithForwardedEnv(base, spec);
@@ -29,10 +42,7 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const v1::JobSpec& spec, const v1::Ass
   env["TORCHELASTIC_USE_AGENT_STORE"] = a.use_agent_store() ? "True" : "False";
   env["TORCHELASTIC_ERROR_FILE"] = in.error_file;
   env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = SignalListText(HandledSignals(spec));
-  // Keep a user's explicit choice; torchrun defaults both to 1.
-  for (const char* k : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"}) {
-    if (!base.count(k) && !spec.env().count(k)) env[k] = "1";
-  }
+  SetNcclErrorHandling(in.nccl_error_var, &env);
   if (!env.count("OMP_NUM_THREADS")) {
     if (in.omp_threads > 0) {
       env["OMP_NUM_THREADS"] = std::to_string(in.omp_threads);
@@ -53,6 +63,11 @@ EnvMap WithForwardedEnv(const EnvMap& base, const v1::JobSpec& spec) {
   EnvMap env = base;
   for (const auto& [k, v] : spec.env()) env[k] = v;
   return env;
+}
+
+bool UseLibuvOff(const EnvMap& env) {
+  auto it = env.find("USE_LIBUV");
+  return it != env.end() && it->second != "1";
 }
 
 EnvMap EnvironToMap(char** environ) {

@@ -22,6 +22,15 @@ struct SocketIface {
   bool given = false;  // chosen with --iface: overrides values inherited from drun's environment
 };
 
+// Which name of NCCL's async error handling the workers' torch reads
+// (agent/torch_probe.h); drun sets that one to 1, as torchrun of that version
+// does, unless the user gave the workers either name.
+enum class NcclErrorVar {
+  kLegacy,         // torch before 2.2: NCCL_ASYNC_ERROR_HANDLING
+  kTorchPrefixed,  // torch 2.2 and later: TORCH_NCCL_ASYNC_ERROR_HANDLING (the old name warns)
+  kBoth,           // unknown (a program, no torch found): both names
+};
+
 struct WorkerEnvInput {
   int local_rank = 0;
   int local_world_size = 1;
@@ -34,6 +43,7 @@ struct WorkerEnvInput {
   // Drun's choice stands unless the user gave the workers the variables
   // themselves; a --iface choice also overrides drun's own environment.
   SocketIface socket_iface;
+  NcclErrorVar nccl_error_var = NcclErrorVar::kBoth;
 };
 
 // `base` is the agent's environment; spec.env (forwarded with -x/--env-file)
@@ -47,6 +57,10 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const v1::JobSpec& spec, const v1::Ass
 // `base` with spec.env (-x, --env-file) laid over it: what the workers start
 // from before torchrun's variables.
 EnvMap WithForwardedEnv(const EnvMap& base, const v1::JobSpec& spec);
+
+// As torch's env:// reads USE_LIBUV: libuv unless it is "1" or unset (any
+// other value, "0", "false" or "", turns it off).
+bool UseLibuvOff(const EnvMap& env);
 
 EnvMap EnvironToMap(char** environ);
 std::vector<std::string> EnvToList(const EnvMap& env);

@@ -25,4 +25,9 @@ elif RANK == 1:
     dist.recv(message, 0)
     print(f"Rank 1: Received {message.item()} from rank 0")
 
+# torch 2.x returns from init_process_group before every peer has finished connecting
+# (1.13 waited in a store-based barrier); a rank with nothing to do that exits at once can
+# then break a slower peer's connections ("Gloo connectFullMesh failed ... Connection
+# closed by peer", seen with torch 2.6 on a loaded machine). Wait for everyone first.
+dist.barrier()
 dist.destroy_process_group()

@@ -9,6 +9,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -268,6 +269,25 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   return nullptr;
 }
 
+// srun drun's hosting node: the reports the other nodes send through the
+// rendezvous as they end (Agent::SendNodeReport), each of which waits up to
+// 2 s for its receipt; so 3 s at most here, less once every one arrived.
+std::function<std::vector<v1::NodeReport>(int)> GatherFrom(RendezvousServer* server) {
+  return [server](int others) {
+    std::vector<v1::NodeReport> out;
+    const TimePoint deadline = Clock::now() + std::chrono::seconds(3);
+    while (static_cast<int>(out.size()) < others) {
+      while (std::optional<RendezvousServer::Event> ev = server->NextEvent()) {
+        if (ev->kind == RendezvousServer::Event::kReport) out.push_back(std::move(ev->report));
+      }
+      if (static_cast<int>(out.size()) >= others || Clock::now() >= deadline) break;
+      pollfd p{server->event_fd(), POLLIN, 0};
+      if (PollUntil(&p, 1, deadline) < 0) break;
+    }
+    return out;
+  };
+}
+
 // A node of a multi-node job typed on every node (JobMode::kStatic, kC10d, or
 // a task of an srun step): hosts the rendezvous server when it is the host,
 // and runs its agent against it.
@@ -327,6 +347,7 @@ std::unique_ptr<RendezvousServer> HostRendezvous(const v1::JobSpec& spec, const 
   setup.summary_elsewhere = slurm != SlurmMode::kOff && !server;  // one summary per srun step
   AgentOptions options = MakeAgentOptions(std::move(setup));
   if (server) options.refused_connections = [s = server.get()] { return s->refused_connections(); };
+  if (server && slurm != SlurmMode::kOff) options.gather_node_reports = GatherFrom(server.get());
   auto agent = std::make_unique<Agent>(std::move(options), std::move(client.value()), &guardian);
   const int code = agent->Run();
   if (server) {

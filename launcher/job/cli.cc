@@ -27,6 +27,7 @@
 #include "rendezvous/base/random.h"
 #include "rendezvous/base/read_file.h"
 #include "launcher/job/user_env.h"
+#include "launcher/job/worker_store.h"
 
 namespace drun {
 
@@ -104,6 +105,7 @@ constexpr ConfKeyDef kRdzvConfKeys[] = {
     {"is_host", kFlagRule, ""},
     {"keep_alive_interval", kPositiveSecondsRule, "0.5"},
     {"keep_alive_max_attempt", {ValueRule::kInt, 1, 1000, false, "a count of 1 or more"}, "4"},
+    {"use_libuv", kFlagRule, ""},  // 0: the workers' store without libuv (launcher/job/worker_store.h)
 };
 constexpr const char kJoinTimeoutAlias[] = "timeout";  // torchrun's older name of join_timeout
 
@@ -580,15 +582,25 @@ const ConfKeyDef* FindConfKey(const std::string& k) {
   return nullptr;
 }
 
+// The --rdzv-conf values that are not JobSpec fields themselves.
+struct RdzvConfRest {
+  int max_attempts = 0;
+  std::optional<bool> use_libuv;
+};
+
 // One checked --rdzv-conf value (or a default) into its typed field.
-void SetRdzvConf(const std::string& key, const std::string& v, v1::JobSpec* s, int* max_attempts) {
+void SetRdzvConf(const std::string& key, const std::string& v, v1::JobSpec* s, RdzvConfRest* rest) {
   double d = 0;
-  if (key == "is_host") {
+  if (key == "use_libuv") {
+    bool b = true;
+    ParseBool(v, &b);
+    rest->use_libuv = b;
+  } else if (key == "is_host") {
     bool b = false;
     ParseBool(v, &b);
     s->set_host_role(b ? v1::JobSpec::HOST_ROLE_HOST : v1::JobSpec::HOST_ROLE_CLIENT);
   } else if (key == "keep_alive_max_attempt") {
-    absl::SimpleAtoi(v, max_attempts);
+    absl::SimpleAtoi(v, &rest->max_attempts);
   } else if (absl::SimpleAtod(v, &d)) {
     if (key == "join_timeout") s->set_join_timeout_s(d);
     if (key == "last_call_timeout") s->set_last_call_timeout_s(d);
@@ -600,7 +612,7 @@ void SetRdzvConf(const std::string& key, const std::string& v, v1::JobSpec* s, i
 
 // One --rdzv-conf KEY=VALUE, checked by its key's rule.
 absl::Status ApplyRdzvConf(const std::string& label, const std::string& k, const std::string& v,
-                           v1::JobSpec* s, int* max_attempts) {
+                           v1::JobSpec* s, RdzvConfRest* rest) {
   const ConfKeyDef* c = FindConfKey(k);
   if (c == nullptr) {
     std::vector<std::string> known;
@@ -610,15 +622,15 @@ absl::Status ApplyRdzvConf(const std::string& label, const std::string& k, const
   if (absl::Status st = CheckValue(c->rule, v); !st.ok()) {
     return Bad(absl::StrCat(label, " ", k, " ", st.message()));
   }
-  SetRdzvConf(c->key, std::string(absl::StripAsciiWhitespace(v)), s, max_attempts);
+  SetRdzvConf(c->key, std::string(absl::StripAsciiWhitespace(v)), s, rest);
   return absl::OkStatus();
 }
 
 absl::Status ResolveRdzvConf(const Sources& src, CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
-  int max_attempts = 0;
+  RdzvConfRest rest;
   for (const ConfKeyDef& c : kRdzvConfKeys) {
-    if (*c.default_value) SetRdzvConf(c.key, c.default_value, &s, &max_attempts);
+    if (*c.default_value) SetRdzvConf(c.key, c.default_value, &s, &rest);
   }
   auto v = src.Get(Opt::kRdzvConf);
   if (v) {
@@ -629,11 +641,12 @@ absl::Status ResolveRdzvConf(const Sources& src, CommandLine* cl) {
         return Bad(absl::StrCat(label, ": '", kv,
                                 "' is not KEY=VALUE; write e.g. join_timeout=600,last_call_timeout=30"));
       }
-      if (auto st = ApplyRdzvConf(label, p.first, p.second, &s, &max_attempts); !st.ok()) return st;
+      if (auto st = ApplyRdzvConf(label, p.first, p.second, &s, &rest); !st.ok()) return st;
     }
   }
   // The link's keep-alive timeout (rendezvous/link_liveness.h): its probes' interval x their count.
-  s.set_keepalive_timeout_s(s.keepalive_interval_s() * max_attempts);
+  s.set_keepalive_timeout_s(s.keepalive_interval_s() * rest.max_attempts);
+  cl->rdzv_use_libuv = rest.use_libuv;
   return absl::OkStatus();
 }
 
@@ -857,6 +870,23 @@ absl::Status ResolveEnv(const Sources& src, CommandLine* cl) {
   for (const auto& [k, v] : user->vars) (*cl->spec.mutable_env())[k] = v;
   for (auto& n : user->notices) cl->notices.push_back(std::move(n));
   return CheckIfaceOnce(*cl);
+}
+
+// Who serves the workers' store, once the workers' USE_LIBUV is known
+// (launcher/job/worker_store.h).
+absl::Status ResolveWorkerStore(const Sources& src, CommandLine* cl) {
+  v1::JobSpec& s = cl->spec;
+  WorkerStoreInput in;
+  in.no_agent_store = !s.agent_store();
+  in.rdzv_use_libuv = cl->rdzv_use_libuv;
+  if (auto it = src.env().find("USE_LIBUV"); it != src.env().end()) in.env_use_libuv = it->second;
+  if (auto it = s.env().find("USE_LIBUV"); it != s.env().end()) in.given_use_libuv = it->second;
+  absl::StatusOr<WorkerStore> store = ChooseWorkerStore(in);
+  if (!store.ok()) return store.status();
+  s.set_agent_store(store->host == StoreHost::kAgent);
+  if (store->give_use_libuv_0) (*s.mutable_env())["USE_LIBUV"] = "0";
+  if (std::string notice = WorkerStoreNotice(*store); !notice.empty()) cl->notices.push_back(notice);
+  return absl::OkStatus();
 }
 
 // Options that say "the command line configures the rendezvous itself"; under
@@ -1209,7 +1239,7 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
   }
   if (cl.version) return cl;
   for (auto step : {ResolveHosts, ResolveNodes, ResolveNproc, ResolveEntrypointKind, ResolveSupervision,
-                    ResolveWorkerPlacement, ResolveRendezvous, ResolveOutput, ResolveEnv}) {
+                    ResolveWorkerPlacement, ResolveRendezvous, ResolveOutput, ResolveEnv, ResolveWorkerStore}) {
     if (absl::Status st = step(src, &cl); !st.ok()) return st;
   }
   if (absl::Status st = ResolveMode(env, &cl); !st.ok()) return st;

@@ -11,6 +11,7 @@
 #define DRUN_LAUNCHER_CLI_H_
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -126,6 +127,9 @@ struct CommandLine {
   // --stdin (command line, environment or job file) every rank reads it then
   // (--stdin all: pdb and input() on every rank); else rank 0.
   bool stdin_is_terminal = false;
+  // --rdzv-conf use_libuv, when given (resolved with the workers' USE_LIBUV
+  // into spec.agent_store and spec.env: launcher/job/worker_store.h).
+  std::optional<bool> rdzv_use_libuv;
   bool summary = false;     // --summary
   std::string report_path;  // --report
   // Every option given on the command line, in the environment or in a job
@@ -191,7 +195,8 @@ absl::Status CheckValue(const ValueRule& rule, const std::string& value);
 
 // --rdzv-conf's keys, each with its rule and default (applied once, when the job
 // is resolved): join_timeout, last_call_timeout, close_timeout, read_timeout,
-// keep_alive_interval, keep_alive_max_attempt, is_host.
+// keep_alive_interval, keep_alive_max_attempt, is_host, use_libuv
+// (launcher/job/worker_store.h).
 struct RdzvConfKey {
   std::string key;
   ValueRule rule;

@@ -269,6 +269,7 @@ void StepSupervisor::DrainEvents() {
 // the lifeline carries nothing more.
 void StepSupervisor::RelayStdin() {
   const std::string notices = stdin_->Read();
+  if (stdin_->echoed()) ConsoleHub::Get().InputEchoed();  // the ranks' lines are this console's
   if (!notices.empty() && step_.lifeline.valid() && escalation_ == 0) {
     WriteAll(step_.lifeline.get(), notices);
   }

@@ -13,19 +13,16 @@ SrunOutputRelay::SrunOutputRelay(ConsoleHub* hub, int stream)
 SrunOutputRelay::~SrunOutputRelay() {
   Finish();
   hosts_.clear();
+  for (const auto& [prefix, id] : sources_) hub_->RemoveSource(id);
   hub_->RemoveSource(plain_id_);
 }
 
 void SrunOutputRelay::Feed(absl::string_view data) {
-  decoder_.Feed(data, [this](std::optional<absl::string_view> host, absl::string_view bytes) {
-    Take(host, bytes);
-  });
+  decoder_.Feed(data, [this](const RelayOrigin& origin, absl::string_view bytes) { Take(origin, bytes); });
 }
 
 void SrunOutputRelay::Finish() {
-  decoder_.Finish([this](std::optional<absl::string_view> host, absl::string_view bytes) {
-    Take(host, bytes);
-  });
+  decoder_.Finish([this](const RelayOrigin& origin, absl::string_view bytes) { Take(origin, bytes); });
 }
 
 SrunOutputRelay::Read SrunOutputRelay::ReadFrom(int fd) {
@@ -47,20 +44,35 @@ SrunOutputRelay::Read SrunOutputRelay::ReadFrom(int fd) {
   return Read::kMore;
 }
 
-void SrunOutputRelay::Take(std::optional<absl::string_view> host, absl::string_view bytes) {
-  if (!host) {
-    hub_->Write(plain_id_, bytes);
-    return;
+void SrunOutputRelay::Take(const RelayOrigin& origin, absl::string_view bytes) {
+  switch (origin.kind) {
+    case RelayOrigin::Kind::kNone:
+      hub_->Write(plain_id_, bytes);
+      return;
+    case RelayOrigin::Kind::kSource: {
+      auto it = sources_.find(origin.prefix);
+      if (it == sources_.end()) {
+        // A frame's partial piece arrives whole, after the agent's own delay: it shows at once.
+        it = sources_.emplace(std::string(origin.prefix),
+                              hub_->AddSource(stream_, std::chrono::milliseconds(0), origin.prefix,
+                                              origin.cont_prefix, origin.colour_index))
+                 .first;
+      }
+      hub_->Write(it->second, bytes);
+      return;
+    }
+    case RelayOrigin::Kind::kAgent: {
+      auto it = hosts_.find(origin.host);
+      if (it == hosts_.end()) {
+        it = hosts_.emplace(std::string(origin.host),
+                            std::make_unique<HostStream>(hub_, stream_, std::string(origin.host),
+                                                         std::chrono::milliseconds(0)))
+                 .first;
+      }
+      it->second->Feed(bytes);
+      return;
+    }
   }
-  auto it = hosts_.find(*host);
-  if (it == hosts_.end()) {
-    // A frame's partial piece arrives whole, after the agent's own delay:
-    // it shows at once.
-    it = hosts_.emplace(std::string(*host), std::make_unique<HostStream>(hub_, stream_, std::string(*host),
-                                                                         std::chrono::milliseconds(0)))
-             .first;
-  }
-  it->second->Feed(bytes);
 }
 
 }  // namespace drun

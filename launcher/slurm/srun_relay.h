@@ -1,13 +1,16 @@
 // srun's output under --launcher slurm. srun's I/O holds a task's bytes until
 // a newline, so the agents write their console as relay frames, one line each
 // (agent/output.h RelayFrames; the launch's console_relay says so). This reads
-// one of srun's two streams back and gives each host's bytes to a HostStream
-// of its own in the launcher's console (launcher/ssh/ssh_console.h), as the
-// ssh launcher does with its hosts' channels:
-//  - a remote rank's partial line (a prompt, a `\r` bar) shows as soon as its
-//    frame arrives (the agent held it its own 30 ms already);
-//  - two hosts' bytes never share a console line, and on a terminal two
-//    hosts' `\r` bars each keep a row of the live region;
+// one of srun's two streams back into the launcher's console
+// (launcher/ssh/ssh_console.h):
+//  - each remote worker stream (every rank of every host) is a source of the
+//    console of its own, prefixed here, so the launcher's console keeps them
+//    apart exactly as a one-node agent keeps its ranks: a partial line (a
+//    prompt, a `\r` bar) shows as soon as its frame arrives (the agent held
+//    it its own 30 ms already), two ranks' bytes never share a console line,
+//    a cut line goes on under one continuation prefix, a typed line's echo
+//    ends the open line (InputEchoed), and on a terminal every rank's `\r`
+//    bar keeps a row of the live region;
 //  - an agent's own line ("drun: ...") names its host;
 //  - any other line (srun's own messages, an agent's before it read its
 //    launch) passes as it is, whole.
@@ -44,12 +47,13 @@ class SrunOutputRelay {
   Read ReadFrom(int fd);
 
  private:
-  void Take(std::optional<absl::string_view> host, absl::string_view bytes);
+  void Take(const RelayOrigin& origin, absl::string_view bytes);
 
   ConsoleHub* hub_;
   int stream_;
   RelayDecoder decoder_;
-  std::map<std::string, std::unique_ptr<HostStream>, std::less<>> hosts_;
+  std::map<std::string, std::unique_ptr<HostStream>, std::less<>> hosts_;  // agents' own lines
+  std::map<std::string, int, std::less<>> sources_;  // worker streams by prefix: the hub's source
   int plain_id_;  // the hub's source for lines that are no frames
 };
 

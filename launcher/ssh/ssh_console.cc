@@ -28,9 +28,14 @@ ConsoleHub& ConsoleHub::Get() {
 }
 
 int ConsoleHub::AddSource(int stream, std::chrono::milliseconds partial_delay) {
+  // No prefix of its own (the agent's lines carry theirs, uncoloured).
+  return AddSource(stream, partial_delay, "", "", -1);
+}
+
+int ConsoleHub::AddSource(int stream, std::chrono::milliseconds partial_delay, absl::string_view prefix,
+                          absl::string_view cont_prefix, int colour_index) {
   MutexLock lock(&mu_);
-  // No prefix of its own (the agent's lines carry theirs), no colour.
-  const int id = console_.AddSource(stream, "", "", -1, /*has_file=*/false);
+  const int id = console_.AddSource(stream, prefix, cont_prefix, colour_index, /*has_file=*/false);
   // The agent held its partial lines for Console::kPartialDelay already
   // (one write each): a chunk split on its way waits only this much more.
   console_.SetPartialDelay(id, partial_delay);
@@ -72,6 +77,12 @@ void ConsoleHub::Write(int id, absl::string_view data) {
 void ConsoleHub::Text(absl::string_view text) {
   MutexLock lock(&mu_);
   console_.Text(text);
+  console_.Flush();
+}
+
+void ConsoleHub::InputEchoed() {
+  MutexLock lock(&mu_);
+  console_.InputEchoed();
   console_.Flush();
 }
 

@@ -45,12 +45,19 @@ class ConsoleHub {
   // A host's stream: no prefix of its own (the agent's lines carry theirs).
   // Its partial lines wait `partial_delay` more here.
   int AddSource(int stream, std::chrono::milliseconds partial_delay = kHostPartialDelay);
+  // One remote worker stream whose bytes come unprefixed (relay frames,
+  // agent/output.h RelayFrames): this console prefixes them, coloured
+  // (colour_index >= 0) as a local agent's when its output is a terminal.
+  int AddSource(int stream, std::chrono::milliseconds partial_delay, absl::string_view prefix,
+                absl::string_view cont_prefix, int colour_index);
   void SetContinuation(int id, absl::string_view cont_prefix);
   void RemoveSource(int id);
   // From any thread; returns once the console took the bytes.
   void Write(int id, absl::string_view data);
   // drun's own whole lines (stream 2), after ending any open line.
   void Text(absl::string_view text);
+  // This process's terminal echoed a typed line (Console::InputEchoed).
+  void InputEchoed();
 
   // The launcher's loop: readable when a host's write may have set a new
   // deadline; Tick shows the partial lines that are due, writes what the

@@ -7,8 +7,9 @@ One class per way the workers reach their store; ctest runs one class per entry:
                      USE_LIBUV=0 even with the shim, because env:// passes use_libuv
                      explicitly (rendezvous.py reads USE_LIBUV, default "1")
   PackagedLibuvTest  without the chroot's sitecustomize shim (T26_NOLIBUV=0), i.e. Debian 13's
-                     torch 2.6 as packaged: what fails, and that the documented workaround
-                     (--no-agent-store with USE_LIBUV=0) works
+                     torch 2.6 as packaged: what fails, with the summary's one hint naming
+                     USE_LIBUV=0, and that torch's advice works as given (USE_LIBUV=0 alone:
+                     drun lets rank 0 host the store) and with --no-agent-store
 """
 import os
 import re
@@ -143,6 +144,18 @@ class PackagedLibuvTest(Torch26Case):
         run = self.run_example("p2p_all_reduce.py", nproc=2, expect=None)
         self.assertNotEqual(run.returncode, 0, run.describe())
         self.assertIn(LIBUV_ERROR, run.stderr, run.describe())
+        hints = [l for l in run.stderr_lines if l.startswith("drun: hint: ")]
+        self.assertEqual(len(hints), 1, run.describe())
+        self.assertIn("run with USE_LIBUV=0", hints[0])
+
+    def test_use_libuv_0_alone_works(self):
+        self.env["USE_LIBUV"] = "0"
+        run = self.run_example("p2p_all_reduce.py", flags=())
+        for rank in range(NPROC):
+            self.assertIn(f"Rank {rank}: Sum of all messages is 6",
+                          texts_of(run.stdout_lines, rank), run.describe())
+        self.assertEqual(len([l for l in run.stderr_lines
+                              if "rank 0's torch hosts the workers' store" in l]), 1, run.describe())
 
     def test_no_agent_store_with_use_libuv_0_works(self):
         self.env["USE_LIBUV"] = "0"

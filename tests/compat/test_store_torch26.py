@@ -24,11 +24,12 @@ import subprocess
 import sys
 import threading
 
+import sidlib
 import torch26lib
 
 TEST_FILE = os.path.join(torch26lib.REPO, "tests", "store", "c10d_store_torch_test.py")
 PG_TEST_FILE = os.path.join(torch26lib.HERE, "c10d_store_torch26_pg_test.py")
-SUITES = {"ops": (TEST_FILE, ["TorchStoreOpsTest"]), "pg": (PG_TEST_FILE, [])}
+SUITES = {"ops": (TEST_FILE, ["TorchStoreOpsTest", "TorchStore2xOpsTest"]), "pg": (PG_TEST_FILE, [])}
 TIMEOUT = 600  # a bound for the whole chroot run; it takes well under a minute
 
 RELAY = """\
@@ -81,9 +82,14 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--server", required=True, help="path of drun_store_server")
     parser.add_argument("--suite", choices=sorted(SUITES), required=True)
+    parser.add_argument("--torch", choices=["2.6", "2.14"], default="2.6",
+                        help="2.14: the sid chroot (sidlib.py), unmodified; its clients are told "
+                             "USE_LIBUV=0, which the test file passes as use_libuv=False")
     args, rest = parser.parse_known_args()
     server = os.path.abspath(args.server)
-    torch26lib.require_chroot()
+    lib = sidlib if args.torch == "2.14" else torch26lib
+    lib.require_chroot()
+    env = dict(os.environ, USE_LIBUV="0") if args.torch == "2.14" else None
     with torch26lib.shared_tempdir("drun-compat-store-") as tmp:
         socket_path = os.path.join(tmp, "broker.sock")
         listener = socket.socket(socket.AF_UNIX)
@@ -95,17 +101,17 @@ def main():
         test_file, tests = SUITES[args.suite]
         test, = torch26lib.stage(tmp, test_file)
         torch26lib.stage(tmp, TEST_FILE)  # the pg suite imports it
-        chroot = [torch26lib.TOOL, "run", torch26lib.ROOT, "python3"]
+        chroot = [lib.TOOL, "run", lib.ROOT, "python3"]
         version = subprocess.run(chroot + ["-c", "import torch; print(torch.__version__)"],
                                  stdout=subprocess.PIPE, text=True, timeout=120).stdout.strip()
         print(f"clients: torch {version}", flush=True)
-        if not version.startswith("2.6"):
-            print(f"expected torch 2.6 in {torch26lib.ROOT}", file=sys.stderr)
+        if not version.startswith(args.torch + "."):
+            print(f"expected torch {args.torch} in {lib.ROOT}", file=sys.stderr)
             return 1
         cmd = chroot + [test, "--server", relay] + (rest or tests)
         print("+ " + " ".join(cmd), flush=True)
         try:
-            rc = subprocess.run(cmd, timeout=TIMEOUT).returncode
+            rc = subprocess.run(cmd, timeout=TIMEOUT, env=env).returncode
         finally:
             listener.close()
     # The test file exits 77 when the interpreter has no torch: for this suite a failure.

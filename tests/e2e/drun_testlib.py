@@ -45,6 +45,7 @@ WORKER_VARS = {
     "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
     "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS",
     "CUDA_VISIBLE_DEVICES",
+    "USE_LIBUV",  # not a launcher's, but it moves drun's store (launcher/job/worker_store.h)
 }
 
 _PR_SET_CHILD_SUBREAPER = 36

@@ -140,6 +140,50 @@ class TerminalTest(DrunTestCase):
         self.assertIn("DRUN_EXIT=130", screen)
 
 
+    def test_a_line_typed_ahead_that_no_rank_reads_is_left_for_the_shell(self):
+        # Issue 31: while the job runs the user types the next command; no rank reads its
+        # stdin, so drun leaves the line in the terminal, and the shell runs it after the
+        # job (as after torchrun or any program that does not read its input).
+        fifo = os.path.join(self.tmp, "go")
+        os.mkfifo(fifo)
+        script = write_program(self.tmp, "no_reader.py", (
+            "import os, sys\n"
+            "print('rank', os.environ['RANK'], 'running', flush=True)\n"
+            "open(sys.argv[1]).read()\n"))
+        tmux = Tmux(self.tmp, self.drun_command("--standalone", "--nproc-per-node", "2", script, fifo)
+                    .replace("exec sleep 600", "exec bash --norc --noprofile -i"))
+        self.addCleanup(tmux.close)
+        tmux.wait_for(r"^\[rank1\]: rank 1 running$")
+        tmux.keys("echo TYPEAHEAD-RAN", "Enter")
+        tmux.wait_for(r"echo TYPEAHEAD-RAN")  # the terminal's echo: the line is typed
+        with open(fifo, "w"):
+            pass  # both ranks end
+        screen = tmux.wait_for(r"^TYPEAHEAD-RAN$")
+        self.assertIn("DRUN_EXIT=0", screen)
+
+    def test_bars_in_a_narrow_pane_fit_their_rows(self):
+        # Issue 31: tqdm-like bars of 3 ranks, wider than a 40-column pane: each drawing is
+        # cut to the pane's width, so no stale wrapped "0%" row stays and each finished
+        # bar is one row.
+        script = write_program(self.tmp, "bars.py", (
+            "import os, sys, time\n"
+            "for i in range(0, 101, 10):\n"
+            "    sys.stdout.write(f'\\repoch 1: {i:3d}%|{\"#\" * (i // 10):10s}| {i}/100 "
+            "[00:01<00:00, 99.0it/s]')\n"
+            "    sys.stdout.flush()\n"
+            "    time.sleep(0.05)\n"
+            "sys.stdout.write('\\n')\n"))
+        tmux = Tmux(self.tmp, self.drun_command("--standalone", "--nproc-per-node", "3", script),
+                    width=40)
+        self.addCleanup(tmux.close)
+        screen = tmux.wait_for(r"^DRUN_EXIT=\d+")
+        self.assertIn("DRUN_EXIT=0", screen)
+        rows = [r for r in screen.splitlines() if "epoch" in r or "it/s" in r or "%|" in r]
+        self.assertEqual(sorted(r[:8] for r in rows), ["[rank0]:", "[rank1]:", "[rank2]:"], screen)
+        for r in rows:
+            self.assertRegex(r, r"^\[rank\d\]: epoch 1: 100%\|##########\|", screen)
+
+
 class ProgressBarTest(DrunTestCase):
     def test_partial_lines_and_redraws_keep_the_prefix_on_a_pty(self):
         # Like tqdm: '\r' redraws without newline; the worker waits on its stdin between

@@ -5,7 +5,7 @@ import re
 import signal
 import socket
 
-from drun_testlib import (DrunTestCase, base_env, load_json_files, main, program,
+from drun_testlib import (DrunTestCase, base_env, example, load_json_files, main, program,
                           rank_lines, wait_pids_dead)
 
 TORCHRUN_VARS = {
@@ -13,7 +13,9 @@ TORCHRUN_VARS = {
     "WORLD_SIZE", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
     "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
     "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_SIGNALS_TO_HANDLE",
-    "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING",
+    # torchrun 1.13's name, the only one Debian 12's torch 1.13 reads (drun probes the
+    # workers' torch; 2.x gets TORCH_NCCL_ASYNC_ERROR_HANDLING instead: tests/compat).
+    "NCCL_ASYNC_ERROR_HANDLING",
 }
 # A launcher may implement python -u by setting this instead of (or as well as) passing -u.
 OPTIONAL_VARS = {"PYTHONUNBUFFERED"}
@@ -70,7 +72,7 @@ class WorkerEnvTest(DrunTestCase):
                 self.assertIn(env["TORCHELASTIC_USE_AGENT_STORE"], ("True", "False"))
                 self.assertTrue(os.path.isabs(env["TORCHELASTIC_ERROR_FILE"]),
                                 env["TORCHELASTIC_ERROR_FILE"])
-                self.assertEqual(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1")
+                self.assertNotIn("TORCH_NCCL_ASYNC_ERROR_HANDLING", env)
                 self.assertEqual(env["NCCL_ASYNC_ERROR_HANDLING"], "1")
                 self.assertEqual(env["OMP_NUM_THREADS"], "1")
                 self.assertNotIn("CUDA_VISIBLE_DEVICES", env)
@@ -92,8 +94,7 @@ class WorkerEnvTest(DrunTestCase):
         for rank, record in records.items():
             env = record["env"]
             with self.subTest(rank=rank):
-                self.assertEnvSet(env, agent_env, TORCHRUN_VARS - {
-                    "NCCL_ASYNC_ERROR_HANDLING", "TORCH_NCCL_ASYNC_ERROR_HANDLING"})
+                self.assertEnvSet(env, agent_env, TORCHRUN_VARS - {"NCCL_ASYNC_ERROR_HANDLING"})
                 self.assertEqual(env["ROLE_NAME"], "trainer")
                 self.assertEqual(env["TORCHELASTIC_RUN_ID"], "e2e-run-42")
                 self.assertEqual(env["TORCHELASTIC_MAX_RESTARTS"], "3")
@@ -102,6 +103,35 @@ class WorkerEnvTest(DrunTestCase):
                 self.assertEqual(env["NCCL_ASYNC_ERROR_HANDLING"], "0")
                 self.assertEqual(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "2")
                 self.assertEqual(env["WORLD_SIZE"], "2")
+
+    def test_a_users_nccl_error_handling_under_either_name_stands_alone(self):
+        agent_env = base_env(TORCH_NCCL_ASYNC_ERROR_HANDLING="3")
+        records, agent_env = self.dump_env(1, env=agent_env)
+        env = records[0]["env"]
+        self.assertEqual(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "3")
+        self.assertNotIn("NCCL_ASYNC_ERROR_HANDLING", env)
+
+    def test_use_libuv_0_gives_rank0s_store_and_the_job_runs(self):
+        """torch's advice for a torch without libuv, USE_LIBUV=0: rank 0 hosts the store
+        (torch 1.13 has no libuv and runs either way; tests/compat runs 2.6 and 2.14)."""
+        for flags, env in ((("-x", "USE_LIBUV=0"), base_env()), ((), base_env(USE_LIBUV="0"))):
+            run = self.drun("--standalone", "--nproc-per-node", 2, *flags,
+                            program("dump_env.py"), self.tmp, env=env)
+            self.assertExit(run, 0)
+            notices = [l for l in run.stderr_lines if "rank 0's torch hosts the workers' store" in l]
+            self.assertEqual(len(notices), 1, run.describe())
+            records = load_json_files(self.tmp, "env_")
+            self.assertEqual(len(records), 2, run.describe())
+            for rec in records.values():
+                self.assertEqual(rec["env"]["TORCHELASTIC_USE_AGENT_STORE"], "False")
+                self.assertEqual(rec["env"]["USE_LIBUV"], "0")
+        # An all_reduce through rank 0's store, as a DDP job starts.
+        run = self.drun("--standalone", "--nproc-per-node", 2, example("p2p_all_reduce.py"),
+                        env=base_env(USE_LIBUV="0"))
+        self.assertExit(run, 0)
+        for rank in range(2):
+            self.assertIn(f"Rank {rank}: Sum of all messages is 1",
+                          [t for r, t in rank_lines(run.stdout_lines) if r == rank], run.describe())
 
     def test_iface_sets_the_socket_interface_on_one_node_too(self):
         # One node sets no interface by itself (the default test above); --iface means the

@@ -8,11 +8,12 @@ import time
 
 
 class Tmux:
-    """A private tmux server (its own socket) running one command in a 200x50 pane."""
+    """A private tmux server (its own socket) running one command in a 200x50 pane (or
+    `width` columns)."""
 
-    def __init__(self, tmp, command):
+    def __init__(self, tmp, command, width=200):
         self.sock = os.path.join(tmp, "tmux.sock")
-        self.run("new-session", "-d", "-s", "t", "-x", "200", "-y", "50", command)
+        self.run("new-session", "-d", "-s", "t", "-x", str(width), "-y", "50", command)
 
     def run(self, *args):
         return subprocess.run(["tmux", "-S", self.sock, *args], check=True,

@@ -325,8 +325,11 @@ def worker_case(ctx, group, case, nproc, args, world, backend, extra=None, env=N
 
 
 def nccl_async_wanted():
-    """drun sets TORCH_NCCL_ASYNC_ERROR_HANDLING=1 unless the user's environment has it."""
-    return os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+    """drun sets the name torch 2.x reads, TORCH_NCCL_ASYNC_ERROR_HANDLING, to 1 unless the
+    user's environment has either name (docs/semantics.md)."""
+    if "NCCL_ASYNC_ERROR_HANDLING" in os.environ or "TORCH_NCCL_ASYNC_ERROR_HANDLING" in os.environ:
+        return os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+    return "1"
 
 
 def case_nproc_gpu(ctx):

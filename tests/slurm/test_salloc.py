@@ -3,8 +3,10 @@ when salloc is given a command): here this process's root namespace, whose host 
 cannot resolve and whose resolver knows none of the nodes' names. drun finds the address the
 nodes reach it at from their NodeAddr (scontrol), or refuses in one line naming --local-addr.
 On the salloc shell's terminal (a tmux pane): rank 0's prompt on another node shows before the
-user types, and two nodes' `\r` progress bars each keep a row of their own (the agents write
-their console as relay frames that srun passes on at once: launcher/slurm/srun_relay.h)."""
+user types, two ranks per node answer one typed line each on a row with one prefix, and the
+nodes' `\r` progress bars each keep a row of their own and finish on clean rows (the agents
+write every rank's bytes as relay frames that srun passes on at once, and the launcher's one
+console prefixes them: launcher/slurm/srun_relay.h)."""
 import os
 import re
 import shlex
@@ -82,6 +84,43 @@ class SallocOnTheLoginHost(SlurmTestCase):
         self.assertRegex(screen, r"(?m)^\[node\d:rank0\]: rank 0 got 'carol'$")
         self.assertEqual(sorted(re.findall(r"(?m)^\[node\d:rank\d\]: done (\d)$", screen)),
                          ["0", "1", "2"], screen)
+
+    @unittest.skipIf(shutil.which("tmux") is None, "tmux is not installed (tests/install_deps.sh)")
+    def test_two_ranks_per_node_answer_one_typed_line_each_on_a_clean_row(self):
+        # Issue 31: 2 nodes x 2 ranks, each asking input(); one typed line reaches them all
+        # (--stdin all from a terminal). Every answer is on a row of its own with one
+        # prefix (the launcher's console prefixes every rank: no agent's prefix inside it),
+        # and no row is a prefix alone.
+        tmux = self.salloc_in_tmux(2, "--nproc-per-node", "2", PROMPT, "--every-rank")
+        for rank in range(4):
+            tmux.wait_for(rf"^\[node\d:rank{rank}\][:+] rank {rank}: your name\? ?$", bound=JOB_TIMEOUT)
+        tmux.keys("dave", "Enter")
+        screen = tmux.wait_for(r"^DRUN_EXIT=\d+", bound=JOB_TIMEOUT)
+        self.assertIn("DRUN_EXIT=0", screen)
+        for rank in range(4):
+            self.assertRegex(screen, rf"(?m)^\[node\d:rank{rank}\][:+] (rank {rank}: your name\? )?"
+                                     rf"rank {rank} got 'dave'$")
+        self.assertNotRegex(screen, r"(?m)^\[node\d:rank\d\][:+] ?$")  # an empty row
+        self.assertNotRegex(screen, r"(?m)^\[node\d:rank\d\][:+] \[node")  # two prefixes
+        self.assertEqual(sorted(re.findall(r"(?m)^\[node\d:rank\d\]: done (\d)$", screen)),
+                         ["0", "1", "2", "3"], screen)
+
+    @unittest.skipIf(shutil.which("tmux") is None, "tmux is not installed (tests/install_deps.sh)")
+    def test_three_nodes_two_bars_each_finish_on_clean_rows(self):
+        # Issue 31: 3 nodes x 2 ranks drawing bars: every finished bar is one row with one
+        # prefix, and no unfinished drawing stays on screen.
+        fifo = os.path.join(self.dir, "go")
+        os.mkfifo(fifo)
+        tmux = self.salloc_in_tmux(3, "--nproc-per-node", "2", TWO_BARS, fifo)
+        for rank in range(6):
+            tmux.wait_for(rf"^\[node\d:rank{rank}\]: step 10/21$", bound=JOB_TIMEOUT)
+        with open(fifo, "w"):
+            pass  # rank 0 goes on
+        screen = tmux.wait_for(r"^DRUN_EXIT=\d+", bound=JOB_TIMEOUT)
+        self.assertIn("DRUN_EXIT=0", screen)
+        rows = [r for r in screen.splitlines() if "step " in r]
+        self.assertEqual(sorted(re.sub(r"node\d", "node", r) for r in rows),
+                         [f"[node:rank{r}]: step 21/21 done" for r in range(6)], screen)
 
     @unittest.skipIf(shutil.which("tmux") is None, "tmux is not installed (tests/install_deps.sh)")
     def test_two_nodes_bars_each_keep_a_row_of_their_own(self):

@@ -41,20 +41,23 @@ srun {self.drun} --nproc-per-node 2 {TRAIN} --steps 30
 
 
 class OneSummary(SlurmTestCase):
-    """A failed `srun drun` step prints one table and one root cause: the node that hosts
-    the rendezvous (node1) prints them; every other task says the end in one line."""
+    """A failed `srun drun` step is one job: the node that hosts the rendezvous (node1)
+    prints one table of every rank (each other task sends its node's report there as it
+    ends) and one root cause; no other task says the job's end, nor the round's stop."""
 
     def assertOneSummary(self, out, tasks):
         lines = self.drun_lines(out)
         self.assertEqual(sum(1 for l in lines if re.match(r"drun: host +rank +local rank +exit", l)), 1, out)
+        rows = [l for l in lines if re.match(r"drun: node\d +\d+ +\d+ ", l)]
+        self.assertEqual(sorted(int(l.split()[2]) for l in rows), list(range(6)), out)
+        self.assertRegex(out, r"(?m)^drun: node\d +4 +\d+ +3 ")  # the failed rank's row
         self.assertEqual(out.count("drun: ===== root cause: first failure ====="), 1, out)
-        # The others: one line each at most (srun may end a task before it says it).
         ended = [l for l in lines if l.startswith("drun: job failed: ")]
-        others = [l for l in ended if l.endswith(" (the summary is on node1)")]
-        self.assertEqual(len(ended) - len(others), 1, out)
-        self.assertLessEqual(len(others), tasks - 1, out)
-        for l in ended:
-            self.assertRegex(l, r"^drun: job failed: rank 4 on host node\d failed \(exit code 3\)")
+        self.assertEqual(len(ended), 1, out)
+        self.assertRegex(ended[0], r"^drun: job failed: rank 4 on host node\d failed \(exit code 3\)")
+        self.assertNotIn("the summary is on", out)
+        self.assertEqual(sum(1 for l in lines if "stopping round 0: " in l), 1, out)
+        self.assertNotIn("waiting for the current round to stop", out)
 
     def test_node_mode(self):
         job = self.submit(f"""

@@ -47,7 +47,10 @@ class StoreServer:
 
 def client(port, world_size=1):
     import torch.distributed as dist
-    return dist.TCPStore(HOST, port, world_size, is_master=False, timeout=TIMEOUT)
+    # torch 2.x asks for libuv unless told not to, and builds without it (Debian's 2.6 and
+    # 2.14) refuse: follow USE_LIBUV as torch's env:// does (1.13 has no such argument).
+    libuv = {"use_libuv": False} if os.environ.get("USE_LIBUV", "1") != "1" else {}
+    return dist.TCPStore(HOST, port, world_size, is_master=False, timeout=TIMEOUT, **libuv)
 
 
 class TorchStoreOpsTest(unittest.TestCase):
@@ -235,6 +238,92 @@ class TorchInitProcessGroupTest(unittest.TestCase):
         finally:
             err = server.stop()
         self.assertIn("(0 protocol errors)", err)
+
+
+class TorchStore2xOpsTest(unittest.TestCase):
+    """The ops torch 2.x added (APPEND, MULTI_GET/SET, CHECK, QUEUE_*, LIST_KEYS, BARRIER),
+    through torch's own Python API. Each test runs where the client has the method (the
+    compat suite's 2.6 and 2.14) and is skipped, saying so, where it has not (1.13 here)."""
+
+    def setUp(self):
+        self.server = StoreServer()
+        self.store = client(self.server.port)
+
+    def tearDown(self):
+        del self.store
+        err = self.server.stop()
+        self.assertIn("(0 protocol errors)", err)
+
+    def need(self, *methods):
+        for m in methods:
+            if not hasattr(self.store, m):
+                self.skipTest(f"this torch's TCPStore has no {m}()")
+
+    def test_append(self):
+        self.need("append")
+        self.store.set("k", "ab")
+        self.store.append("k", "cd")
+        self.store.append("fresh", "x")  # appending to a missing key creates it
+        self.assertEqual(self.store.get("k"), b"abcd")
+        self.assertEqual(self.store.get("fresh"), b"x")
+
+    def test_multi_set_and_multi_get(self):
+        self.need("multi_set", "multi_get")
+        self.store.multi_set(["a", "b"], ["1", "2"])
+        self.assertEqual(self.store.multi_get(["b", "a"]), [b"2", b"1"])
+
+    def test_check(self):
+        self.need("check")
+        self.store.set("here", "1")
+        self.assertTrue(self.store.check(["here"]))
+        self.assertFalse(self.store.check(["here", "absent"]))
+
+    def test_queue_push_pop_len(self):
+        self.need("queue_push", "queue_pop", "queue_len")
+        try:
+            self.store.queue_push("q", "first")
+        except NotImplementedError as e:
+            # torch 2.14's client without libuv (Debian's: use_libuv=False) refuses queues
+            # itself, before sending: "queues not implemented on legacy TCPStore backend".
+            self.skipTest(f"this client: {e}")
+        self.store.queue_push("q", "second")
+        self.assertEqual(self.store.queue_len("q"), 2)
+        self.assertEqual(self.store.queue_pop("q"), b"first")
+        self.assertEqual(self.store.queue_pop("q", block=False), b"second")
+        import torch.distributed as dist
+        with self.assertRaises(dist.QueueEmptyError):
+            self.store.queue_pop("q", block=False)
+        # A blocking pop is released by another client's push.
+        got = []
+        t = threading.Thread(target=lambda: got.append(self.store.queue_pop("q")))
+        t.start()
+        client(self.server.port).queue_push("q", "late")
+        t.join(timeout=30)
+        self.assertEqual(got, [b"late"])
+
+    def test_list_keys(self):
+        self.need("list_keys")
+        self.store.set("x", "1")
+        self.store.add("y", 1)
+        self.assertEqual(sorted(self.store.list_keys()), ["x", "y"])
+
+    def test_barrier_releases_when_all_arrive(self):
+        self.need("barrier")
+        other = client(self.server.port, world_size=2)
+        errors = []
+
+        def arrive(store):
+            try:
+                store.barrier("b", 2)
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        t = threading.Thread(target=arrive, args=(other,))
+        t.start()
+        arrive(self.store)
+        t.join(timeout=30)
+        self.assertFalse(t.is_alive())
+        self.assertEqual(errors, [])
 
 
 def main():

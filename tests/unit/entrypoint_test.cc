@@ -63,39 +63,5 @@ TEST(Entrypoint, WorkerArgv) {
             "/usr/bin/sh");
 }
 
-TEST(RootCauseHints, NoTorchFromAnotherInterpreterAndLibuv) {
-  v1::Failure f;
-  f.add_stderr_tail("ModuleNotFoundError: No module named 'torch'");
-  f.set_program("/root/.pyenv/shims/python3");
-  auto hints = RootCauseHints(f);
-  ASSERT_EQ(hints.size(), 1u);
-  EXPECT_THAT(hints[0], HasSubstr("/root/.pyenv/shims/python3"));
-  EXPECT_THAT(hints[0], HasSubstr("PYTHON_EXEC=/usr/bin/python3"));
-  f.set_program("/usr/bin/python3");  // Debian's own interpreter lacks torch: no such hint
-  EXPECT_THAT(RootCauseHints(f), IsEmpty());
-  v1::Failure u;
-  u.add_stderr_tail("RuntimeError: use_libuv was requested but PyTorch was build without libuv support");
-  auto lh = RootCauseHints(u);
-  ASSERT_EQ(lh.size(), 1u);
-  EXPECT_THAT(lh[0], HasSubstr("--no-agent-store -x USE_LIBUV=0"));
-}
-
-TEST(RootCauseHints, EndOfFileOnStdinPointsAtStdinAll) {
-  v1::Failure f;
-  f.set_rank(1);
-  f.add_stderr_tail("  File \"/usr/lib/python3.11/bdb.py\", line 90, in dispatch_line");
-  f.add_stderr_tail("bdb.BdbQuit");
-  auto hints = RootCauseHints(f);
-  ASSERT_EQ(hints.size(), 1u);
-  EXPECT_NE(hints[0].find("rank 1 read end-of-file from its stdin"), std::string::npos);
-  EXPECT_NE(hints[0].find("--stdin all"), std::string::npos);
-  f.clear_stderr_tail();
-  f.add_stderr_tail("EOFError: EOF when reading a line");
-  EXPECT_EQ(RootCauseHints(f).size(), 1u);
-  f.clear_stderr_tail();
-  f.add_stderr_tail("ValueError: EOFError is not the point here");
-  EXPECT_THAT(RootCauseHints(f), IsEmpty());
-}
-
 }  // namespace
 }  // namespace drun

@@ -1,6 +1,7 @@
 #include "agent/output.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 #include <gtest/gtest.h>
@@ -287,18 +288,19 @@ TEST(RawTailTest, KeepsLastLines) {
 
 // --- On a terminal: progress bars of several sources in a live region -------
 
-// A pseudo-terminal (80x24) whose screen the test reads back through a small
-// emulator of what the console writes: \r, \n, ESC[nA, ESC[nB, ESC[K, ESC[J,
-// SGR (ignored) and printable bytes.
+// A pseudo-terminal (80x24, or `cols` wide) whose screen the test reads back
+// through a small emulator of what the console writes: \r, \n, ESC[nA,
+// ESC[nB, ESC[K, ESC[J, SGR (ignored) and printable bytes, which wrap onto
+// the next row past the last column as a terminal's do.
 class Terminal {
  public:
-  Terminal() {
+  explicit Terminal(size_t cols = 80) : cols_(cols) {
     master_ = posix_openpt(O_RDWR | O_NOCTTY);
     EXPECT_GE(master_, 0);
     grantpt(master_);
     unlockpt(master_);
     winsize ws{};
-    ws.ws_col = 80;
+    ws.ws_col = static_cast<unsigned short>(cols);
     ws.ws_row = 24;
     ioctl(master_, TIOCSWINSZ, &ws);
     slave_ = open(ptsname(master_), O_RDWR | O_NOCTTY);
@@ -348,6 +350,10 @@ class Terminal {
         }
         i = j;
       } else {
+        if (col_ >= cols_) {  // the last column was written: this byte starts the next row
+          col_ = 0;
+          ++row_;
+        }
         std::string& r = Row();
         if (r.size() < col_) r.resize(col_, ' ');
         if (r.size() == col_) r.push_back(c); else r[col_] = c;
@@ -359,6 +365,7 @@ class Terminal {
     if (rows_.size() <= row_) rows_.resize(row_ + 1);
     return rows_[row_];
   }
+  size_t cols_;
   int master_ = -1;
   int slave_ = -1;
   std::vector<std::string> rows_;
@@ -468,7 +475,47 @@ TEST(ConsoleTerminalTest, APromptIsNotABarAndABarRowIsCutToTheWidth) {
   c.RemoveSource(b);
   c.Drain();
   t.Read();
-  EXPECT_EQ(t.Rows(), (std::vector<std::string>{"[rank1]: name? carol", "[rank0]: " + std::string(120, '#')}));
+  // Its line ends: its last drawing, cut as its row was.
+  EXPECT_EQ(t.Rows(), (std::vector<std::string>{"[rank1]: name? carol", "[rank0]: " + std::string(79 - 9, '#')}));
+}
+
+// Issue 31: tqdm-like bars of three ranks, wider than a 40-column pane. Each
+// drawing fits the row (cut to 39 columns), so moving a bar to the region
+// leaves no stale wrapped row behind, and each finished bar is one row.
+TEST(ConsoleTerminalTest, BarsWiderThanTheTerminalFitTheirRowsAndLeaveNoStaleRows) {
+  Terminal t(40);
+  Console c(t.fd(), t.fd());
+  std::vector<int> ids;
+  for (int r = 0; r < 3; ++r) {
+    ids.push_back(c.AddSource(2, absl::StrCat("[rank", r, "]: "), absl::StrCat("[rank", r, "]+ "), -1, false));
+  }
+  auto bar = [](int pct) {
+    return absl::StrCat("\repoch 1: ", absl::StrFormat("%3d", pct), "%|", std::string(pct / 10, '#'),
+                        std::string(10 - pct / 10, ' '), "| ", pct, "/100 [00:01<00:00, 99.0it/s]");
+  };
+  for (int pct : {0, 50, 100}) {
+    for (int id : ids) {
+      c.Write(id, bar(pct));
+      c.ShowPartials(kLater);
+      c.Flush();
+      t.Read();
+    }
+  }
+  for (int id : ids) {
+    c.Write(id, "\n");
+    c.Flush();
+    t.Read();
+  }
+  c.Drain();
+  t.Read();
+  const std::vector<std::string> rows = t.Rows();
+  EXPECT_EQ(rows.size(), 3u) << absl::StrJoin(rows, "|");
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(RowsWith(rows, absl::StrCat("[rank", r, "]: epoch 1: 100%|##########|")), 1u)
+        << absl::StrJoin(rows, "|");
+  }
+  for (const std::string& row : rows) EXPECT_LE(row.size(), 39u) << row;
+  EXPECT_EQ(RowsWith(rows, "  0%"), 0u) << absl::StrJoin(rows, "|");
 }
 
 // --log-line-prefix-template: torchrun 2.x's macros, Python's Template.safe_substitute

@@ -1,7 +1,7 @@
-"""Two ranks drawing `\\r` progress bars in lockstep (a gloo barrier between steps), like two
-tqdm bars, for the terminal test of `--launcher slurm` (one rank per node). Each ends its line
-with " done". At step 10 rank 0 waits until the test opens the FIFO argv[1] (the other rank
-waits at the barrier), so the test sees the screen mid-run."""
+"""Every rank drawing a `\\r` progress bar in lockstep (a gloo barrier between steps), like
+tqdm bars, for the terminal tests of `--launcher slurm` (two nodes of one rank, three of two).
+Each ends its line with " done". At step 10 rank 0 waits until the test opens the FIFO argv[1]
+(the other ranks wait at the barrier), so the test sees the screen mid-run."""
 import os
 import sys
 
