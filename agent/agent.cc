@@ -272,8 +272,7 @@ void Agent::SayLogDir() {
   const StdSpec redirects = FromProto(opt_.spec.redirects());
   bool hidden = false;
   for (int lr = 0; lr < opt_.nproc.count; ++lr) hidden = hidden || redirects.ForRank(lr).any();
-  Info(absl::StrCat("logs in ", logs_.node_dir(), "/",
-                    hidden ? " (what --redirects sends there is not shown here)" : ""));
+  Info(LogLayout::RunDirLine(logs_.node_dir(), hidden ? "what --redirects sends there is not shown here" : ""));
 }
 
 // Typed ahead while no worker waits for input: the line stays in the
@@ -726,9 +725,6 @@ void Agent::StartWorkers(TimePoint now) {
   const v1::Assignment& a = *assignment_;
   const v1::JobSpec& spec = opt_.spec;
   const StdSpec redirects = FromProto(spec.redirects());
-  StdSpec tee = FromProto(spec.tee());
-  // --log-dir alone keeps both streams of every rank (and shows them too).
-  if (!spec.log_dir().empty() && !spec.has_redirects() && !spec.has_tee()) tee.all = Streams::Both();
   const std::vector<int> filter(spec.local_ranks_filter().begin(), spec.local_ranks_filter().end());
   const std::string python = PythonInterpreter(spec, opt_.base_env);
 
@@ -755,7 +751,7 @@ void Agent::StartWorkers(TimePoint now) {
     l.cont_prefix = std::move(p.cont);
     l.reads_drun_stdin = forward_stdin_ && !(stdin_eof_ && stdin_backlog_.empty()) &&
                          StdinIncludes(spec.stdin_target(), l.rank);
-    PlaceOutputs(redirects, tee, filter, &l);
+    PlaceOutputs(redirects, filter, &l);
 
     WorkerEnvInput in;
     in.local_rank = lr;
@@ -784,17 +780,14 @@ void Agent::StartWorkers(TimePoint now) {
   StartHangWatch(now);
 }
 
-// Where a worker's streams go: its log files (torchrun's layout under
-// --log-dir) and error file, and whether the console shows them.
-void Agent::PlaceOutputs(const StdSpec& redirects, const StdSpec& tee,
-                         const std::vector<int>& filter, WorkerLaunch* l) const {
+// Where a worker's streams go: its log files and error file (LogLayout decides
+// which), and whether the console shows them.
+void Agent::PlaceOutputs(const StdSpec& redirects, const std::vector<int>& filter, WorkerLaunch* l) const {
   const int lr = l->local_rank;
-  const Streams to_file = redirects.ForRank(lr) | tee.ForRank(lr);
-  // torchrun's layout under --log-dir, else the error file alone (LogLayout).
   LogLayout::RankFiles files = logs_.ForRank(assignment_->round(), lr);
   l->error_file = std::move(files.error_file);
-  if (to_file.out) l->stdout_file = std::move(files.stdout_log);
-  if (to_file.err) l->stderr_file = std::move(files.stderr_log);
+  l->stdout_file = std::move(files.stdout_log);
+  l->stderr_file = std::move(files.stderr_log);
   const bool shown = filter.empty() || std::find(filter.begin(), filter.end(), lr) != filter.end();
   l->console_stdout = shown && !redirects.ForRank(lr).out;
   l->console_stderr = shown && !redirects.ForRank(lr).err;

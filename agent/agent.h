@@ -80,8 +80,7 @@ class Agent {
   // Names the temporary directory in the control directory (RecordTemporary).
   void RecordTemporaryDir();
   void StartWorkers(TimePoint now);
-  void PlaceOutputs(const StdSpec& redirects, const StdSpec& tee, const std::vector<int>& filter,
-                    WorkerLaunch* l) const;
+  void PlaceOutputs(const StdSpec& redirects, const std::vector<int>& filter, WorkerLaunch* l) const;
   void FailStart(const absl::Status& s, TimePoint now);
   // Carries out the machine's actions, in order.
   void Apply(const AgentActions& actions, TimePoint now);

@@ -253,14 +253,12 @@ void Agent::WatchHang(TimePoint now) {
   rdzv_->Send(m, now);
 }
 
-// Under --log-dir, a dump is also kept as a file of the run's attempt:
-// stacks_<unix time>.txt, or hang_stacks.txt. Returns its path, "" when none.
+// Under --log-dir, a dump is also kept as a file of the run's attempt
+// (LogLayout::StacksFile). Returns its path, "" when none.
 std::string Agent::WriteDumpFile(const std::string& text, bool hang) {
-  if (!logs_.claimed() || !assignment_) return "";
-  const std::string name =
-      hang ? "hang_stacks.txt"
-           : absl::StrCat("stacks_", absl::ToUnixMillis(absl::Now()), ".txt");
-  const std::string path = absl::StrCat(logs_.AttemptDir(assignment_->round()), "/", name);
+  if (!assignment_) return "";
+  const std::string path = logs_.StacksFile(assignment_->round(), hang, absl::ToUnixMillis(absl::Now()));
+  if (path.empty()) return "";
   UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode));
   if (!fd || WriteAll(fd.get(), text) != 0) {
     Log(absl::StrCat("cannot write the stack dump to ", path, ": ", strerror(errno)));

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "agent/std_streams.h"
 #include "rendezvous/base/private_files.h"
 #include "rendezvous/base/random.h"
 
@@ -37,7 +38,55 @@ bool SameDirHere(const std::string& dir, uint64_t inode) {
          static_cast<uint64_t>(st.st_ino) == inode;
 }
 
+// --log-dir, absolute and without a trailing '/'.
+std::string AbsoluteRoot(const std::string& given) {
+  std::error_code ec;
+  std::string root = std::filesystem::absolute(given, ec).lexically_normal().string();
+  if (ec || root.empty()) root = given;
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root;
+}
+
 }  // namespace
+
+absl::StatusOr<std::string> LogLayout::DefaultRoot(v1::JobSpec* spec) {
+  const bool files = FromProto(spec->redirects()).NamesLogFiles() || FromProto(spec->tee()).NamesLogFiles();
+  if (!files || !spec->log_dir().empty()) return std::string();
+  absl::StatusOr<std::string> dir = MakeTempDir("drun_logs_");
+  if (!dir.ok()) {
+    return absl::Status(dir.status().code(),
+                        absl::StrCat("cannot create a log directory: ", dir.status().message()));
+  }
+  spec->set_log_dir(*dir);
+  return dir;
+}
+
+void LogLayout::NameRun(v1::JobSpec* spec) {
+  if (spec->log_dir().empty() || !spec->log_run_dir().empty()) return;
+  spec->set_log_run_dir(NewRunName(spec->run_id()));
+}
+
+absl::Status LogLayout::ClaimRun(v1::JobSpec* spec) {
+  if (spec->log_dir().empty() || !spec->log_run_dir().empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> name = ClaimRunDir(spec->log_dir(), spec->run_id());
+  if (!name.ok()) {
+    return absl::Status(name.status().code(),
+                        absl::StrCat("cannot keep logs in --log-dir ", spec->log_dir(),
+                                     " on this machine, where drun collects every host's logs: ",
+                                     name.status().message(), "; give a directory you can write here"));
+  }
+  spec->set_log_run_dir(*name);
+  return absl::OkStatus();
+}
+
+std::string LogLayout::RunDir(const v1::JobSpec& spec) {
+  if (spec.log_dir().empty() || spec.log_run_dir().empty()) return "";
+  return absl::StrCat(AbsoluteRoot(spec.log_dir()), "/", spec.log_run_dir());
+}
+
+std::string LogLayout::RunDirLine(const std::string& dir, const std::string& detail) {
+  return absl::StrCat("logs in ", dir, "/", detail.empty() ? "" : absl::StrCat(" (", detail, ")"));
+}
 
 std::string LogLayout::NewRunName(const std::string& run_id) {
   static constexpr char kChars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -75,12 +124,11 @@ LogLayout::LogLayout(const v1::JobSpec& spec, std::string host, bool per_host)
       run_id_(spec.run_id()),
       run_name_(spec.log_run_dir()),
       host_(std::move(host)),
-      per_host_(per_host) {
-  if (given_.empty()) return;
-  std::error_code ec;
-  root_ = std::filesystem::absolute(given_, ec).lexically_normal().string();
-  if (ec || root_.empty()) root_ = given_;
-  while (root_.size() > 1 && root_.back() == '/') root_.pop_back();
+      per_host_(per_host),
+      redirects_(FromProto(spec.redirects())),
+      tee_(FromProto(spec.tee())),
+      keep_both_(!spec.has_redirects() && !spec.has_tee()) {
+  if (!given_.empty()) root_ = AbsoluteRoot(given_);
 }
 
 absl::Status LogLayout::Refuse(const absl::Status& st) const {
@@ -150,8 +198,9 @@ LogLayout::RankFiles LogLayout::ForRank(int round, int local_rank) const {
     // torchrun's layout: attempt_<n>/<local_rank>/{error.json,stdout.log,stderr.log}.
     const std::string dir = absl::StrCat(AttemptDir(round), "/", local_rank);
     MakePrivateDirs(dir);  // a failure shows when a log file is opened
-    f.stdout_log = dir + "/stdout.log";
-    f.stderr_log = dir + "/stderr.log";
+    const Streams kept = keep_both_ ? Streams::Both() : redirects_.ForRank(local_rank) | tee_.ForRank(local_rank);
+    if (kept.out) f.stdout_log = dir + "/stdout.log";
+    if (kept.err) f.stderr_log = dir + "/stderr.log";
     f.error_file = dir + "/error.json";
   } else if (!tmp_dir_.empty()) {
     // Flat, in a directory no one else sees: three directory levels per
@@ -159,6 +208,12 @@ LogLayout::RankFiles LogLayout::ForRank(int round, int local_rank) const {
     f.error_file = absl::StrCat(tmp_dir_, "/error-", round, "-", local_rank, ".json");
   }
   return f;
+}
+
+std::string LogLayout::StacksFile(int round, bool hang, int64_t unix_ms) const {
+  if (!claimed()) return "";
+  return absl::StrCat(AttemptDir(round), "/", hang ? std::string("hang_stacks.txt")
+                                                   : absl::StrCat("stacks_", unix_ms, ".txt"));
 }
 
 void LogLayout::RemoveTemporary() {

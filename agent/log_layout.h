@@ -1,18 +1,27 @@
 // Where a job's log files go, with one owner (docs/semantics.md, "Logs in
-// every mode"): every path drun writes a job's logs or error files to, and
-// every decision about them, is made here.
+// every mode"): every path drun writes a job's logs, error files or stack
+// dumps to, and every decision about them, is made here; the modes only say
+// which case they are (NameRun or ClaimRun) and pass the results on as data.
 //
 //   <log_dir>/<run>/[<host>[.N]/]attempt_<n>/<local_rank>/{stdout.log,stderr.log,error.json}
+//   <log_dir>/<run>/[<host>[.N]/]attempt_<n>/{stacks_<unix ms>.txt,hang_stacks.txt}
 //
+// - <log_dir>: --log-dir; with -r/-t naming log files but no --log-dir, a
+//   fresh private /tmp/drun_logs_XXXXXX, as torchrun (DefaultRoot, once per
+//   job, where the job starts).
+// - Which streams go to files: -r and -t's ranks; --log-dir alone keeps both
+//   streams of every rank (ForRank).
 // - <run>, the run directory, is "<run_id>_<6 letters or digits>" for every
 //   run, the default run id "none" and a given one alike (torchrun's
 //   <id>_<random>), so a rerun with the same run id and --log-dir never writes
 //   into an earlier run's directory. It is named once for the whole job
-//   (JobSpec.log_run_dir) by what starts it: the ssh launcher claims it on its
-//   own machine (ClaimRunDir), --launcher slurm and the node that hosts the
-//   rendezvous name it (NewRunName), and the other nodes typed by hand take the
-//   host's choice from their first Assignment. A job that names none (one
-//   node) claims a fresh one itself.
+//   (JobSpec.log_run_dir) by what starts the job: the ssh launcher claims it
+//   on its own machine (ClaimRun, where every host's logs are collected),
+//   --launcher slurm and the node that hosts the rendezvous name it
+//   (NameRun), and the other nodes typed by hand take the
+//   host's choice from their first Assignment (AwaitsRunName). A job that
+//   names none (one node) claims a fresh one itself (Prepare). Whoever names
+//   or claims it says where it is (RunDirLine), in every mode.
 // - A job of several nodes adds the node's host, claimed with an exclusive
 //   mkdir (ClaimChildDir: <host>, else <host>.1, ...), so nodes of one name
 //   on a shared file system never write the same file.
@@ -33,6 +42,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "agent/output.h"
 #include "drun/v1/job.pb.h"
 #include "drun/v1/rendezvous.pb.h"
 
@@ -40,6 +50,29 @@ namespace drun {
 
 class LogLayout {
  public:
+  // -r/-t name log files but no --log-dir is given: makes a private
+  // /tmp/drun_logs_XXXXXX and sets it as the job's --log-dir (torchrun's
+  // rule), once, where the job starts. Returns the directory made, "" when
+  // none was needed; on failure the one line to say.
+  static absl::StatusOr<std::string> DefaultRoot(v1::JobSpec* spec);
+
+  // Names the run directory for the whole job (JobSpec.log_run_dir), unless
+  // the job keeps no logs or it is named already; the nodes make it
+  // (--launcher slurm, the node that hosts the rendezvous).
+  static void NameRun(v1::JobSpec* spec);
+  // NameRun, and the run directory claimed here too, with an exclusive mkdir:
+  // a launcher that collects every host's logs on its machine (ssh). On
+  // failure the one line to say.
+  static absl::Status ClaimRun(v1::JobSpec* spec);
+
+  // <log_dir>/<run>, absolute; "" when the job keeps no logs or its run
+  // directory is not named yet.
+  static std::string RunDir(const v1::JobSpec& spec);
+
+  // The line that names where a run's logs are: "logs in DIR/", and `detail`
+  // in parentheses when given.
+  static std::string RunDirLine(const std::string& dir, const std::string& detail);
+
   // A fresh run directory's name: "<run_id>_" and 6 random letters or digits.
   static std::string NewRunName(const std::string& run_id);
 
@@ -87,15 +120,21 @@ class LogLayout {
   std::string AttemptDir(int round) const;
 
   // One worker's files in round `round`: under a claimed node directory its
-  // attempt directory (made here; a failure shows when a file is opened) and
-  // the three files; else only the error file in the temporary directory;
-  // else nothing (every path empty).
+  // attempt directory (made here; a failure shows when a file is opened), the
+  // log file of each stream kept (-r and -t for this local rank; both with
+  // --log-dir alone; "" for a stream not kept) and the error file; else only
+  // the error file in the temporary directory; else nothing (every path empty).
   struct RankFiles {
     std::string stdout_log;
     std::string stderr_log;
     std::string error_file;
   };
   RankFiles ForRank(int round, int local_rank) const;
+
+  // Where a stack dump of round `round` is kept: <attempt dir>/hang_stacks.txt
+  // for a --hang-timeout dump, else stacks_<unix_ms>.txt; "" until claimed
+  // (without --log-dir a dump is not kept as a file).
+  std::string StacksFile(int round, bool hang, int64_t unix_ms) const;
 
   const std::string& Temporary() const { return tmp_dir_; }
   // Removes the temporary directory of the error files, if any.
@@ -127,6 +166,11 @@ class LogLayout {
   std::string run_name_;  // JobSpec.log_run_dir as the job started
   std::string host_;
   bool per_host_ = false;
+  // The streams kept in files: -r and -t's, or both with --log-dir alone.
+  StdSpec redirects_;
+  StdSpec tee_;
+  bool keep_both_ = false;
+
   std::string node_dir_;
   uint64_t node_dir_inode_ = 0;
   std::string tmp_dir_;

@@ -304,7 +304,7 @@ std::function<std::vector<v1::NodeReport>(int)> GatherFrom(RendezvousServer* ser
   Guardian guardian = Guardian::Start();
   Agent::BlockHandledSignals();
 
-  auto ep = ParseEndpoint(spec.rdzv_endpoint(), 29400);
+  auto ep = ParseEndpoint(spec.rdzv_endpoint(), /*default_port=*/0);  // resolved: it names its port (cli.h)
   if (!ep.ok()) QuickExit(Fail(kExitBadInput, absl::StrCat(cl.Describe(Opt::kRdzvEndpoint), ": ", ep.status().message())));
   auto ip = ResolveHost(ep->host);
   if (!ip.ok()) QuickExit(Fail(kExitLauncherFailed, absl::StrCat("rendezvous endpoint: ", ip.status().message())));
@@ -314,13 +314,12 @@ std::function<std::vector<v1::NodeReport>(int)> GatherFrom(RendezvousServer* ser
   std::string advertise_addr = AdvertiseAddress(spec, env, *ep, *ip, slurm);
   auto iface = ChooseSocketIface(spec, advertise_addr, SpansNodes(spec));
   if (!iface.ok()) QuickExit(Fail(kExitBadInput, std::string(iface.status().message())));
-  // The host names the run's log directory for every node (Assignment.spec);
-  // a node that does not host takes the host's choice.
-  if (!spec.log_dir().empty() && spec.log_run_dir().empty()) {
-    spec.set_log_run_dir(LogLayout::NewRunName(spec.run_id()));
-  }
-  std::unique_ptr<RendezvousServer> server = HostRendezvous(spec, token, *ep, *ip, slurm);
-  if (!server) spec.clear_log_run_dir();
+  // The host names the run's log directory for every node (its server sends
+  // it in Assignment.spec); a node that does not host takes the host's choice.
+  v1::JobSpec hosted = spec;
+  LogLayout::NameRun(&hosted);
+  std::unique_ptr<RendezvousServer> server = HostRendezvous(hosted, token, *ep, *ip, slurm);
+  if (server) spec = std::move(hosted);
   if (server && slurm == SlurmMode::kOff && OwnNameOnLoopback(spec, *ep, advertise_addr)) {
     std::string toward = AwaitAddressTowardOtherNodes(*server, spec, ep->port);
     if (!toward.empty()) {

@@ -16,12 +16,10 @@
 #include "agent/nproc.h"
 #include "agent/output.h"
 #include "agent/process.h"
-#include "agent/std_streams.h"
 #include "agent/stacks/rank_capture.h"
 #include "rendezvous/base/endpoint.h"
 #include "rendezvous/base/exit_code.h"
 #include "rendezvous/base/private_files.h"
-#include "rendezvous/base/random.h"
 
 namespace drun {
 
@@ -46,25 +44,12 @@ int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::
   if (workers_here) {
     if (absl::Status st = CheckEntrypoint(*spec, env); !st.ok()) return Fail(kExitBadInput, std::string(st.message()));
   }
-  const bool logs = FromProto(spec->redirects()).NamesLogFiles() || FromProto(spec->tee()).NamesLogFiles();
-  if (logs && spec->log_dir().empty()) {
-    // Like torchrun: log files need a directory; keep it and say where (a
-    // node's own agent says it with the run's directory: Agent::SayLogDir).
-    auto dir = MakeTempDir("drun_logs_");
-    if (!dir.ok()) return Fail(kExitLauncherFailed, absl::StrCat("cannot create a log directory: ", dir.status().message()));
-    spec->set_log_dir(*dir);
-    if (!workers_here) Say(absl::StrCat("log directory set to ", *dir));
-  }
+  // Like torchrun: log files need a directory; keep it and say where (a
+  // node's own agent says it with the run's directory: Agent::SayLogDir).
+  absl::StatusOr<std::string> made = LogLayout::DefaultRoot(spec);
+  if (!made.ok()) return Fail(kExitLauncherFailed, std::string(made.status().message()));
+  if (!made->empty() && !workers_here) Say(absl::StrCat("log directory set to ", *made));
   return 0;
-}
-
-absl::StatusOr<std::string> MakeLocalRunDir(const v1::JobSpec& spec) {
-  absl::StatusOr<std::string> name = LogLayout::ClaimRunDir(spec.log_dir(), spec.run_id());
-  if (name.ok()) return name;
-  return absl::Status(name.status().code(),
-                      absl::StrCat("cannot keep logs in --log-dir ", spec.log_dir(), " on this machine, where drun "
-                                   "collects every host's logs: ", name.status().message(),
-                                   "; give a directory you can write here"));
 }
 
 AgentOptions MakeAgentOptions(AgentSetup setup) {
@@ -127,9 +112,8 @@ void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const st
   Agent::BlockHandledSignals();
 
   RendezvousState::Config config = RendezvousConfigFor(spec, token);
-  config.fixed_master_addr = spec.master_addr().empty() ? "127.0.0.1" : spec.master_addr();
+  config.fixed_master_addr = spec.master_addr();  // resolved: 127.0.0.1 unless --master-addr
   config.keepalive_timeout = Duration::zero();  // one process: nothing to lose
-  if (spec.agent_store() && spec.master_addr().empty()) config.fixed_master_addr.clear();
 
   auto iface = ChooseSocketIface(spec, "", /*many_nodes=*/false);
   if (!iface.ok()) QuickExit(Fail(kExitBadInput, std::string(iface.status().message())));
@@ -143,8 +127,7 @@ void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env, const st
   setup.report_path = cl.report_path;
   AgentOptions options = MakeAgentOptions(std::move(setup));
   // One machine: the store needs no other interface than the one workers dial.
-  auto rdzv = std::make_unique<LocalRendezvous>(
-      std::move(config), spec.master_addr().empty() ? "127.0.0.1" : spec.master_addr());
+  auto rdzv = std::make_unique<LocalRendezvous>(std::move(config), spec.master_addr());
   // Not destroyed: see QuickExit.
   Agent* agent = new Agent(std::move(options), std::move(rdzv), &guardian);
   const int code = agent->Run();

@@ -75,12 +75,6 @@ absl::StatusOr<SocketIface> ChooseSocketIface(const v1::JobSpec& spec, const std
 // code to leave with, or 0 to go on.
 int PrepareJob(const CommandLine& cl, const EnvMap& env, bool workers_here, v1::JobSpec* spec);
 
-// A launcher that collects every host's logs here (ssh) claims the run's log
-// directory on this machine before any host is contacted
-// (LogLayout::ClaimRunDir: <log_dir>/<run_id>_<unique>) and returns its name,
-// for JobSpec.log_run_dir; one line saying what to do when it cannot.
-absl::StatusOr<std::string> MakeLocalRunDir(const v1::JobSpec& spec);
-
 // Runs a single-node job (JobMode::kSingleNode) in this process and exits.
 [[noreturn]] void RunSingleNode(const CommandLine& cl, v1::JobSpec spec, EnvMap env,
                                 const std::string& token);

@@ -19,7 +19,7 @@ PKGS=(
   openssl  # --rdzv-tls tests make their CA and certificates at test time (tests/make_tls_certs.sh)
   patchelf xz-utils  # the GPU checks' bundle (tests/gpu/make_bundle.sh; ctest gpu.dry_run)
   slurmctld slurmd slurm-client munge
-  clang libclang-rt-14-dev tmux util-linux  # clang: fuzzing and the thread-safety check (tests/run.sh)
+  clang libclang-rt-14-dev tmux util-linux  # clang: fuzzing and the lock check (ctest thread_safety)
   # man page and package checks
   man-db groff-base bsdextrautils file dpkg-dev
 )

@@ -952,16 +952,35 @@ absl::Status CheckStandalone(const CommandLine& cl) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
 // On one node every worker runs here: a --master-addr is honoured, so it must
-// be an address of this machine.
-absl::Status CheckSingleNodeMaster(const CommandLine& cl) {
-  const std::string& addr = cl.spec.master_addr();
-  if (addr.empty()) return absl::OkStatus();
+// be an address of this machine; without one MASTER_ADDR is 127.0.0.1,
+// decided here (the spec carries it).
+absl::Status ResolveSingleNodeMaster(CommandLine* cl) {
+  const std::string& addr = cl->spec.master_addr();
+  if (addr.empty()) {
+    cl->spec.set_master_addr(kLoopbackMaster);
+    return absl::OkStatus();
+  }
   auto ip = ResolveHost(addr);
   if (ip.ok() && IsLocalAddress(*ip)) return absl::OkStatus();
-  return Bad(absl::StrCat(cl.Describe(Opt::kMasterAddr), " is not an address of this machine, and a "
+  return Bad(absl::StrCat(cl->Describe(Opt::kMasterAddr), " is not an address of this machine, and a "
                           "single-node job runs every worker here: drop it (MASTER_ADDR is then "
                           "127.0.0.1), or give --nnodes and --node-rank for a multi-node job"));
+}
+
+namespace {
+
+// HOST alone is HOST:29400 (torchrun's rendezvous port), decided here: the
+// spec's endpoint always names its port.
+absl::Status ResolveRdzvPort(CommandLine* cl) {
+  v1::JobSpec& s = cl->spec;
+  if (s.rdzv_endpoint().empty()) return absl::OkStatus();
+  auto ep = ParseEndpoint(s.rdzv_endpoint(), kDefaultRdzvPort);
+  if (!ep.ok()) return Bad(absl::StrCat(cl->Describe(Opt::kRdzvEndpoint), ": ", ep.status().message()));
+  s.set_rdzv_endpoint(ep->ToString());
+  return absl::OkStatus();
 }
 
 // A static job's master: --master-addr/--master-port, else MASTER_ADDR and
@@ -995,11 +1014,11 @@ absl::Status ResolveStaticMaster(const EnvMap& env, CommandLine* cl) {
     // torchrun's rule: the rendezvous is at MASTER_ADDR:MASTER_PORT (29500), and the
     // workers' store is served on the same port. With --no-agent-store rank 0's worker
     // binds MASTER_PORT itself, so the rendezvous takes the next port.
+    // One node (several without --master-addr are refused above): MASTER_ADDR is 127.0.0.1.
+    if (s.master_addr().empty()) s.set_master_addr(kLoopbackMaster);
     const int port = s.master_port() > 0 ? s.master_port() : 29500;
     const bool next = !s.agent_store() && s.master_port() > 0;
-    const std::string addr = s.master_addr().empty() ? "127.0.0.1" : s.master_addr();
-    s.set_rdzv_endpoint(absl::StrCat(addr.find(':') != std::string::npos ? absl::StrCat("[", addr, "]") : addr,
-                                     ":", next ? port + 1 : port));
+    s.set_rdzv_endpoint(Endpoint{s.master_addr(), next ? port + 1 : port}.ToString());
   }
   return absl::OkStatus();
 }
@@ -1040,15 +1059,16 @@ absl::Status CheckRemoteModes(const CommandLine& cl) {
 absl::Status ResolveMode(const EnvMap& env, CommandLine* cl) {
   v1::JobSpec& s = cl->spec;
   if (auto st = CheckStandalone(*cl); !st.ok()) return st;
+  if (auto st = ResolveRdzvPort(cl); !st.ok()) return st;
   if (s.node_rank() >= 0 && s.rdzv_endpoint().empty()) s.set_rdzv_backend(v1::JobSpec::STATIC);
   cl->mode = DecideMode(*cl, env);
-  if (cl->mode == JobMode::kSingleNode) return CheckSingleNodeMaster(*cl);
+  if (cl->mode == JobMode::kSingleNode) return ResolveSingleNodeMaster(cl);
   if (cl->mode == JobMode::kStatic) {
     if (auto st = CheckStatic(cl); !st.ok()) return st;
     return ResolveStaticMaster(env, cl);
   }
   if (!s.agent_store() && s.master_port() > 0 && !s.rdzv_endpoint().empty()) {
-    auto ep = ParseEndpoint(s.rdzv_endpoint(), 29400);
+    auto ep = ParseEndpoint(s.rdzv_endpoint(), kDefaultRdzvPort);
     if (ep.ok() && ep->port == s.master_port()) {
       return Bad(absl::StrCat("--no-agent-store lets rank 0 bind MASTER_PORT ", s.master_port(),
                               ", which is also the rendezvous port of ", cl->Describe(Opt::kRdzvEndpoint),

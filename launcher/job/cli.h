@@ -209,6 +209,15 @@ std::vector<RdzvConfKey> RdzvConfKeys();
 // it has decided, or found that it does not apply).
 JobMode NodeMode(const CommandLine& cl);
 
+// Defaults the job spec resolves once; nothing downstream re-applies them.
+constexpr int kDefaultRdzvPort = 29400;          // --rdzv-endpoint HOST alone: HOST:29400 (torchrun's)
+constexpr char kLoopbackMaster[] = "127.0.0.1";  // MASTER_ADDR of a job on one node without --master-addr
+
+// A single-node job's MASTER_ADDR, into the spec: --master-addr, which must be
+// an address of this machine, else kLoopbackMaster. ResolveMode calls it, and
+// the srun auto-configuration when it finds a single node after all.
+absl::Status ResolveSingleNodeMaster(CommandLine* cl);
+
 // The job token: --rdzv-token-file's first line, else $DRUN_RDZV_TOKEN, else "".
 absl::StatusOr<std::string> ReadJobToken(const CommandLine& cl,
                                          const std::map<std::string, std::string>& env);

@@ -476,6 +476,7 @@ absl::Status ApplySlurmEnvironment(CommandLine* cl, Env* env, SlurmMode* mode) {
   if (plan->mode == SlurmMode::kOff) {
     if (cl->mode != JobMode::kSrunStep) return absl::OkStatus();
     cl->mode = NodeMode(*cl);
+    if (cl->mode == JobMode::kSingleNode) return ResolveSingleNodeMaster(cl);
     if (cl->mode == JobMode::kC10d && cl->spec.rdzv_endpoint().empty()) {
       return Bad(absl::StrCat(cl->Describe(Opt::kNnodes), " needs --rdzv-endpoint HOST:PORT (", plan->why_off,
                               ", so drun does not configure itself from SLURM_*)"));

@@ -391,7 +391,10 @@ int RunSlurmLauncher(const CommandLine& cl, const v1::JobSpec& spec_in, const st
                      const Env& env) {
   // Every node's logs under one run directory, fresh for this run.
   v1::JobSpec spec = spec_in;
-  if (!spec.log_dir().empty()) spec.set_log_run_dir(LogLayout::NewRunName(spec.run_id()));
+  LogLayout::NameRun(&spec);
+  if (!spec.quiet() && !spec.log_run_dir().empty()) {
+    Say(LogLayout::RunDirLine(LogLayout::RunDir(spec), "a directory per node, made by the node"));
+  }
   // Before any thread exists (JobHost starts gRPC's): only our signalfd sees these.
   Agent::BlockHandledSignals();
   sigset_t mask;

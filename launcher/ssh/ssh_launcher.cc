@@ -504,8 +504,7 @@ class SshLauncher {
   std::optional<LauncherReport> report_;  // --summary, --report: every host's ranks
   double keepalive_timeout_s_ = 2;
   StdinRelay stdin_{false};  // this process's stdin, for the agents (--stdin)
-  std::string log_root_;  // --log-dir ("" without logs)
-  std::string run_dir_;   // <log_dir>/<run dir>, made here: where every host's logs end up
+  std::string run_dir_;  // <log_dir>/<run dir>, absolute, made here: where every host's logs end up
 };
 
 SshLauncher::~SshLauncher() {
@@ -801,7 +800,7 @@ absl::StatusOr<SshLauncher::Rendezvous> SshLauncher::PlanJob(const v1::JobSpec& 
   }
   Rendezvous rdzv;
   if (!spec_in.rdzv_endpoint().empty()) {
-    auto ep = ParseEndpoint(spec_in.rdzv_endpoint(), 29400);
+    auto ep = ParseEndpoint(spec_in.rdzv_endpoint(), /*default_port=*/0);  // resolved: names its port (cli.h)
     if (!ep.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--rdzv-endpoint: ", ep.status().message()));
     }
@@ -999,13 +998,10 @@ void SshLauncher::Supervise(int sig_fd, RendezvousServer* server, double grace_s
 // With logs, the run's directory is made here first (the one place every
 // host's logs end up) and named for every host's agent (JobSpec.log_run_dir).
 absl::Status SshLauncher::MakeRunDir(v1::JobSpec* spec) {
-  if (spec->log_dir().empty()) return absl::OkStatus();
-  absl::StatusOr<std::string> name = MakeLocalRunDir(*spec);
-  if (!name.ok()) return name.status();
-  spec->set_log_run_dir(*name);
-  for (HostPlan& h : plan_.hosts) h.spec.set_log_run_dir(*name);
-  log_root_ = spec->log_dir();
-  run_dir_ = absl::StrCat(log_root_, "/", *name);
+  if (absl::Status st = LogLayout::ClaimRun(spec); !st.ok()) return st;
+  if (spec->log_run_dir().empty()) return absl::OkStatus();
+  for (HostPlan& h : plan_.hosts) h.spec.set_log_run_dir(spec->log_run_dir());
+  run_dir_ = LogLayout::RunDir(*spec);
   return absl::OkStatus();
 }
 
@@ -1068,6 +1064,9 @@ int SshLauncher::Run(const v1::JobSpec& spec_in, std::string token) {
   if (absl::Status st = MakeRunDir(&spec); !st.ok()) {
     SayLocked(st.message());
     return kExitBadInput;
+  }
+  if (!spec.quiet() && !spec.log_run_dir().empty()) {
+    SayLocked(LogLayout::RunDirLine(run_dir_, "every host's, collected here when the job ends"));
   }
   if (token.empty()) token = RandomHex(24);
   if (!cl_.report_path.empty()) {

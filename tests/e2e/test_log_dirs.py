@@ -39,19 +39,24 @@ class ByHandRunDirTest(DrunTestCase):
         nodes = [host, self.start(*common)]
         codes = [node.wait() for node in nodes]
         self.assertEqual(codes, [0, 0], "\n".join(node.describe() for node in nodes))
+        return nodes
 
     def test_two_nodes_write_one_run_directory_and_a_rerun_another(self):
         logs = os.path.join(self.tmp, "logs")
         host = socket.gethostname()
         seen = set()
         for tag in ("first", "second"):
-            self.two_nodes(logs, tag)
+            nodes = self.two_nodes(logs, tag)
             runs = sorted(set(os.listdir(logs)) - seen)
             self.assertEqual(len(runs), 1, os.listdir(logs))
             self.assertRegex(runs[0], r"^none_\w{6}$")
             seen.update(runs)
             run_dir = os.path.join(logs, runs[0])
             self.assertEqual(sorted(os.listdir(run_dir)), sorted([host, host + ".1"]))
+            # Each node names the run's directory (its own part of it) in a line.
+            named = sorted(l for node in nodes for l in node.stderr_lines if l.startswith("drun: logs in "))
+            self.assertEqual(named, sorted([f"drun: logs in {run_dir}/{host}/",
+                                            f"drun: logs in {run_dir}/{host}.1/"]))
             ranks = set()
             for node in (host, host + ".1"):
                 with open(os.path.join(run_dir, node, "attempt_0", "0", "stdout.log")) as f:

@@ -76,11 +76,18 @@ class LauncherSlurm(SlurmTestCase):
         info = job.wait()
         out = job.output()
         self.assert_completed(job, info)
+        # The run's directory is named once, when the launcher names it: no one has to ls
+        # for its suffix.
+        named = [l for l in self.drun_lines(out) if l.startswith("drun: logs in ")]
+        self.assertEqual(len(named), 1, out)
+        m = re.match(rf"^drun: logs in {re.escape(logs)}/(slurm-{job.id}_\w{{6}})/ "
+                     r"\(a directory per node, made by the node\)$", named[0])
+        self.assertTrue(m, named[0])
         stay = [l for l in self.drun_lines(out) if "its logs stay on that node" in l]
         self.assertEqual(len(stay), 2, out)
         for node, line in zip(("node2", "node3"), sorted(stay)):
             self.assertRegex(line, rf"^drun: {node}: its logs stay on that node, not visible here: "
-                                   rf"{node}:{re.escape(logs)}/slurm-\d+_\w{{6}}/{node}$")
+                                   rf"{node}:{re.escape(logs)}/{m.group(1)}/{node}$")
         with open(report) as f:
             r = json.load(f)
         self.assertEqual(sorted(e.split(":")[0] for e in r["logs_not_collected"]), ["node2", "node3"])

@@ -35,7 +35,7 @@ srun {self.drun} --nproc-per-node 2 {TRAIN} --steps 30
         # (this cluster has MpiParams=ports=12000-12999).
         said = [l for l in self.drun_lines(out) if "Slurm step" in l]
         self.assertEqual(len(said), 1, out)
-        m = re.search(rf"Slurm step {job.id}\.0: 3 node\(s\), one drun per node, --nproc-per-node 2; "
+        m = re.search(rf"Slurm step {job.id}\.0: 3 nodes, one drun per node, --nproc-per-node 2; "
                       rf"rendezvous on node1:(\d+) \(port SLURM_STEP_RESV_PORTS\), "
                       rf"run id slurm-{job.id}\.0", said[0])
         self.assertTrue(m, said[0])
@@ -99,6 +99,43 @@ srun -n 6 {self.drun} {TRAIN} --steps 5 --fail-rank 4
 """, name="onesummary-tasks")
         job.wait()
         self.assertOneSummary(job.output(), 6)
+
+
+class RunDirectoryNamed(SlurmTestCase):
+    """`srun drun --log-dir DIR`: every node's agent names the run's one directory
+    (DIR/<run>/<node>[.N]/) in a line, so no one has to ls for the run's suffix."""
+
+    def assertNamed(self, job, logs, dirs):
+        out = job.output()
+        named = sorted(l for l in self.drun_lines(out) if l.startswith("drun: logs in "))
+        self.assertEqual(len(named), len(dirs), out)
+        runs, node_dirs = set(), []
+        for line in named:
+            m = re.match(rf"^drun: logs in {re.escape(logs)}/(slurm-{job.id}\.0_\w{{6}})/([\w.]+)/$", line)
+            self.assertTrue(m, line)
+            runs.add(m.group(1))
+            node_dirs.append(m.group(2))
+        self.assertEqual(sorted(node_dirs), sorted(dirs), named)
+        self.assertEqual(len(runs), 1, named)  # one run directory for the whole job
+        self.assertEqual(sorted(os.listdir(os.path.join(logs, runs.pop()))), sorted(dirs))
+
+    def test_node_mode(self):
+        logs = os.path.join(self.dir, "logs")
+        job = self.submit(f"""
+#SBATCH --nodes=3 --ntasks-per-node=1
+srun {self.drun} --nproc-per-node 1 --log-dir {logs} {TRAIN} --steps 2
+""", name="named-nodes")
+        self.assert_completed(job, job.wait())
+        self.assertNamed(job, logs, ["node1", "node2", "node3"])
+
+    def test_task_mode(self):
+        logs = os.path.join(self.dir, "logs")
+        job = self.submit(f"""
+#SBATCH --nodes=2 --ntasks-per-node=2
+srun -n 4 {self.drun} --log-dir {logs} {TRAIN} --steps 2
+""", name="named-tasks")
+        self.assert_completed(job, job.wait())
+        self.assertNamed(job, logs, ["node1", "node1.1", "node2", "node2.1"])
 
 
 class TaskMode(SlurmTestCase):

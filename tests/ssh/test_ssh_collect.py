@@ -19,6 +19,7 @@ import ssh_testlib as t
 HOSTS = ["red01", "orange07", "purple11"]
 PROGRAM = os.path.join(t.PROGRAMS, "log_bytes.py")
 LOGS_LINE = re.compile(r"^drun: logs of every host: (?P<dir>\S+)/ \((?P<what>[^;)]*)")
+NAMED_LINE = re.compile(r"^drun: logs in (?P<dir>\S+)/ \(every host's, collected here when the job ends\)$")
 COPIED = re.compile(r"(?P<mib>[\d.]+) MiB copied from (?P<hosts>\d+) hosts? in (?P<s>[\d.]+) s")
 
 
@@ -54,6 +55,10 @@ class Collect:
         self.assertEqual(code, 0, p[1].describe())
         line = [m for m in map(LOGS_LINE.match, p[1].lines("stderr")) if m]
         self.assertEqual(len(line), 1, p[1].describe())
+        # The run's directory is named when it is claimed, before the job runs, too.
+        named = [m for m in map(NAMED_LINE.match, p[1].lines("stderr")) if m]
+        self.assertEqual(len(named), 1, p[1].describe())
+        self.assertEqual(named[0].group("dir"), line[0].group("dir"))
         with open(report) as f:
             self.last_report = json.load(f)
         return p, line[0], copies, self.last_report["nodes"]
@@ -128,6 +133,10 @@ class PrivateLogDirTest(Collect, t.SshTestCase):
         self.assertEqual(self.finish(p), 0, p[1].describe())
         line = [m for m in map(LOGS_LINE.match, p[1].lines("stderr")) if m]
         self.assertEqual(len(line), 1, p[1].describe())
+        # The run's directory is named when it is claimed, before the job runs, too.
+        named = [m for m in map(NAMED_LINE.match, p[1].lines("stderr")) if m]
+        self.assertEqual(len(named), 1, p[1].describe())
+        self.assertEqual(named[0].group("dir"), line[0].group("dir"))
         copied = COPIED.search(line[0].group("what"))
         self.assertIsNotNone(copied, line[0].group(0))
         self.assertGreaterEqual(float(copied.group("mib")), 96.0)
@@ -155,6 +164,10 @@ class PrivateLogDirEndsTest(Collect, t.SshTestCase):
         logs = os.path.join(self.bed.tmp, "private-logs")
         line = [m for m in map(LOGS_LINE.match, p[1].lines("stderr")) if m]
         self.assertEqual(len(line), 1, p[1].describe())
+        # The run's directory is named when it is claimed, before the job runs, too.
+        named = [m for m in map(NAMED_LINE.match, p[1].lines("stderr")) if m]
+        self.assertEqual(len(named), 1, p[1].describe())
+        self.assertEqual(named[0].group("dir"), line[0].group("dir"))
         runs = sorted(set(os.listdir(logs)) - before)
         self.assertEqual([os.path.join(logs, r) for r in runs], [line[0].group("dir")])
         return line[0].group("dir")
@@ -307,6 +320,10 @@ class ByHandLogDirTest(t.SshTestCase):
         self.assertEqual(len(runs), 1, runs)
         run_dir = os.path.join(logs, runs[0])
         self.assertEqual(sorted(os.listdir(run_dir)), sorted(HOSTS))
+        # Each node names the run's directory (its own part of it) in a line.
+        for host, p in zip(HOSTS, started):
+            named = [l for l in p[1].lines("stderr") if l.startswith("drun: logs in ")]
+            self.assertEqual(named, [f"drun: logs in {run_dir}/{host}/"], p[1].describe())
         for host in HOSTS:
             d = os.path.join(run_dir, host, "attempt_0", "0")
             with open(os.path.join(d, "stderr.log"), "rb") as f:

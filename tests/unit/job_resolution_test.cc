@@ -520,6 +520,43 @@ TEST_F(JobResolutionTest, KubeflowNonElasticPodTakesMasterFromPodEnvironment) {
   EXPECT_EQ(given->spec.master_addr(), "10.0.0.1");
 }
 
+// The rendezvous port and a one-node job's MASTER_ADDR are resolved once, in
+// the spec: nothing downstream applies a default again (launcher/job/cli.h).
+TEST_F(JobResolutionTest, TheRendezvousPortIsResolvedInTheSpec) {
+  auto host = Parse({"--nnodes", "2", "--rdzv-endpoint", "node0", "t.py"});
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ(host->spec.rdzv_endpoint(), "node0:29400");
+  auto v6 = Parse({"--nnodes", "2", "--rdzv-endpoint", "[fd00::1]", "t.py"});
+  ASSERT_TRUE(v6.ok()) << v6.status();
+  EXPECT_EQ(v6->spec.rdzv_endpoint(), "[fd00::1]:29400");
+  auto given = Parse({"--nnodes", "2", "--rdzv-endpoint", "node0:1234", "t.py"});
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->spec.rdzv_endpoint(), "node0:1234");
+  auto bad = Parse({"--nnodes", "2", "--rdzv-endpoint", "node0:x", "t.py"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "--rdzv-endpoint node0:x: 'node0:x' has no valid port; write HOST:PORT with PORT in 1-65535");
+}
+
+TEST_F(JobResolutionTest, AOneNodeJobsMasterAddrIsResolvedInTheSpec) {
+  auto single = Parse({"t.py"});
+  ASSERT_TRUE(single.ok()) << single.status();
+  EXPECT_EQ(single->mode, JobMode::kSingleNode);
+  EXPECT_EQ(single->spec.master_addr(), "127.0.0.1");
+  auto given = Parse({"--master-addr", "127.0.0.2", "t.py"});
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->spec.master_addr(), "127.0.0.2");
+  auto one_static = Parse({"--nnodes", "1", "--node-rank", "0", "t.py"});
+  ASSERT_TRUE(one_static.ok()) << one_static.status();
+  EXPECT_EQ(one_static->mode, JobMode::kStatic);
+  EXPECT_EQ(one_static->spec.master_addr(), "127.0.0.1");
+  EXPECT_EQ(one_static->spec.rdzv_endpoint(), "127.0.0.1:29500");
+  // Many nodes: the rendezvous host's address, decided by the rendezvous.
+  auto c10d = Parse({"--nnodes", "2", "--rdzv-endpoint", "node0:1", "t.py"});
+  ASSERT_TRUE(c10d.ok()) << c10d.status();
+  EXPECT_EQ(c10d->spec.master_addr(), "");
+}
+
 // A job file that says everything, checked field by field.
 TEST_F(JobResolutionTest, JobFileAlone) {
   auto cl = Parse({}, {},

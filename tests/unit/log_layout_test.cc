@@ -1,6 +1,8 @@
 // LogLayout (agent/log_layout.h) on a real file system, in a fresh temporary
 // directory per test: the paths, the claims with an exclusive mkdir, the
-// unique run directory per run, and a launcher's collection decision.
+// unique run directory per run and who names it, the streams kept in files,
+// the default log directory of -r/-t, the stack dumps' files, and a
+// launcher's collection decision.
 #include "agent/log_layout.h"
 
 #include <sys/stat.h>
@@ -12,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "agent/std_streams.h"
 #include "gtest/gtest.h"
 #include "rendezvous/base/random.h"
 
@@ -194,6 +197,135 @@ TEST_F(LogLayoutTest, WithoutLogDirOnlyErrorFilesInATemporaryDirectory) {
   EXPECT_EQ(layout.AttemptDir(2), "");
   layout.RemoveTemporary();
   EXPECT_FALSE(fs::exists(tmp));
+}
+
+TEST_F(LogLayoutTest, LogDirAloneKeepsBothStreamsOfEveryRank) {
+  LogLayout layout(Spec("none"), "node", false);
+  ASSERT_TRUE(layout.Prepare().ok());
+  for (int lr : {0, 3}) {
+    const LogLayout::RankFiles f = layout.ForRank(0, lr);
+    EXPECT_FALSE(f.stdout_log.empty()) << lr;
+    EXPECT_FALSE(f.stderr_log.empty()) << lr;
+  }
+}
+
+TEST_F(LogLayoutTest, RedirectsAndTeeChooseTheStreamsKeptPerRank) {
+  v1::JobSpec spec = Spec("none");
+  *spec.mutable_redirects() = ToProto(*ParseStdSpec("0:1"));  // rank 0: stdout
+  *spec.mutable_tee() = ToProto(*ParseStdSpec("1:2"));        // rank 1: stderr
+  LogLayout layout(spec, "node", false);
+  ASSERT_TRUE(layout.Prepare().ok());
+  const LogLayout::RankFiles zero = layout.ForRank(1, 0);
+  EXPECT_EQ(zero.stdout_log, layout.node_dir() + "/attempt_1/0/stdout.log");
+  EXPECT_EQ(zero.stderr_log, "");
+  const LogLayout::RankFiles one = layout.ForRank(1, 1);
+  EXPECT_EQ(one.stdout_log, "");
+  EXPECT_EQ(one.stderr_log, layout.node_dir() + "/attempt_1/1/stderr.log");
+  const LogLayout::RankFiles two = layout.ForRank(1, 2);  // named by neither: only its error file
+  EXPECT_EQ(two.stdout_log, "");
+  EXPECT_EQ(two.stderr_log, "");
+  EXPECT_EQ(two.error_file, layout.node_dir() + "/attempt_1/2/error.json");
+}
+
+TEST_F(LogLayoutTest, RedirectsWithoutLogDirGetAPrivateDirectoryUnderTmp) {
+  v1::JobSpec spec;
+  spec.set_run_id("none");
+  *spec.mutable_redirects() = ToProto(*ParseStdSpec("3"));
+  absl::StatusOr<std::string> made = LogLayout::DefaultRoot(&spec);
+  ASSERT_TRUE(made.ok()) << made.status();
+  ASSERT_FALSE(made->empty());
+  EXPECT_EQ(spec.log_dir(), *made);
+  EXPECT_TRUE(std::regex_match(*made, std::regex(".*/drun_logs_[A-Za-z0-9]{6}"))) << *made;
+  EXPECT_EQ(Mode(*made), 0700u);
+  // Decided once: the job has its --log-dir now, and nothing more is made.
+  absl::StatusOr<std::string> again = LogLayout::DefaultRoot(&spec);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, "");
+  EXPECT_EQ(spec.log_dir(), *made);
+  fs::remove_all(*made);
+}
+
+TEST_F(LogLayoutTest, NoDefaultLogDirWithoutRedirectsOrWithAGivenOne) {
+  v1::JobSpec plain;
+  EXPECT_EQ(*LogLayout::DefaultRoot(&plain), "");
+  EXPECT_EQ(plain.log_dir(), "");
+  v1::JobSpec given = Spec("none");
+  *given.mutable_tee() = ToProto(*ParseStdSpec("1"));
+  EXPECT_EQ(*LogLayout::DefaultRoot(&given), "");
+  EXPECT_EQ(given.log_dir(), tmp_ + "/logs");
+}
+
+TEST_F(LogLayoutTest, NameRunNamesTheRunOnceForTheWholeJob) {
+  v1::JobSpec spec = Spec("exp7");
+  LogLayout::NameRun(&spec);
+  EXPECT_TRUE(std::regex_match(spec.log_run_dir(), std::regex("exp7_[A-Za-z0-9]{6}"))) << spec.log_run_dir();
+  EXPECT_FALSE(fs::exists(tmp_ + "/logs"));  // named only: the nodes make it
+  EXPECT_EQ(LogLayout::RunDir(spec), tmp_ + "/logs/" + spec.log_run_dir());
+  // Named already: kept (a node never renames the job's run).
+  const std::string name = spec.log_run_dir();
+  LogLayout::NameRun(&spec);
+  EXPECT_EQ(spec.log_run_dir(), name);
+  ASSERT_TRUE(LogLayout::ClaimRun(&spec).ok());
+  EXPECT_EQ(spec.log_run_dir(), name);
+  // A node given the name claims its own directory in it.
+  LogLayout node(spec, "red01", /*per_host=*/true);
+  EXPECT_FALSE(node.AwaitsRunName());
+  ASSERT_TRUE(node.Prepare().ok());
+  EXPECT_EQ(node.node_dir(), LogLayout::RunDir(spec) + "/red01");
+}
+
+TEST_F(LogLayoutTest, ClaimRunMakesTheRunDirectoryOnThisMachine) {
+  v1::JobSpec first = Spec("none");
+  v1::JobSpec second = Spec("none");
+  ASSERT_TRUE(LogLayout::ClaimRun(&first).ok());
+  ASSERT_TRUE(LogLayout::ClaimRun(&second).ok());
+  EXPECT_NE(first.log_run_dir(), second.log_run_dir());
+  EXPECT_EQ(List(tmp_ + "/logs"), (std::set<std::string>{first.log_run_dir(), second.log_run_dir()}));
+  EXPECT_EQ(Mode(LogLayout::RunDir(first)), 0700u);
+}
+
+TEST_F(LogLayoutTest, ClaimRunThatCannotSaysWhatToDo) {
+  std::ofstream(tmp_ + "/file") << "x";
+  v1::JobSpec spec = Spec("none");
+  spec.set_log_dir(tmp_ + "/file/logs");
+  const absl::Status st = LogLayout::ClaimRun(&spec);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.message(), "cannot keep logs in --log-dir " + tmp_ + "/file/logs on this machine, where drun "
+                          "collects every host's logs: " + tmp_ + "/file/logs: Not a directory; give a "
+                          "directory you can write here");
+  EXPECT_EQ(spec.log_run_dir(), "");
+}
+
+TEST_F(LogLayoutTest, WithoutLogDirNoRunIsNamed) {
+  v1::JobSpec spec;
+  spec.set_run_id("none");
+  LogLayout::NameRun(&spec);
+  EXPECT_EQ(spec.log_run_dir(), "");
+  ASSERT_TRUE(LogLayout::ClaimRun(&spec).ok());
+  EXPECT_EQ(spec.log_run_dir(), "");
+  EXPECT_EQ(LogLayout::RunDir(spec), "");
+}
+
+TEST_F(LogLayoutTest, TheRunDirIsAbsoluteAndItsLineNamesIt) {
+  v1::JobSpec spec = Spec("none", "none_Ab12Cd");
+  spec.set_log_dir("rel/logs/");
+  EXPECT_EQ(LogLayout::RunDir(spec), (fs::current_path() / "rel/logs/none_Ab12Cd").string());
+  EXPECT_EQ(LogLayout::RunDirLine("/l/none_Ab12Cd", ""), "logs in /l/none_Ab12Cd/");
+  EXPECT_EQ(LogLayout::RunDirLine("/l/none_Ab12Cd", "a directory per node"),
+            "logs in /l/none_Ab12Cd/ (a directory per node)");
+}
+
+TEST_F(LogLayoutTest, StackDumpsAreFilesOfTheAttempt) {
+  LogLayout layout(Spec("none"), "node", false);
+  EXPECT_EQ(layout.StacksFile(0, false, 1700000000123), "");  // not claimed yet
+  ASSERT_TRUE(layout.Prepare().ok());
+  EXPECT_EQ(layout.StacksFile(2, false, 1700000000123), layout.node_dir() + "/attempt_2/stacks_1700000000123.txt");
+  EXPECT_EQ(layout.StacksFile(2, true, 1700000000123), layout.node_dir() + "/attempt_2/hang_stacks.txt");
+  v1::JobSpec none;
+  LogLayout without(none, "node", false);
+  ASSERT_TRUE(without.MakeTemporary().ok());
+  EXPECT_EQ(without.StacksFile(0, true, 1), "");  // without --log-dir a dump is shown, not kept
+  without.RemoveTemporary();
 }
 
 class CollectionTest : public LogLayoutTest {

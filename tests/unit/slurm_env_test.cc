@@ -359,6 +359,18 @@ TEST(SlurmEnv, ApplySetsTheTokenWhereMainReadsIt) {
   unlink(path);
 }
 
+// `drun train.py` typed in a batch script (SLURM_STEP_ID is the batch pseudo
+// step): a single-node job after all, whose MASTER_ADDR the spec carries.
+TEST(SlurmEnv, TheBatchScriptsSingleNodeResolvesItsMasterAddr) {
+  Env env = {{"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "4294967291"}};
+  CommandLine cl = Parse({"train.py"}, env);
+  EXPECT_EQ(cl.mode, JobMode::kSrunStep);
+  EXPECT_EQ(cl.spec.master_addr(), "");
+  ASSERT_TRUE(ApplySlurmEnvironment(&cl, &env).ok());
+  EXPECT_EQ(cl.mode, JobMode::kSingleNode);
+  EXPECT_EQ(cl.spec.master_addr(), "127.0.0.1");
+}
+
 TEST(SlurmEnv, HostFailsClearlyWhenThePortIsTaken) {
   Env env = NodeStep(0);
   // Hold the derived port of a job id that maps to it.
