@@ -110,7 +110,9 @@ std::shared_ptr<::gloo::transport::Device> CreateDevice() {
 }
 
 // In-place allreduce of one tensor; blocks until it is done (throws on a peer's failure).
-void Allreduce(c10d::ProcessGroup& pg, torch::Tensor& tensor,
+// Takes the gloo group itself: a c10d::ProcessGroup in torch 1.x, a c10d::Backend from 2.0 on
+// (where ProcessGroupGloo.hpp no longer declares ProcessGroup), with the same allreduce.
+void Allreduce(c10d::ProcessGroupGloo& pg, torch::Tensor& tensor,
                c10d::ReduceOp op = c10d::ReduceOp::SUM) {
   std::vector<torch::Tensor> tensors{tensor};
   c10d::AllreduceOptions opts;
