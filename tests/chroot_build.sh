@@ -15,34 +15,16 @@ R=${1:?usage: tests/chroot_build.sh RELEASE [DIR]}
 D=${2:-/var/lib/drun-chroots/$R}
 repo=$(git -C "$(dirname "$0")/.." rev-parse --show-toplevel)
 
-if [ ! -x "$D/usr/bin/apt-get" ]; then
-  command -v debootstrap >/dev/null || bash "$repo/tests/apt_get.sh" install -y -q debootstrap
-  mirror=$(awk '/^URIs:/{print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
-  [ -n "$mirror" ] || mirror=$(awk '$1=="deb"{print $2; exit}' /etc/apt/sources.list 2>/dev/null)
-  mkdir -p "$(dirname "$D")"
-  debootstrap --variant=minbase --include=git,ca-certificates "$R" "$D" "$mirror"
-  # A snapshot archive's Release file may be past its Valid-Until date.
-  echo 'Acquire::Check-Valid-Until "false";' > "$D/etc/apt/apt.conf.d/99no-valid-until"
-fi
-grep -qw localhost "$D/etc/hosts" 2>/dev/null ||
-  printf '127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n' >> "$D/etc/hosts"
-grep -qw "$(hostname)" "$D/etc/hosts" || echo "127.0.1.1 $(hostname)" >> "$D/etc/hosts"
-cp /etc/resolv.conf "$D/etc/" 2>/dev/null || true
-
-# The kernel file systems the build and the tests need; only what this run mounted is
-# unmounted at the end (another user of the chroot may have mounted the rest).
-mounted=()
+# shellcheck source=tests/chroot_lib.sh
+. "$repo/tests/chroot_lib.sh"
+chroot_create "$R" "$D" git,ca-certificates
 work="/var/tmp/drun-$$"
 cleanup() {
   [ "${DRUN_CHROOT_KEEP:-0}" = 1 ] || rm -rf "${D:?}$work"
-  local i
-  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount "${mounted[i]}" || true; done
+  chroot_unmount
 }
 trap cleanup EXIT
-for m in proc sys dev dev/pts; do
-  if ! mountpoint -q "$D/$m"; then mount --bind "/$m" "$D/$m"; mounted+=("$D/$m"); fi
-done
-chmod 1777 "$D/tmp"
+chroot_mount "$D"
 
 git clone -q --no-hardlinks "$repo" "$D$work"
 start=$(date +%s)
