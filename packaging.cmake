@@ -39,6 +39,8 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # drun_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
 set(CPACK_STRIP_FILES ON)                # the build keeps its debug info; the package does not
+# `drun --version` says "Debian package": lib/drun/drun-build, written into the staging tree.
+set(CPACK_PRE_BUILD_SCRIPTS ${PROJECT_SOURCE_DIR}/packaging/deb_build_kind.cmake)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 # The workers are Python (or any program): recommend the interpreter, suggest the rest.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3, openssh-client")

@@ -63,6 +63,20 @@ std::string PythonInterpreter(const v1::JobSpec& spec, const EnvMap& env) {
   return from_env.empty() ? "python3" : from_env;
 }
 
+std::string EnvironmentPython(const std::string& self_exe) {
+  const auto slash = self_exe.rfind('/');
+  if (slash == std::string::npos) return "";
+  const std::string bin = self_exe.substr(0, slash);
+  const auto up = bin.rfind('/');
+  if (up == std::string::npos || bin.substr(up + 1) != "bin") return "";
+  const std::string prefix = bin.substr(0, up);
+  struct stat st;
+  const bool venv = stat((prefix + "/pyvenv.cfg").c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  const bool conda = stat((prefix + "/conda-meta").c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  const std::string python = bin + "/python3";
+  return (venv || conda) && Executable(python) ? python : "";
+}
+
 std::vector<std::string> WorkerArgv(const v1::JobSpec& spec, const std::string& python) {
   std::vector<std::string> argv;
   switch (spec.kind()) {
