@@ -14,6 +14,7 @@
 #      (a venv with the system's site-packages).
 # One line per check (ok/FAIL); exit 1 when one fails. Needs root (chroot).
 set -euo pipefail
+trap 'echo "test_release: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 R=${1:?usage: packaging/test_release.sh RELEASE DIR OUTDIR}
 D=${2:?DIR}
 OUT=${3:?OUTDIR}
@@ -39,7 +40,7 @@ gid=$(chroot "$D" id -g drun-user)
 # as_user SCRIPT: runs SCRIPT with sh as drun-user in a login-like, venv-free environment.
 as_user() {
   chroot --userspec="$uid:$gid" "$D" /usr/bin/env -i HOME=/home/drun-user USER=drun-user \
-    LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin sh -c "$1"
+    LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin sh -c "cd ~ && $1"
 }
 failed=0
 # check NAME EXPECTED-REGEX SCRIPT: the output of SCRIPT (stdout and stderr) must match.
@@ -82,7 +83,9 @@ check "wheel: the workers run the venv's python (PYTHON_EXEC unset, venv not act
   "rank1\]: rank 1 python /home/drun-user/venv/bin/python3$" \
   "~/venv/bin/drun --standalone --nproc-per-node 2 which_python.py | sort"
 if [ -n "$site" ]; then
+  # USE_LIBUV=0: Debian's torch 2.6 and 2.14 are built without libuv, which their TCPStore
+  # asks for by default: drun --no-agent-store -x USE_LIBUV=0, as its root-cause hint says.
   check "wheel: the example reduce.py with the venv's torch" "Sum of all messages is 6" \
-    "cd ~/venv/share/doc/drun/examples && ~/venv/bin/drun --standalone --nproc-per-node 4 reduce.py"
+    "cd ~/venv/share/doc/drun/examples && ~/venv/bin/drun --no-agent-store -x USE_LIBUV=0 --standalone --nproc-per-node 4 reduce.py"
 fi
 exit "$failed"
