@@ -1457,7 +1457,8 @@ std::string HelpText() {
       "Every option may also be written with underscores (--nproc_per_node) or set in\n"
       "the environment as PET_<NAME> (torchrun's options) or DRUN_<NAME> (drun's own;\n"
       "not --help, --version, --print-config and -x);\n"
-      "the command line wins. The interpreter is $PYTHON_EXEC, else python3 on PATH.\n";
+      "the command line wins. The interpreter is $PYTHON_EXEC, else the python3 of the\n"
+      "venv or conda env drun is installed in (pip), else python3 on PATH.\n";
   for (const char* group : {kJob, kRdzv, kOut, kSsh, kSlurm, ""}) {
     absl::StrAppend(&out, "\n", *group ? group : "other", " options:\n");
     for (const auto& o : kOptions) {
