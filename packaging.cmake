@@ -86,7 +86,8 @@ if(DRUN_BUILD_TESTS)
       dpkg-deb -c "$deb" | awk '{print $6}' >"$out/contents.txt"
       dpkg-deb -I "$deb" >"$out/info.txt"
       status=0
-      for f in ./usr/bin/drun ./usr/lib/drun/drun-net ./usr/share/man/man1/drun.1.gz \
+      for f in ./usr/bin/drun ./usr/lib/drun/drun-net ./usr/lib/drun/drun-build \
+               ./usr/share/man/man1/drun.1.gz \
                ./usr/share/doc/drun/configs/one_lab_pc.yaml \
                ./usr/share/doc/drun/configs/lab_pcs_ssh.yaml \
                ./usr/share/doc/drun/configs/slurm_allocation.yaml \

@@ -20,6 +20,7 @@ PKGS=(
   tcpdump  # the job token and -x values never cross the rendezvous wire (tests/e2e/test_token_wire.py)
   openssl  # --rdzv-tls tests make their CA and certificates at test time (tests/make_tls_certs.sh)
   patchelf xz-utils  # the GPU checks' bundle (tests/gpu/make_bundle.sh; ctest gpu.dry_run)
+  python3-venv  # the release's wheel installed into a venv (ctest release.make_release)
   slurmctld slurmd slurm-client munge
   clang libclang-rt-dev tmux util-linux  # clang: fuzzing and the thread-safety check (tests/run.sh)
   # man page and package checks
