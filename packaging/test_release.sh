@@ -8,9 +8,12 @@
 # root. As the user `drun-user` (made if missing), with PYTHON_EXEC unset:
 #   1. the tarball unpacked into the home directory: drun --version says "release tarball";
 #   2. a 2-rank job;  3. 2 nodes by hand on 127.0.0.1 (two drun processes, gRPC rendezvous);
-#   4. the wheel pip-installed into ~/venv: ~/venv/bin/drun --version says "wheel", and
+#   4. an ssh job: sshd of the chroot on 127.0.0.1:$port+1 (started here, ended by its pid),
+#      the user's key and known_hosts, host "tarball-host" in ~/.ssh/config; drun -H
+#      tarball-host starts `drun agent` there from the unpacked tarball (same home);
+#   5. the wheel pip-installed into ~/venv: ~/venv/bin/drun --version says "wheel", and
 #      ~/venv/bin/drun (venv not activated) runs its workers with ~/venv/bin/python3;
-#   5. where the chroot's python3 has torch: the example reduce.py under ~/venv/bin/drun
+#   6. where the chroot's python3 has torch: the example reduce.py under ~/venv/bin/drun
 #      (a venv with the system's site-packages).
 # One line per check (ok/FAIL); exit 1 when one fails. Needs root (chroot).
 set -euo pipefail
@@ -27,8 +30,9 @@ version=$(basename "$tarball" | sed 's/^drun-\(.*\)-linux-x86_64.tar.gz$/\1/')
 chroot_create "$R" "$D"
 trap chroot_unmount EXIT
 chroot_mount "$D"
-chroot "$D" sh -c 'command -v python3 >/dev/null && python3 -c "import ensurepip" 2>/dev/null ||
-  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3 python3-venv; }' >/dev/null
+chroot "$D" sh -c 'command -v python3 >/dev/null && python3 -c "import ensurepip" 2>/dev/null &&
+  [ -x /usr/sbin/sshd ] && command -v ssh-keyscan >/dev/null ||
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3 python3-venv openssh-server openssh-client; }' >/dev/null
 chroot "$D" id drun-user >/dev/null 2>&1 || chroot "$D" useradd -m -s /bin/sh drun-user
 rel=/srv/drun-release
 rm -rf "${D:?}$rel" && mkdir -p "$D$rel"
@@ -70,6 +74,29 @@ check "tarball: 2 nodes by hand on 127.0.0.1" "^node1 rank=1 world=2 exit 0 0$" 
   b=\$(\$d --nnodes 2 --node-rank 1 --nproc-per-node 1 --rdzv-endpoint 127.0.0.1:$port \
     --rdzv-id by-hand --no-python /bin/sh -c 'echo node1 rank=\$RANK world=\$WORLD_SIZE' 2>/dev/null)
   rb=\$?; wait \$a; echo \"\${b#*: } exit \$? \$rb\""
+
+# 4. ssh: this chroot's sshd on 127.0.0.1 (the chroot shares this machine's network).
+sshd_port=$((port + 1))
+sshd_pid=""
+stop_sshd() { [ -z "$sshd_pid" ] || kill "$sshd_pid" 2>/dev/null || true; }
+trap 'stop_sshd; chroot_unmount' EXIT
+chroot "$D" sh -c 'ssh-keygen -A >/dev/null; mkdir -p /run/sshd'
+chroot "$D" /usr/sbin/sshd -D -p "$sshd_port" -o ListenAddress=127.0.0.1 -o PasswordAuthentication=no \
+  -o PidFile=none & sshd_pid=$!
+for _ in $(seq 100); do
+  chroot "$D" ssh-keyscan -p "$sshd_port" 127.0.0.1 >/dev/null 2>&1 && break
+  sleep 0.1  # sshd binding its port: nothing to wait on but the port itself
+done
+as_user "mkdir -p ~/.ssh && chmod 700 ~/.ssh && rm -f ~/.ssh/id_ed25519 ~/.ssh/id_ed25519.pub &&
+  ssh-keygen -q -t ed25519 -N '' -f ~/.ssh/id_ed25519 && cp ~/.ssh/id_ed25519.pub ~/.ssh/authorized_keys &&
+  printf 'Host tarball-host\n  HostName 127.0.0.1\n  Port $sshd_port\n' > ~/.ssh/config &&
+  # -t ed25519: sid's OpenSSH 10 also offers an ssh-mldsa44-ed25519 host key, whose
+  # known_hosts line libssh 0.10 (drun's) cannot parse, and then it knows no key of that host.
+  ssh-keyscan -t ed25519 -p $sshd_port 127.0.0.1 > ~/.ssh/known_hosts 2>/dev/null"
+check "tarball: an ssh job (drun agent started over ssh from the unpacked tarball)" \
+  "tarball-host:rank1\]: ssh rank=1 of 2" \
+  "~/drun-$version/bin/drun -H tarball-host --nproc-per-node 2 --no-python /bin/sh -c 'echo ssh rank=\$RANK of \$WORLD_SIZE' | sort"
+stop_sshd
 
 site=""
 if chroot "$D" python3 -c 'import torch' 2>/dev/null; then site=--system-site-packages; fi
