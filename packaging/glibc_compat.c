@@ -51,7 +51,11 @@ FORWARD(int, pthread_key_create, "GLIBC_2.2.5", (pthread_key_t * k, void (*d)(vo
 FORWARD(int, __pthread_key_create, "GLIBC_2.2.5", (pthread_key_t * k, void (*d)(void*)), (k, d))
 FORWARD(int, pthread_key_delete, "GLIBC_2.2.5", (pthread_key_t k), (k))
 FORWARD(void*, pthread_getspecific, "GLIBC_2.2.5", (pthread_key_t k), (k))
+// glibc declares the value access(none): gcc then thinks forwarding it reads it uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 FORWARD(int, pthread_setspecific, "GLIBC_2.2.5", (pthread_key_t k, const void* v), (k, v))
+#pragma GCC diagnostic pop
 FORWARD(int, pthread_once, "GLIBC_2.2.5", (pthread_once_t * o, void (*f)(void)), (o, f))
 FORWARD(int, pthread_attr_setstacksize, "GLIBC_2.2.5", (pthread_attr_t * a, size_t s), (a, s))
 FORWARD(int, pthread_setname_np, "GLIBC_2.12", (pthread_t t, const char* n), (t, n))
