@@ -43,7 +43,7 @@ chroot "$D" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/b
   ' sh "$work"
 rc=$?
 set -e
-glibc=$(chroot "$D" ldd --version | head -1 | awk '{print $NF}')
+glibc=$(chroot "$D" ldd --version | awk 'NR == 1 {print $NF}')  # awk reads all: no SIGPIPE
 summary=$(grep -E 'tests passed' "$D$work/build/ctest.log" 2>/dev/null || echo 'no test summary')
 . "$D/etc/os-release"
 echo "chroot_build: $PRETTY_NAME, glibc $glibc: $summary (exit $rc, $(( $(date +%s) - start )) s)"
