@@ -43,6 +43,8 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # drun_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
 set(CPACK_STRIP_FILES ON)                # the build keeps its debug info; the package does not
+# `drun --version` says "Debian package": lib/drun/drun-build, written into the staging tree.
+set(CPACK_PRE_BUILD_SCRIPTS ${PROJECT_SOURCE_DIR}/packaging/deb_build_kind.cmake)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 # The workers are Python (or any program): recommend the interpreter, suggest the rest.
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "python3, openssh-client")
@@ -88,8 +90,8 @@ if(DRUN_BUILD_TESTS)
       dpkg-deb -c "$deb" | awk '{print $6}' >"$out/contents.txt"
       dpkg-deb -I "$deb" >"$out/info.txt"
       status=0
-      for f in ./usr/bin/drun ./usr/lib/drun/drun-net ./usr/share/man/man1/drun.1.gz \
-               ./usr/share/bash-completion/completions/drun \
+      for f in ./usr/bin/drun ./usr/lib/drun/drun-net ./usr/lib/drun/drun-build \
+               ./usr/share/man/man1/drun.1.gz ./usr/share/bash-completion/completions/drun \
                ./usr/share/doc/drun/configs/one_lab_pc.yaml \
                ./usr/share/doc/drun/configs/lab_pcs_ssh.yaml \
                ./usr/share/doc/drun/configs/slurm_allocation.yaml \

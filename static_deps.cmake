@@ -10,7 +10,8 @@
 #
 # gRPC is linked in its "unsecure" build (drun speaks plain TCP to its rendezvous), so no
 # second OpenSSL enters the process: libssh and the Slurm token code keep using the shared
-# libcrypto, and zlib stays shared for libssh too. Each library is linked exactly once, as
+# libcrypto, and zlib stays shared for libssh too (DRUN_ZLIB_LINK; the release build,
+# packaging/portable.cmake, links zlib's archive instead). Each library is linked exactly once, as
 # an archive or as a shared object, never both.
 #
 # How: every imported Abseil, gRPC (grpc++, grpc, gpr, upb, address_sorting) and Protobuf
@@ -82,7 +83,7 @@ if(DRUN_STATIC_DEPS)
     list(REMOVE_DUPLICATES _drun_archives)
     add_library(drun_static_deps INTERFACE)
     target_link_libraries(drun_static_deps INTERFACE
-      "-Wl,--start-group" ${_drun_archives} "-Wl,--end-group" z Threads::Threads dl m rt)
+      "-Wl,--start-group" ${_drun_archives} "-Wl,--end-group" ${DRUN_ZLIB_LINK} Threads::Threads dl m rt)
     foreach(_t IN LISTS _drun_targets)
       set_target_properties(${_t} PROPERTIES INTERFACE_LINK_LIBRARIES drun_static_deps)
     endforeach()

@@ -1,5 +1,7 @@
 #include "agent/entrypoint.h"
 
+#include "agent/python_env.h"
+
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -91,6 +93,17 @@ std::string PythonInterpreter(const v1::JobSpec& spec, const EnvMap& env) {
   if (!spec.python_exec().empty()) return spec.python_exec();
   const std::string from_env = Value(env, "PYTHON_EXEC");
   return from_env.empty() ? "python3" : from_env;
+}
+
+std::string EnvironmentPython(const std::string& self_exe) {
+  const auto slash = self_exe.rfind('/');
+  if (slash == std::string::npos) return "";
+  const std::string bin = self_exe.substr(0, slash);
+  if (bin.substr(bin.rfind('/') + 1) != "bin") return "";
+  const std::string python = bin + "/python3";
+  if (!Executable(python)) return "";
+  const v1::PythonEnv::Kind kind = InspectPythonEnv(python).kind();  // one reading of pyvenv.cfg/conda-meta
+  return kind == v1::PythonEnv::VENV || kind == v1::PythonEnv::CONDA ? python : "";
 }
 
 std::vector<std::string> WorkerArgv(const v1::JobSpec& spec, const std::string& python) {

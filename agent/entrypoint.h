@@ -19,6 +19,13 @@ namespace drun {
 // $PYTHON_EXEC of `env`, else "python3" (found on PATH).
 std::string PythonInterpreter(const v1::JobSpec& spec, const EnvMap& env);
 
+// The python3 of the venv or conda env that `self_exe` (drun's own executable, as
+// /proc/self/exe names it) is installed in: "<env>/bin/python3" when self_exe is
+// <env>/bin/<name>, <env> holds pyvenv.cfg (a venv) or conda-meta/ (a conda env) and
+// <env>/bin/python3 is executable; else empty. The launcher makes it the default
+// $PYTHON_EXEC (launcher/main_light.cc), as torchrun runs its own sys.executable.
+std::string EnvironmentPython(const std::string& self_exe);
+
 // The worker's argv, without the interpreter lookup.
 std::vector<std::string> WorkerArgv(const v1::JobSpec& spec, const std::string& python);
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "agent/entrypoint.h"
 #include "agent/output.h"
 #include "agent/worker_env.h"
 #include "launcher/job/cli.h"
@@ -25,16 +26,31 @@ extern char** environ;
 namespace drun {
 namespace {
 
+// This executable's path; empty if /proc cannot say.
+std::string SelfExe() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  return n > 0 ? std::string(self, n) : std::string();
+}
+
+// drun installed in a venv or conda env (pip install drun-*.whl): unless PYTHON_EXEC names
+// an interpreter, the workers run that environment's python3 (agent/entrypoint.h
+// EnvironmentPython), on this node and, through the forwarded PYTHON_EXEC, on the others.
+void DefaultToEnvironmentPython(const std::string& self) {
+  const char* chosen = getenv("PYTHON_EXEC");
+  if (chosen != nullptr && *chosen != '\0') return;
+  const std::string python = EnvironmentPython(self);
+  if (!python.empty()) setenv("PYTHON_EXEC", python.c_str(), 1);
+}
+
 // drun-net lives next to drun (the build tree) or in ../lib/drun (installed).
 // Returns only when neither can be run: why, in words.
 std::string TryExecNet(char** argv) {
-  char self[4096];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  const std::string self = SelfExe();
   std::string dir = ".";
-  if (n > 0) {
-    self[n] = '\0';
+  if (!self.empty()) {
     dir = std::filesystem::path(self).parent_path().string();
-    setenv("DRUN_LAUNCHED_AS", self, 1);
+    setenv("DRUN_LAUNCHED_AS", self.c_str(), 1);
   }
   const std::string here = dir + "/drun-net";
   const std::string installed = std::filesystem::path(dir + "/../lib/drun/drun-net").lexically_normal().string();
@@ -60,6 +76,7 @@ int Version(char** argv) {
 
 int Main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "agent") ExecNet(argv);
+  DefaultToEnvironmentPython(SelfExe());
   EnvMap env = EnvironToMap(environ);
   if (argc >= 2 && std::string(argv[1]) == "stacks") {
     return RunStacksCommand(std::vector<std::string>(argv + 2, argv + argc), env);

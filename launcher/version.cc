@@ -6,12 +6,13 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/stubs/common.h"
 #include "grpcpp/grpcpp.h"
+#include "launcher/build_kind.h"
 #include "launcher/job/cli.h"
 
 namespace drun {
 
 std::string VersionText() {
-  return absl::StrCat(VersionWords(), " (gRPC ", grpc::Version(), ", protobuf ",
+  return absl::StrCat(VersionWords(), " (", BuildKind(), "; gRPC ", grpc::Version(), ", protobuf ",
                       google::protobuf::internal::VersionString(GOOGLE_PROTOBUF_VERSION),
                       ", Abseil ", ABSL_LTS_RELEASE_VERSION, ", libssh ", ssh_version(0),
                       ")\n");

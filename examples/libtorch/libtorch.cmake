@@ -7,6 +7,8 @@
 # target and its test are skipped with a message. find_package(Torch) runs in a function so
 # its variables stay out of the top-level scope.
 
+include(${CMAKE_CURRENT_LIST_DIR}/torch_cxx_standard.cmake)
+
 function(drun_add_libtorch_trainer)
   find_package(Torch QUIET)
   if(NOT Torch_FOUND)
@@ -30,6 +32,7 @@ function(drun_add_libtorch_trainer)
   target_compile_definitions(drun_libtorch_train PRIVATE USE_C10D_GLOO)
   target_compile_options(drun_libtorch_train PRIVATE -D_GLIBCXX_USE_CXX11_ABI=1
                          -Wno-deprecated-declarations -Wno-unused-parameter)
+  drun_torch_cxx_standard(drun_libtorch_train)
   set_target_properties(drun_libtorch_train PROPERTIES
     RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/examples/libtorch)
 

@@ -67,6 +67,17 @@ std::string GetEnv(const char* name, const std::string& fallback) {
   return (value != nullptr && *value != '\0') ? std::string(value) : fallback;
 }
 
+// TCPStoreOptions::useLibUV (torch 2.3 on; true by default) asks for a libuv server that
+// Debian's torch 2.6 and 2.14 are built without. As Python's env:// rendezvous does, the
+// USE_LIBUV environment variable decides (unset: torch's default); torch 1.13 has no such
+// option and ignores it.
+template <class Options>
+auto SetUseLibUV(Options& o, bool on, int) -> decltype(o.useLibUV = on, void()) {
+  o.useLibUV = on;
+}
+template <class Options>
+void SetUseLibUV(Options&, bool, long) {}
+
 // Builds the store exactly as torch's `_create_c10d_store` (torch/distributed/rendezvous.py)
 // does for env://, and returns the store the default process group uses.
 c10::intrusive_ptr<c10d::Store> CreateStore(const std::string& master_addr, int master_port,
@@ -84,6 +95,7 @@ c10::intrusive_ptr<c10d::Store> CreateStore(const std::string& master_addr, int 
   opts.waitWorkers = true;
   opts.timeout = kStoreTimeout;
   opts.multiTenant = !agent_store;  // as torch: several stores in one process share a server
+  SetUseLibUV(opts, GetEnv("USE_LIBUV", "1") != "0", 0);
   c10::intrusive_ptr<c10d::Store> store =
       c10::make_intrusive<c10d::TCPStore>(master_addr, opts);
 
@@ -110,7 +122,9 @@ std::shared_ptr<::gloo::transport::Device> CreateDevice() {
 }
 
 // In-place allreduce of one tensor; blocks until it is done (throws on a peer's failure).
-void Allreduce(c10d::ProcessGroup& pg, torch::Tensor& tensor,
+// Takes the gloo group itself: a c10d::ProcessGroup in torch 1.x, a c10d::Backend from 2.0 on
+// (where ProcessGroupGloo.hpp no longer declares ProcessGroup), with the same allreduce.
+void Allreduce(c10d::ProcessGroupGloo& pg, torch::Tensor& tensor,
                c10d::ReduceOp op = c10d::ReduceOp::SUM) {
   std::vector<torch::Tensor> tensors{tensor};
   c10d::AllreduceOptions opts;

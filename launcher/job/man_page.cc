@@ -151,7 +151,8 @@ std::string SectionDescription() {
       "Every option may also be written with underscores (--nproc_per_node), set in the "
       "environment (see ENVIRONMENT), or given in a YAML job file (see JOB FILES). The "
       "command line wins over the environment, and the environment over the job file. The "
-      "training script runs with $PYTHON_EXEC, else python3 on PATH, unless --no-python is "
+      "training script runs with $PYTHON_EXEC, else the python3 of the venv or conda env drun "
+      "is installed in (pip install of the wheel), else python3 on PATH, unless --no-python is "
       "given.");
   return m;
 }
@@ -253,7 +254,8 @@ std::string SectionEnvironment(const std::vector<OptionInfo>& options) {
     m += Line(absl::StrCat("as --", o.name, "."));
   }
   m += ".TP\n" + Bold("PYTHON_EXEC") + "\n";
-  m += Line("the Python interpreter for the workers (default: python3 on PATH).");
+  m += Line("the Python interpreter for the workers (default: the python3 of the venv or conda "
+            "env drun is installed in, else python3 on PATH).");
   m += ".TP\n" + Bold("DRUN_RDZV_TOKEN") + "\n";
   m += Line(
       "the job token agents present to the rendezvous, when --rdzv-token-file is not "

@@ -46,6 +46,7 @@ if(DRUN_BUILD_TESTS)
 
   # LibTorch C++ client (check, watchKey). find_package(Torch) runs in a function so its
   # variables stay out of the rendezvous/ scope.
+  include(${PROJECT_SOURCE_DIR}/examples/libtorch/torch_cxx_standard.cmake)
   function(drun_add_c10d_store_libtorch_test)
     find_package(Torch QUIET)
     if(NOT Torch_FOUND)
@@ -59,6 +60,7 @@ if(DRUN_BUILD_TESTS)
     target_include_directories(c10d_store_libtorch_test PRIVATE ${TORCH_INCLUDE_DIRS})
     target_compile_options(c10d_store_libtorch_test PRIVATE -D_GLIBCXX_USE_CXX11_ABI=1
                            -Wno-deprecated-declarations)
+    drun_torch_cxx_standard(c10d_store_libtorch_test)
     gtest_discover_tests(c10d_store_libtorch_test TEST_PREFIX "c10d_store." DISCOVERY_TIMEOUT 60
                          PROPERTIES TIMEOUT 120)
   endfunction()

@@ -294,6 +294,9 @@ COMMANDS = {
             # The docs of the `--prefix ~/.local` install (the doc says so below the command).
             "/usr/share/doc/drun": "~/.local/share/doc/drun"}),
     "apt remove drun": Skip("removes a package system-wide, as root"),
+    "packaging/make_release.sh OUTDIR": Skip(
+        "builds drun a second time (build-release/, many minutes on 2 cores); "
+        "packaging/test_release.sh runs its tarball and wheel as a plain user"),
     "xargs rm -f < build/install_manifest.txt": Run(check_uninstalled, before=manifest_is_ours),
     # docs/migrating.md
     "mpirun --hostfile hosts -np 4 -x MASTER_ADDR=pink00 -x MASTER_PORT=1234 ./run_training.sh":

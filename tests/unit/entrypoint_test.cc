@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 
 namespace drun {
@@ -61,6 +65,52 @@ TEST(Entrypoint, WorkerArgv) {
             (std::vector<std::string>{"/usr/bin/python3", "-u", "-m", "pkg.train", "--lr"}));
   EXPECT_EQ(WorkerProgram(Spec(v1::JobSpec::PYTHON_SCRIPT, "t.py"), {{"PYTHON_EXEC", "sh"}, {"PATH", "/usr/bin:/bin"}}),
             "/usr/bin/sh");
+}
+
+// drun installed by pip into a venv or conda env: that environment's python3.
+class EnvironmentPythonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = ::testing::TempDir() + "/envpy." + std::to_string(getpid());
+    std::filesystem::create_directories(root_ + "/env/bin");
+    Touch(root_ + "/env/bin/drun", 0755);
+    Touch(root_ + "/env/bin/python3", 0755);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  static void Touch(const std::string& path, int mode) {
+    std::ofstream(path) << "#!/bin/sh\n";
+    chmod(path.c_str(), mode);
+  }
+  std::string root_;
+};
+
+TEST_F(EnvironmentPythonTest, VenvGivesItsPython) {
+  Touch(root_ + "/env/pyvenv.cfg", 0644);
+  EXPECT_EQ(EnvironmentPython(root_ + "/env/bin/drun"), root_ + "/env/bin/python3");
+}
+
+TEST_F(EnvironmentPythonTest, CondaEnvGivesItsPython) {
+  std::filesystem::create_directories(root_ + "/env/conda-meta");
+  EXPECT_EQ(EnvironmentPython(root_ + "/env/bin/drun"), root_ + "/env/bin/python3");
+}
+
+TEST_F(EnvironmentPythonTest, PlainPrefixGivesNothing) {
+  // /usr/bin/drun beside /usr/bin/python3 (the .deb): python3 on PATH stays the default.
+  EXPECT_EQ(EnvironmentPython(root_ + "/env/bin/drun"), "");
+}
+
+TEST_F(EnvironmentPythonTest, VenvWithoutPython3GivesNothing) {
+  Touch(root_ + "/env/pyvenv.cfg", 0644);
+  std::filesystem::remove(root_ + "/env/bin/python3");
+  EXPECT_EQ(EnvironmentPython(root_ + "/env/bin/drun"), "");
+  Touch(root_ + "/env/bin/python3", 0644);  // not executable
+  EXPECT_EQ(EnvironmentPython(root_ + "/env/bin/drun"), "");
+}
+
+TEST_F(EnvironmentPythonTest, NotInABinDirectoryGivesNothing) {
+  Touch(root_ + "/env/pyvenv.cfg", 0644);
+  EXPECT_EQ(EnvironmentPython(root_ + "/env/drun"), "");
+  EXPECT_EQ(EnvironmentPython("drun"), "");
 }
 
 }  // namespace
