@@ -106,7 +106,8 @@ constexpr absl::string_view kSpellings =
     "Every option may also be written with underscores (--nproc_per_node) or set in\n"
     "the environment as PET_<NAME> (torchrun's options) or DRUN_<NAME> (drun's own;\n"
     "not --help, --version, --print-config, --print-completion and -x);\n"
-    "the command line wins. The interpreter is $PYTHON_EXEC, else python3 on PATH.\n";
+    "the command line wins. The interpreter is $PYTHON_EXEC, else the python3 of the\n"
+    "venv or conda env drun is installed in (pip), else python3 on PATH.\n";
 
 constexpr absl::string_view kExamples =
     "examples:\n"
