@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fixture of the compat suite's torch 2.14 half: builds Debian sid in a chroot (by
-# ../shared/tools/debian-chroot.sh, as setup_torch26.sh uses torch26-chroot.sh) with
+# tests/chroot.sh) with
 # python3-torch 2.14 and python3-accelerate, unmodified, when it is missing; then checks it
 # imports torch 2.14 and accelerate.
 #   setup_sid.sh          # root: $DRUN_SID_ROOT, default /var/lib/drun-sid
@@ -10,15 +10,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-tool=${DRUN_SID_CHROOT_TOOL:-$repo/../shared/tools/debian-chroot.sh}
+tool=${DRUN_SID_CHROOT_TOOL:-$repo/tests/chroot.sh}
 root=${DRUN_SID_ROOT:-/var/lib/drun-sid}
 if [ "$(id -u)" != 0 ]; then
   echo "setup_sid.sh: chroot needs root; run the compat suite as root" >&2
   exit 77
 fi
 if [ ! -x "$tool" ]; then
-  echo "setup_sid.sh: $tool not found (the shared/ tree must sit beside the repository," \
-       "or set DRUN_SID_CHROOT_TOOL)" >&2
+  echo "setup_sid.sh: $tool not found or not executable (DRUN_SID_CHROOT_TOOL names another)" >&2
   exit 1
 fi
 probe() {
@@ -33,7 +32,7 @@ if versions=$(probe 2>/dev/null) && [ -n "$versions" ]; then
 else
   echo "building the sid chroot in $root (takes minutes)"
   start=$(date +%s)
-  "$tool" setup sid "$root" python3-torch python3-accelerate python3-numpy
+  "$tool" setup sid "$root" python3-torch python3-accelerate python3-numpy python3.15 python3.14-dbg
   echo "built in $(( $(date +%s) - start )) s"
   versions=$(probe)
 fi
