@@ -3,7 +3,8 @@
 #   packaging/make_release.sh OUTDIR
 # writes
 #   OUTDIR/drun-<version>-linux-x86_64.tar.gz               one folder drun-<version>/ with
-#       bin/drun, lib/drun/drun-net, share/man/man1/drun.1.gz, share/doc/drun/ (docs, configs,
+#       bin/drun, lib/drun/drun-net, share/man/man1/drun.1.gz, share/bash-completion/completions/drun,
+#       share/doc/drun/ (docs, configs,
 #       examples): unpack anywhere, run drun-<version>/bin/drun
 #   OUTDIR/drun-<version>-py3-none-manylinux_2_28_x86_64.whl the same files as a wheel:
 #       pip install --no-index drun-*.whl (packaging/make_wheel.py)
@@ -22,7 +23,7 @@ version=$(sed -n 's/^project(drun VERSION \([0-9.]*\).*/\1/p' "$repo/CMakeLists.
 
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDRUN_PORTABLE=ON \
   -DDRUN_BUILD_TESTS=OFF >/dev/null
-cmake --build "$build" -j"$(nproc)" --target drun drun-net drun_man_page
+cmake --build "$build" -j"$(nproc)" --target drun drun-net drun_man_page drun_completion
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT

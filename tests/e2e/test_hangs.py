@@ -291,7 +291,8 @@ class DrunStacksTest(DrunTestCase):
         run = self.start("-H", "localhost", "--rsh", rsh, "--nproc-per-node", 2, "--run-id", "overrsh",
                          program("wait_printing.py"), env=self.env)
         run.wait_for_line(r"\]: waiting$", count=2)
-        sockets = os.listdir(os.path.join(node_xdg, "drun"))
+        # PID.sock, beside it PID.tmp (the agent's temporaries named for the next run's clean-up)
+        sockets = [n for n in os.listdir(os.path.join(node_xdg, "drun")) if n.endswith(".sock")]
         self.assertEqual(len(sockets), 1, sockets)
         self.assertRegex(sockets[0], r"^\d+\.sock$")
         agent = int(sockets[0].split(".")[0])

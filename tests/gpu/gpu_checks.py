@@ -324,11 +324,19 @@ def worker_case(ctx, group, case, nproc, args, world, backend, extra=None, env=N
     return r
 
 
-def nccl_async_wanted():
-    """drun sets the name torch 2.x reads, TORCH_NCCL_ASYNC_ERROR_HANDLING, to 1 unless the
-    user's environment has either name (docs/semantics.md)."""
+def nccl_async_name(ctx):
+    """The NCCL error-handling variable the workers' torch reads (docs/gpu.md): torch 2.2 and
+    later read TORCH_NCCL_ASYNC_ERROR_HANDLING (and warn about the old name), 1.13 only
+    NCCL_ASYNC_ERROR_HANDLING."""
+    modern = version_tuple(str(ctx.facts.get("torch", "0.0"))) >= (2, 2)
+    return "TORCH_NCCL_ASYNC_ERROR_HANDLING" if modern else "NCCL_ASYNC_ERROR_HANDLING"
+
+
+def nccl_async_wanted(ctx):
+    """drun sets the name the workers' torch reads to 1, unless the user's environment has
+    either name (then drun sets neither: the user's value stands)."""
     if "NCCL_ASYNC_ERROR_HANDLING" in os.environ or "TORCH_NCCL_ASYNC_ERROR_HANDLING" in os.environ:
-        return os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING")
+        return os.environ.get(nccl_async_name(ctx))
     return "1"
 
 
@@ -339,10 +347,10 @@ def case_nproc_gpu(ctx):
     worker_case(ctx, "1 GPU workers", "--nproc-per-node gpu", "gpu",
                 [ctx.program("gpu_worker.py")], ctx.gpus, "nccl",
                 {"cuda_visible_devices": inherited,
-                 "torch_nccl_async_error_handling": nccl_async_wanted()},
+                 "nccl_async_error_handling": nccl_async_wanted(ctx)},
                 summary=f"{ctx.gpus} NCCL worker(s), one per GPU; all_reduce and a DDP step "
                         f"right; CUDA_VISIBLE_DEVICES left as drun got it ({inherited!r}); "
-                        f"TORCH_NCCL_ASYNC_ERROR_HANDLING={nccl_async_wanted()}")
+                        f"{nccl_async_name(ctx)}={nccl_async_wanted(ctx)}")
 
 
 def case_nproc_gpu0(ctx):
@@ -391,7 +399,7 @@ def case_gloo_stand_in(ctx):
     worker_case(ctx, "1 GPU workers", "stand-in: 2 gloo workers on the CPU", 2,
                 [ctx.program("gpu_worker.py"), "--cpu"], 2, "gloo",
                 {"omp_num_threads": "1",
-                 "torch_nccl_async_error_handling": nccl_async_wanted()},
+                 "nccl_async_error_handling": nccl_async_wanted(ctx)},
                 summary="the GPU worker program on the CPU with gloo: all_reduce and a DDP "
                         "step right")
 

@@ -11,6 +11,7 @@ status is the failing worker's).
 import argparse
 import json
 import os
+import re
 import sys
 
 import torch
@@ -78,7 +79,10 @@ def main():
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "device_count": torch.cuda.device_count() if torch.cuda.is_available() else 0,
-        "torch_nccl_async_error_handling": os.environ.get("TORCH_NCCL_ASYNC_ERROR_HANDLING"),
+        # the one name this torch reads: TORCH_NCCL_... from 2.2 on, NCCL_... before
+        "nccl_async_error_handling": os.environ.get(
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING" if tuple(map(int, re.findall(r"\d+", torch.__version__)[:2])) >= (2, 2)
+            else "NCCL_ASYNC_ERROR_HANDLING"),
         "nccl_socket_ifname": os.environ.get("NCCL_SOCKET_IFNAME"),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "all_reduce_ok": all_reduce_ok, "ddp_grads_equal": grads_equal, "loss": loss,

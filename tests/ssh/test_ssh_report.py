@@ -28,7 +28,7 @@ class ReportTest(t.SshTestCase):
         self.assertEqual(sorted(int(r[1]) for r in rows), list(range(6)), p[1].describe())
         self.assertEqual({r[0] for r in rows}, set(self.HOSTS))
         self.assertEqual({r[3] for r in rows}, {"0"})
-        self.assertRegex(err[-1], r"^drun: 1 round\(s\), exit code 0, [\d.]+ s in all$")
+        self.assertRegex(err[-1], r"^drun: 1 round, exit code 0, [\d.]+ s in all$")
         with open(report) as f:
             r = json.load(f)
         self.assertEqual((r["run_id"], r["exit_code"], r["failure"]), ("gathered", 0, None))

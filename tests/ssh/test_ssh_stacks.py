@@ -113,7 +113,8 @@ class StacksTest(t.SshTestCase):
                        os.path.join(E2E_PROGRAMS, "wait_printing.py")],
                       env=self.bed.env(XDG_RUNTIME_DIR=None))
         p[1].wait_for(r"\]: waiting$", count=2)
-        sockets = os.listdir(os.path.join(xdg, "drun"))
+        # PID.sock, beside it PID.tmp (the agent's temporaries named for the next run's clean-up)
+        sockets = [n for n in os.listdir(os.path.join(xdg, "drun")) if n.endswith(".sock")]
         self.assertEqual(len(sockets), 1, sockets)
         self.assertIn(int(sockets[0].split(".")[0]), self.bed.agent_pids("red01"))
         out = subprocess.run(["ip", "netns", "exec", self.bed.host_ns["red01"], self.bed.drun, "stacks"],
