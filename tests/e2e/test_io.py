@@ -551,12 +551,15 @@ class RestartLoopTest(DrunTestCase):
         self.assertLess(growth, 64, f"anonymous RSS grew {growth} kB over {rounds} rounds")
         # Descriptors come and go with each round (a spawn's pipes, 3 to 5 at once), and a
         # sample catches a spawn, or the gap between rounds, by chance, so neither the
-        # median nor one sample is a level. A leak raises the floor: the fewest held late
-        # is within two of the fewest held early, and no late sample holds more than one
-        # spawn's pipes beyond the most held early. A leak of one descriptor in a hundred
-        # rounds would be 70 more by the late rounds.
+        # median nor one sample is a level (one early sample caught 9 where the rest held
+        # 12-17). A leak raises the floor: the lower quartile late is within two of the
+        # lower quartile early, and no late sample holds more than one spawn's pipes beyond
+        # the most held early. A leak of one descriptor in a hundred rounds would be 70
+        # more by the late rounds.
         fds = ([s[2] for s in early], [s[2] for s in late])
-        self.assertLessEqual(min(fds[1]), min(fds[0]) + 2, fds)
+        def floor(xs):
+            return sorted(xs)[len(xs) // 4]
+        self.assertLessEqual(floor(fds[1]), floor(fds[0]) + 2, fds)
         self.assertLessEqual(max(fds[1]), max(fds[0]) + 5, fds)
 
 
