@@ -53,7 +53,9 @@ def client(port, world_size=1):
     return dist.TCPStore(HOST, port, world_size, is_master=False, timeout=TIMEOUT, **libuv)
 
 
-class TorchStoreOpsTest(unittest.TestCase):
+class ServerCase(unittest.TestCase):
+    """A fresh drun_store_server and one torch client per test."""
+
     def setUp(self):
         self.server = StoreServer()
         self.store = client(self.server.port)
@@ -63,6 +65,9 @@ class TorchStoreOpsTest(unittest.TestCase):
         err = self.server.stop()
         # Real clients never trip the server's protocol checks.
         self.assertIn("(0 protocol errors)", err)
+
+
+class TorchStoreOpsTest(ServerCase):
 
     def test_set_and_get(self):
         self.store.set("k1", "v1")
@@ -240,19 +245,10 @@ class TorchInitProcessGroupTest(unittest.TestCase):
         self.assertIn("(0 protocol errors)", err)
 
 
-class TorchStore2xOpsTest(unittest.TestCase):
+class TorchStore2xOpsTest(ServerCase):
     """The ops torch 2.x added (APPEND, MULTI_GET/SET, CHECK, QUEUE_*, LIST_KEYS, BARRIER),
     through torch's own Python API. Each test runs where the client has the method (the
     compat suite's 2.6 and 2.14) and is skipped, saying so, where it has not (1.13 here)."""
-
-    def setUp(self):
-        self.server = StoreServer()
-        self.store = client(self.server.port)
-
-    def tearDown(self):
-        del self.store
-        err = self.server.stop()
-        self.assertIn("(0 protocol errors)", err)
 
     def need(self, *methods):
         for m in methods:
